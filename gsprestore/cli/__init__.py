@@ -1,0 +1,1 @@
+"""Typer command-line interface. Command modules import torch inside their functions only."""

@@ -1,0 +1,3 @@
+"""Registers every command family on the app. One import line per family module."""
+
+from . import app as _app  # noqa: F401
