@@ -1,0 +1,126 @@
+"""Data-set registry: packaged checksums, lookup order, and one-line errors (tiny fake folders)."""
+
+import hashlib
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gsprestore import datasets
+from gsprestore.errors import DatasetError, UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_fake(monkeypatch, parent: Path, name: str = "kodak", files=("kodim01.png", "kodim02.png", "kodim10.png")):
+    """Write tiny PNGs into ``parent/<folder>`` and make them the registered files of ``name``."""
+    spec = datasets.get_spec(name)
+    folder = parent / spec.folder
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    sums = {}
+    for f in files:
+        Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)).save(folder / f)
+        sums[f] = hashlib.sha256((folder / f).read_bytes()).hexdigest()
+    real = datasets.read_checksums
+    monkeypatch.setattr(datasets, "read_checksums", lambda s: sums if s.name == name else real(s))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch, tmp_path):
+    monkeypatch.delenv(datasets.ENV_VAR, raising=False)
+    monkeypatch.setattr(datasets, "cache_dir", lambda: tmp_path / "cache" / "datasets")
+
+
+@pytest.mark.parametrize(
+    "name,count,first,last",
+    [("kodak", 24, "kodim01.png", "kodim24.png"), ("mcm", 18, "1.tif", "18.tif"),
+     ("urban100", 100, "img_001.png", "img_100.png")],
+)
+def test_packaged_checksums(name, count, first, last):
+    sums = datasets.read_checksums(datasets.get_spec(name))
+    names = sorted(sums, key=datasets.natural_key)
+    assert len(sums) == count and names[0] == first and names[-1] == last
+    assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in sums.values())
+
+
+def test_checksums_are_package_data():
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "data/*.sha256" in cfg["tool"]["setuptools"]["package-data"]["gsprestore"]
+    for spec in datasets.DATASETS.values():
+        assert (ROOT / "gsprestore" / "data" / spec.checksum_file).is_file()
+
+
+def test_natural_order():
+    assert sorted(["10.tif", "2.tif", "1.tif"], key=datasets.natural_key) == ["1.tif", "2.tif", "10.tif"]
+
+
+@pytest.mark.parametrize("given", ["parent", "folder"])
+def test_find_under_data_dir(monkeypatch, tmp_path, given):
+    folder = make_fake(monkeypatch, tmp_path / "data")
+    ds = datasets.find_dataset("kodak", folder.parent if given == "parent" else folder)
+    assert ds.root == folder and ds.verified and len(ds) == 3
+    assert [p.name for p in ds.files] == ["kodim01.png", "kodim02.png", "kodim10.png"]
+
+
+def test_env_var_then_cache(monkeypatch, tmp_path):
+    folder = make_fake(monkeypatch, tmp_path / "env")
+    monkeypatch.setenv(datasets.ENV_VAR, str(folder.parent))
+    assert datasets.find_dataset("kodak").root == folder
+    monkeypatch.delenv(datasets.ENV_VAR)
+    with pytest.raises(DatasetError, match="default cache folder"):
+        datasets.find_dataset("kodak")
+    cached = tmp_path / "cache" / "datasets"
+    cached.mkdir(parents=True)
+    folder.rename(cached / "kodak24")
+    assert datasets.find_dataset("kodak").root == cached / "kodak24"
+
+
+def test_explicit_dir_wins_over_env(monkeypatch, tmp_path):
+    folder = make_fake(monkeypatch, tmp_path / "env")
+    monkeypatch.setenv(datasets.ENV_VAR, str(folder.parent))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError) as e:
+        datasets.find_dataset("kodak", tmp_path / "empty")
+    msg = str(e.value)
+    assert "\n" not in msg and str(tmp_path / "empty") in msg and "kodak24" in msg and "--data-dir" in msg
+
+
+def test_missing_folder_and_files(monkeypatch, tmp_path):
+    with pytest.raises(DatasetError, match="no such folder"):
+        datasets.find_dataset("mcm", tmp_path / "nope")
+    folder = make_fake(monkeypatch, tmp_path, "mcm", files=("1.tif", "2.tif", "3.tif"))
+    (folder / "2.tif").unlink()
+    with pytest.raises(DatasetError) as e:
+        datasets.find_dataset("mcm", tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"{folder}: 1 of 3 mcm files missing (2.tif)") and "\n" not in msg
+
+
+def test_checksum_mismatch_names_the_file(monkeypatch, tmp_path):
+    folder = make_fake(monkeypatch, tmp_path)
+    assert datasets.find_dataset("kodak", tmp_path).verified
+    with open(folder / "kodim02.png", "ab") as f:
+        f.write(b"x")  # size changes: the digest cache must not hide it
+    with pytest.raises(DatasetError) as e:
+        datasets.find_dataset("kodak", tmp_path)
+    assert str(e.value).startswith(f"{folder / 'kodim02.png'}: SHA-256")
+    ds = datasets.find_dataset("kodak", tmp_path, checksums=False)
+    assert not ds.verified and len(ds) == 3
+
+
+def test_unknown_dataset_and_download_hook(tmp_path):
+    with pytest.raises(UsageError, match="unknown dataset"):
+        datasets.find_dataset("set14", tmp_path)
+    with pytest.raises(DatasetError, match="downloading kodak is not available"):
+        datasets.find_dataset("kodak", download_missing=True)
+
+
+def test_sha256_file(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"abc" * 1000)
+    assert datasets.sha256_file(p) == hashlib.sha256(b"abc" * 1000).hexdigest()
