@@ -1,3 +1,4 @@
 """Registers every command family on the app. One import line per family module."""
 
 from . import app as _app  # noqa: F401
+from . import benchmark_cmd  # noqa: F401

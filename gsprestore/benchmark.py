@@ -1,0 +1,291 @@
+"""Benchmark restorers on a data set under the paper's evaluation protocol (PROTOCOL.md).
+
+One code path for every method: each is built by :func:`gsprestore.restorers.get_restorer` and
+fed the task's observation made by :mod:`gsprestore.sampling` from the ground truth:
+
+* ``demosaic``: ``y = mosaic(gt, pattern)``, the Bayer mosaic of the ground truth (8-bit / 255),
+  scored on all three RGB channels;
+* ``upscale2x``: ``y = decimate(gt) = gt[..., 0::2, 0::2]`` (no anti-aliasing), scored on BT.601
+  studio luma Y.
+
+Odd image sizes are cropped to even (last row / column dropped) before sampling; there is no
+border crop when scoring. With ``noise_sigma`` > 0, Gaussian noise of std ``noise_sigma / 255``
+is added to the observation ``y`` (paper Table 2), drawn from a generator seeded with
+``seed + image index`` so every method sees the same noise. Scores come from
+:func:`gsprestore.metrics.image_scores` (both PSNR definitions and SSIM).
+
+:func:`run_benchmark` returns ``{"protocol": {...}, "results": [row, ...]}``, one row per method,
+ready for ``json.dump`` (:func:`write_json`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__, restorers
+from .datasets import Dataset, find_dataset
+from .errors import GspError, UsageError
+
+CHANNEL_SPACE = {"demosaic": "rgb", "upscale2x": "y"}
+
+_CHANNEL_SPACE_TEXT = {
+    "rgb": "RGB, all three channels",
+    "y": "Y, BT.601 studio luma: (16 + 65.481 R + 128.553 G + 24.966 B) / 255, R, G, B in [0, 1]",
+}
+_OBSERVATION_TEXT = {
+    "demosaic": "Bayer mosaic ({pattern}) of the ground truth scaled to [0, 1]",
+    "upscale2x": "LR = HR[0::2, 0::2] (plain decimation, no anti-aliasing); output 2x the LR size",
+}
+
+ROW_KEYS = (
+    "method", "task", "dataset", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
+    "seconds_per_image", "megapixels_per_second", "params",
+)
+
+
+def default_methods(task: str) -> list[str]:
+    """The classical methods of ``task`` (what ``gsprestore benchmark`` runs without ``--methods``)."""
+    return [m for m in restorers.methods_for(task) if restorers.METHODS[m].kind == "classical"]
+
+
+def parse_methods(task: str, methods: str | Iterable[str] | None) -> list[str]:
+    """Canonical method names for ``task`` from a list or a comma-separated string; raises
+    :class:`UsageError` for unknown names or methods that do not do ``task``."""
+    if methods is None:
+        return default_methods(task)
+    items = methods.split(",") if isinstance(methods, str) else list(methods)
+    names = [m.strip().lower() for m in items if m.strip()]
+    if not names:
+        raise UsageError("no methods given")
+    return list(dict.fromkeys(restorers.method_spec(n, task).name for n in names))
+
+
+def resolve_device(device: str) -> "torch.device":  # noqa: F821
+    """``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (CUDA when available) as a torch device."""
+    import torch
+
+    d = str(device).lower()
+    if d == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(d)
+    except RuntimeError:
+        raise UsageError(f"unknown device {device!r}; expected cpu, cuda, cuda:N or auto") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise GspError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"unsupported device {device!r}; expected cpu, cuda, cuda:N or auto")
+    return dev
+
+
+def load_ground_truth(path: Path) -> "torch.Tensor":  # noqa: F821
+    """Ground-truth RGB ``(1, 3, H, W)`` float32 of an image file, cropped to even size."""
+    import torch
+
+    from .io import read_image
+
+    img = read_image(path)
+    if img.channels != 3:
+        raise GspError(f"ground truth must be RGB, got {img.channels} channel(s)", path)
+    h, w = img.array.shape[0] // 2 * 2, img.array.shape[1] // 2 * 2
+    return torch.from_numpy(img.array[:h, :w]).permute(2, 0, 1).unsqueeze(0).contiguous()
+
+
+def make_observation(task: str, gt: "torch.Tensor", pattern: str = "RGGB") -> "torch.Tensor":  # noqa: F821
+    """The task's observation ``y = H gt`` (sampling.py)."""
+    from . import sampling
+
+    if task == "demosaic":
+        return sampling.mosaic(gt, pattern)
+    return sampling.decimate(gt)
+
+
+def add_noise(y: "torch.Tensor", sigma: float, seed: int) -> "torch.Tensor":  # noqa: F821
+    """``y + (sigma / 255) * N(0, 1)``, the noise drawn on the CPU from ``torch.Generator(seed)``
+    (the same numbers on every device)."""
+    import torch
+
+    if sigma <= 0:
+        return y
+    g = torch.Generator().manual_seed(int(seed))
+    n = torch.randn(y.shape, generator=g, dtype=torch.float32)
+    return y + (sigma / 255.0) * n.to(device=y.device, dtype=y.dtype)
+
+
+def _sync(device: "torch.device") -> None:  # noqa: F821
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float, seed: int, device: str) -> dict[str, Any]:
+    """The record of how the numbers were made, stored beside them."""
+    import torch
+
+    space = CHANNEL_SPACE[task]
+    return {
+        "task": task,
+        "dataset": dataset.name,
+        "dataset_root": str(dataset.root),
+        "images": len(dataset),
+        "checksums_verified": dataset.verified,
+        "pattern": pattern if task == "demosaic" else None,
+        "observation": _OBSERVATION_TEXT[task].format(pattern=pattern),
+        "channel_space": _CHANNEL_SPACE_TEXT[space],
+        "crop": "odd sizes cropped to even (last row/column dropped); no border crop",
+        "psnr_dataset_mse": "10 log10(1 / mean over images of per-image MSE); float outputs, not clipped, not rounded",
+        "psnr_mean": "mean over images of per-image PSNR; outputs rounded and clipped to 8 bits",
+        "ssim": ("Wang et al. 2004: Gaussian window 11, sigma 1.5, K1 0.01, K2 0.03, data range 1, valid region, "
+                 "per channel then averaged; float outputs clipped to [0, 1]; mean over images"),
+        "noise": {
+            "sigma": noise_sigma,
+            "std": noise_sigma / 255.0,
+            "distribution": "gaussian, added to the input observation",
+            "seed": seed if noise_sigma > 0 else None,
+        },
+        "timing": "wall clock of the restorer call per image, after one untimed warm-up call; excludes I/O and scoring",
+        "gsprestore_version": __version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "device": device,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run_benchmark(
+    task: str,
+    dataset: str | Dataset,
+    methods: str | Iterable[str] | None = None,
+    data_dir: str | Path | None = None,
+    pattern: str = "RGGB",
+    noise_sigma: float = 0.0,
+    device: str = "cpu",
+    *,
+    seed: int = 0,
+    restorer_options: Mapping[str, Mapping[str, Any]] | None = None,
+    warmup: bool = True,
+    per_image: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Score ``methods`` (default: the classical ones) on ``dataset`` for ``task``.
+
+    ``dataset`` is a registry name (located with :func:`~gsprestore.datasets.find_dataset` under
+    ``data_dir``) or an already located :class:`~gsprestore.datasets.Dataset`.
+    ``restorer_options`` maps a method name to keyword options for its factory (e.g. weights).
+    ``progress(done, total, file_name)`` is called after each image. With ``per_image`` each row
+    also lists every image's scores and time. Images are read one at a time and every method
+    runs on each, so memory holds one image whatever the data set size.
+    """
+    import torch
+
+    from . import sampling
+    from .metrics import image_scores, psnr_dataset_mse, psnr_mean
+
+    restorers.check_task(task)
+    names = parse_methods(task, methods)
+    pattern = sampling.check_pattern(pattern)
+    if not noise_sigma >= 0:
+        raise UsageError(f"noise sigma must be >= 0, got {noise_sigma}")
+    dev = resolve_device(device)
+    ds = dataset if isinstance(dataset, Dataset) else find_dataset(dataset, data_dir)
+    if len(ds) == 0:
+        raise GspError("data set has no images", ds.root)
+    options = restorer_options or {}
+    methods_built = [restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev) for n in names]
+    space = CHANNEL_SPACE[task]
+
+    acc = {n: {"mse": [], "psnr_8bit": [], "ssim": [], "seconds": 0.0, "pixels": 0, "per_image": []} for n in names}
+    with torch.no_grad():
+        for i, path in enumerate(ds.files):
+            gt = load_ground_truth(path).to(dev)
+            y = add_noise(make_observation(task, gt, pattern), noise_sigma, seed + i)
+            for r in methods_built:
+                if warmup and i == 0:
+                    r(y, pattern)
+                _sync(dev)
+                t0 = time.perf_counter()
+                out = r(y, pattern)
+                _sync(dev)
+                dt = time.perf_counter() - t0
+                if out.shape != gt.shape:
+                    raise GspError(f"method {r.name} returned shape {tuple(out.shape)}, expected {tuple(gt.shape)}", path)
+                if not torch.isfinite(out).all():
+                    raise GspError(f"method {r.name} returned NaN or Inf values", path)
+                s = {k: float(v[0]) for k, v in image_scores(out.float(), gt, space).items()}
+                a = acc[r.name]
+                a["mse"].append(s["mse"])
+                a["psnr_8bit"].append(s["psnr_8bit"])
+                a["ssim"].append(s["ssim"])
+                a["seconds"] += dt
+                a["pixels"] += gt.shape[-2] * gt.shape[-1]
+                if per_image:
+                    a["per_image"].append({"file": path.name, **s, "seconds": dt})
+            if progress is not None:
+                progress(i + 1, len(ds), path.name)
+
+    results = []
+    for r in methods_built:
+        a = acc[r.name]
+        row: dict[str, Any] = {
+            "method": r.name,
+            "task": task,
+            "dataset": ds.name,
+            "images": len(ds),
+            "psnr_dataset_mse": psnr_dataset_mse(a["mse"]),
+            "psnr_mean": psnr_mean(a["psnr_8bit"]),
+            "ssim_mean": sum(a["ssim"]) / len(a["ssim"]),
+            "seconds_per_image": a["seconds"] / len(ds),
+            "megapixels_per_second": a["pixels"] / 1e6 / a["seconds"] if a["seconds"] > 0 else float("inf"),
+            "params": r.num_params,
+            "kind": r.kind,
+            "noise_sigma": noise_sigma,
+        }
+        if per_image:
+            row["per_image"] = a["per_image"]
+        results.append(row)
+    return {"protocol": protocol(task, ds, pattern, noise_sigma, seed, str(dev)), "results": results}
+
+
+def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``result`` as indented JSON, atomically (temp file + rename); an existing file is
+    replaced only with ``overwrite``."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise GspError("output exists (pass --overwrite to replace it)", path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise GspError("output folder does not exist", parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+__all__ = [
+    "CHANNEL_SPACE",
+    "ROW_KEYS",
+    "add_noise",
+    "default_methods",
+    "load_ground_truth",
+    "make_observation",
+    "parse_methods",
+    "protocol",
+    "resolve_device",
+    "run_benchmark",
+    "write_json",
+]
