@@ -1,0 +1,333 @@
+"""A small TIFF codec (numpy + zlib) for the TIFFs Pillow cannot hold without loss.
+
+Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, so gsprestore:
+
+* parses the first image file directory itself (:func:`read_ifd`): size, bits and sample format
+  per sample, photometric interpretation, compression, predictor, strips or tiles, extra
+  samples (alpha), ICC profile (tag 34675);
+* decodes (:func:`decode`) 8/16/32-bit unsigned and 16/32/64-bit float samples, chunky or planar,
+  in strips or tiles, uncompressed / Deflate / PackBits / LZW, with horizontal (2) or
+  floating-point (3) predictor; :mod:`gsprestore.io` sends 8-bit and 16-bit single-channel files
+  to Pillow (faster, more compressions) and everything else here;
+* encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression, horizontal
+  predictor for integer samples, unassociated alpha as an extra sample, and the ICC profile.
+
+Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.io` adds the file name.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+# TIFF field types -> (struct code, size)
+_TYPES = {1: ("B", 1), 2: ("c", 1), 3: ("H", 2), 4: ("I", 4), 5: ("II", 8), 6: ("b", 1), 7: ("B", 1),
+          8: ("h", 2), 9: ("i", 4), 10: ("ii", 8), 11: ("f", 4), 12: ("d", 8), 13: ("I", 4)}
+
+WIDTH, HEIGHT, BITS, COMPRESSION, PHOTOMETRIC = 256, 257, 258, 259, 262
+STRIP_OFFSETS, SAMPLES, ROWS_PER_STRIP, STRIP_COUNTS, PLANAR = 273, 277, 278, 279, 284
+PREDICTOR, TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_COUNTS = 317, 322, 323, 324, 325
+EXTRA_SAMPLES, SAMPLE_FORMAT, ICC = 338, 339, 34675
+
+
+@dataclass
+class TiffInfo:
+    """The first image of a TIFF file, as described by its IFD."""
+
+    width: int
+    height: int
+    samples: int
+    bits: int
+    sample_format: int  # 1 unsigned integer, 2 signed integer, 3 float
+    photometric: int
+    compression: int
+    predictor: int
+    planar: int
+    extra_samples: tuple[int, ...]
+    icc_profile: bytes | None
+    tags: dict[int, tuple]
+    byteorder: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        kind = {1: "u", 2: "i", 3: "f"}.get(self.sample_format, "?")
+        return np.dtype(f"{self.byteorder}{kind}{self.bits // 8}")
+
+
+def read_ifd(data: bytes) -> TiffInfo:
+    """Parse the TIFF header and first IFD of ``data``."""
+    if data[:4] == b"II*\0":
+        bo = "<"
+    elif data[:4] == b"MM\0*":
+        bo = ">"
+    elif data[:2] in (b"II", b"MM") and len(data) >= 4 and data[2:4] in (b"+\0", b"\0+"):
+        raise ValueError("unsupported TIFF (BigTIFF)")
+    else:
+        raise ValueError("not a TIFF file (bad header)")
+    if len(data) < 8:
+        raise ValueError("truncated TIFF (header cut short)")
+    (ifd,) = struct.unpack(bo + "I", data[4:8])
+    if ifd + 2 > len(data) or ifd < 8:
+        raise ValueError("truncated TIFF (image directory missing)")
+    (count,) = struct.unpack(bo + "H", data[ifd : ifd + 2])
+    if ifd + 2 + 12 * count > len(data):
+        raise ValueError("truncated TIFF (image directory cut short)")
+    tags: dict[int, tuple] = {}
+    for k in range(count):
+        tag, typ, n, raw = struct.unpack(bo + "HHI4s", data[ifd + 2 + 12 * k : ifd + 14 + 12 * k])
+        if typ not in _TYPES:
+            continue
+        code, size = _TYPES[typ]
+        total = size * n
+        if total <= 4:
+            blob = raw[:total]
+        else:
+            (off,) = struct.unpack(bo + "I", raw)
+            if off + total > len(data):
+                raise ValueError(f"truncated TIFF (value of tag {tag} outside the file)")
+            blob = data[off : off + total]
+        if typ in (2, 7):
+            tags[tag] = (bytes(blob),)
+        else:
+            tags[tag] = struct.unpack(bo + code * n, blob)
+
+    def one(tag: int, default: int | None = None) -> int:
+        if tag in tags:
+            return int(tags[tag][0])
+        if default is None:
+            raise ValueError(f"corrupt TIFF (required tag {tag} missing)")
+        return default
+
+    samples = one(SAMPLES, 1)
+    bits = tags.get(BITS, (1,))
+    fmt = tags.get(SAMPLE_FORMAT, (1,))
+    if len(set(bits)) != 1 or len(set(fmt)) != 1:
+        raise ValueError("unsupported TIFF (samples of different sizes or types)")
+    icc = tags.get(ICC, (None,))[0]
+    return TiffInfo(
+        width=one(WIDTH), height=one(HEIGHT), samples=samples, bits=int(bits[0]), sample_format=int(fmt[0]),
+        photometric=one(PHOTOMETRIC, 1), compression=one(COMPRESSION, 1), predictor=one(PREDICTOR, 1),
+        planar=one(PLANAR, 1), extra_samples=tuple(int(v) for v in tags.get(EXTRA_SAMPLES, ())),
+        icc_profile=icc if isinstance(icc, bytes) else None, tags=tags, byteorder=bo,
+    )
+
+
+def _lzw_decode(src: bytes) -> bytes:
+    """TIFF LZW (MSB-first codes of 9-12 bits, 'early change'), pure Python."""
+    out = bytearray()
+    table: list[bytes] = [bytes([i]) for i in range(256)] + [b"", b""]
+    width, bitbuf, nbits, prev = 9, 0, 0, None
+    for byte in src:
+        bitbuf = (bitbuf << 8) | byte
+        nbits += 8
+        while nbits >= width:
+            nbits -= width
+            code = (bitbuf >> nbits) & ((1 << width) - 1)
+            bitbuf &= (1 << nbits) - 1
+            if code == 256:  # clear
+                table = table[:258]
+                width, prev = 9, None
+                continue
+            if code == 257:  # end of information
+                return bytes(out)
+            if prev is None:
+                entry = table[code]
+            else:
+                if code < len(table):
+                    entry = table[code]
+                    table.append(prev + entry[:1])
+                elif code == len(table):
+                    entry = prev + prev[:1]
+                    table.append(entry)
+                else:
+                    raise ValueError("corrupt TIFF (bad LZW code)")
+            out += entry
+            prev = entry
+            if len(table) + 1 >= (1 << width) and width < 12:
+                width += 1
+    return bytes(out)
+
+
+def _packbits_decode(src: bytes) -> bytes:
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        h = src[i]
+        i += 1
+        if h < 128:
+            out += src[i : i + h + 1]
+            i += h + 1
+        elif h > 128:
+            if i < n:
+                out += bytes([src[i]]) * (257 - h)
+            i += 1
+    return bytes(out)
+
+
+def _decompress(chunk: bytes, compression: int) -> bytes:
+    if compression == 1:
+        return chunk
+    if compression in (8, 32946):
+        try:
+            return zlib.decompress(chunk)
+        except zlib.error:
+            raise ValueError("corrupt TIFF (bad Deflate data)") from None
+    if compression == 5:
+        return _lzw_decode(chunk)
+    if compression == 32773:
+        return _packbits_decode(chunk)
+    raise ValueError(f"unsupported TIFF compression {compression}")
+
+
+def _unpredict(block: np.ndarray, info: TiffInfo, spp: int) -> np.ndarray:
+    """Undo the predictor on a (rows, cols, spp) block of raw bytes -> samples of ``info.dtype``."""
+    rows, cols = block.shape[:2]
+    dt = info.dtype
+    if info.predictor == 3:  # floating point: bytes split into planes, then byte-wise differences
+        nbytes = dt.itemsize
+        b = block.reshape(rows, cols * spp * nbytes)
+        b = np.cumsum(b, axis=1, dtype=np.uint8)
+        b = b.reshape(rows, nbytes, cols * spp).transpose(0, 2, 1)  # planes are most significant first
+        return np.ascontiguousarray(b).view(f">f{nbytes}").reshape(rows, cols, spp)
+    samples = np.ascontiguousarray(block).view(dt).reshape(rows, cols, spp)
+    if info.predictor == 2:
+        if dt.kind == "f":
+            raise ValueError("unsupported TIFF (horizontal predictor on float samples)")
+        samples = np.cumsum(samples.astype(dt.newbyteorder("=")), axis=1, dtype=dt.newbyteorder("="))
+    elif info.predictor != 1:
+        raise ValueError(f"unsupported TIFF predictor {info.predictor}")
+    return samples
+
+
+def decode(data: bytes, info: TiffInfo) -> np.ndarray:
+    """Decode the first image to a native-byte-order ``(H, W, samples)`` array of ``info.dtype``."""
+    if info.bits not in (8, 16, 32, 64) or info.sample_format not in (1, 3):
+        raise ValueError(f"unsupported TIFF sample type ({info.bits}-bit, format {info.sample_format})")
+    if info.sample_format == 3 and info.bits == 8:
+        raise ValueError("unsupported TIFF sample type (8-bit float)")
+    if info.photometric not in (0, 1, 2):
+        raise ValueError(f"unsupported TIFF photometric interpretation {info.photometric}")
+    h, w, spp = info.height, info.width, info.samples
+    if w == 0 or h == 0:
+        raise ValueError("corrupt TIFF (zero width or height)")
+    item = info.bits // 8
+    tags = info.tags
+    planes = spp if info.planar == 2 else 1
+    pspp = 1 if info.planar == 2 else spp
+    out = np.zeros((planes, h, w, pspp), dtype=info.dtype.newbyteorder("="))
+    if TILE_OFFSETS in tags:
+        tw, tl = int(tags[TILE_WIDTH][0]), int(tags[TILE_LENGTH][0])
+        offsets, counts = tags[TILE_OFFSETS], tags.get(TILE_COUNTS, ())
+        across, down = (w + tw - 1) // tw, (h + tl - 1) // tl
+        boxes = [(p, ty * tl, tx * tw, tl, tw) for p in range(planes) for ty in range(down) for tx in range(across)]
+    elif STRIP_OFFSETS in tags:
+        rps = min(int(tags.get(ROWS_PER_STRIP, (h,))[0]), h)
+        offsets, counts = tags[STRIP_OFFSETS], tags.get(STRIP_COUNTS, ())
+        per_plane = (h + rps - 1) // rps
+        boxes = [(p, s * rps, 0, min(rps, h - s * rps), w) for p in range(planes) for s in range(per_plane)]
+    else:
+        raise ValueError("corrupt TIFF (no strip or tile offsets)")
+    if len(offsets) < len(boxes) or len(counts) < len(boxes):
+        raise ValueError("corrupt TIFF (too few strip or tile offsets)")
+    for (p, y0, x0, rows, cols), off, cnt in zip(boxes, offsets, counts):
+        if off + cnt > len(data):
+            raise ValueError("truncated TIFF (image data cut short)")
+        raw = _decompress(data[off : off + cnt], info.compression)
+        need = rows * cols * pspp * item
+        if len(raw) < need:
+            raise ValueError("truncated TIFF (strip or tile has too little data)")
+        block = np.frombuffer(raw, dtype=np.uint8, count=need).reshape(rows, cols, pspp * item)
+        samples = _unpredict(block, info, pspp)
+        hh, ww = min(rows, h - y0), min(cols, w - x0)
+        out[p, y0 : y0 + hh, x0 : x0 + ww] = samples[:hh, :ww]
+    img = out[0] if planes == 1 else np.concatenate(list(out), axis=2)
+    if info.photometric == 0:  # min-is-white
+        if img.dtype.kind == "u":
+            img = np.iinfo(img.dtype).max - img
+        else:
+            img = 1.0 - img
+    return img
+
+
+def _entry(tag: int, typ: int, values, bo: str = "<") -> tuple[int, int, int, bytes]:
+    if typ == 7:
+        blob = bytes(values)
+        n = len(blob)
+    else:
+        values = tuple(values)
+        code = _TYPES[typ][0]
+        n = len(values) // 2 if typ == 5 else len(values)
+        blob = struct.pack(bo + code * len(values) if typ != 5 else bo + "I" * len(values), *values)
+    return tag, typ, n, blob
+
+
+def encode(
+    fh: BinaryIO,
+    array: np.ndarray,
+    *,
+    extra_alpha: bool = False,
+    icc_profile: bytes | None = None,
+    level: int = 6,
+    strip_bytes: int = 1 << 18,
+) -> None:
+    """Write ``array`` ((H, W) or (H, W, C); uint8, uint16 or float32) as a little-endian TIFF.
+    ``extra_alpha`` marks the last channel as unassociated alpha."""
+    a = np.asarray(array)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[2] not in (1, 2, 3, 4) or a.dtype not in (np.uint8, np.uint16, np.float32):
+        raise ValueError(f"cannot encode array of shape {a.shape} and type {a.dtype} as TIFF")
+    h, w, c = a.shape
+    a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    item = a.dtype.itemsize
+    is_float = a.dtype.kind == "f"
+    colour = c - int(extra_alpha)
+    rps = max(1, min(h, strip_bytes // max(1, w * c * item)))
+    strips = []
+    for y0 in range(0, h, rps):
+        blk = a[y0 : y0 + rps]
+        if not is_float:  # horizontal differencing predictor (2)
+            blk = np.diff(blk, axis=1, prepend=np.zeros_like(blk[:, :1]))
+        strips.append(zlib.compress(np.ascontiguousarray(blk).tobytes(), level))
+    header = b"II*\0"
+    offsets, pos = [], 8
+    for s in strips:
+        offsets.append(pos)
+        pos += len(s)
+    entries = [
+        _entry(WIDTH, 4, [w]), _entry(HEIGHT, 4, [h]), _entry(BITS, 3, [item * 8] * c),
+        _entry(COMPRESSION, 3, [8]), _entry(PHOTOMETRIC, 3, [2 if colour >= 3 else 1]),
+        _entry(STRIP_OFFSETS, 4, offsets), _entry(SAMPLES, 3, [c]), _entry(ROWS_PER_STRIP, 4, [rps]),
+        _entry(STRIP_COUNTS, 4, [len(s) for s in strips]), _entry(282, 5, [72, 1]), _entry(283, 5, [72, 1]),
+        _entry(PLANAR, 3, [1]), _entry(296, 3, [2]), _entry(PREDICTOR, 3, [1 if is_float else 2]),
+    ]
+    if extra_alpha or c > colour:
+        entries.append(_entry(EXTRA_SAMPLES, 3, [2] * (c - colour)))
+    entries.append(_entry(SAMPLE_FORMAT, 3, [3 if is_float else 1] * c))
+    if icc_profile:
+        entries.append(_entry(ICC, 7, icc_profile))
+    if pos % 2:
+        pos += 1
+    ifd_at = pos
+    values_at = ifd_at + 2 + 12 * len(entries) + 4
+    ifd = struct.pack("<H", len(entries))
+    extra = b""
+    for tag, typ, n, blob in entries:
+        if len(blob) <= 4:
+            ifd += struct.pack("<HHI", tag, typ, n) + blob.ljust(4, b"\0")
+        else:
+            if (values_at + len(extra)) % 2:
+                extra += b"\0"
+            ifd += struct.pack("<HHII", tag, typ, n, values_at + len(extra))
+            extra += blob
+    ifd += struct.pack("<I", 0)
+    fh.write(header + struct.pack("<I", ifd_at))
+    for s in strips:
+        fh.write(s)
+    if (8 + sum(len(s) for s in strips)) % 2:
+        fh.write(b"\0")
+    fh.write(ifd + extra)
