@@ -2,3 +2,4 @@
 
 from . import app as _app  # noqa: F401
 from . import benchmark_cmd  # noqa: F401
+from . import models_cmd  # noqa: F401

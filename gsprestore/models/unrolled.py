@@ -1,0 +1,316 @@
+"""The learned, unrolled networks uGLR and uGTV (paper Sec. 5.3 "Deep Algorithm Unrolling" and
+appendix "Experimental Details").
+
+``UnrolledNet`` = initial estimate (:func:`~gsprestore.models.estimate.initial_estimate`) followed
+by ``blocks`` (5) :class:`UnrolledBlock` in sequence; block t maps the estimate x^t to x^{t+1}:
+
+1. graph learning (the "self-attention" of Sec. 5.2): a shallow :class:`FeatureCNN` on x^t gives
+   ``heads x features`` (4 x 12) maps; head k has a PSD metric M_k = A_k A_k^T (A_k 12 x 12,
+   learned) and edge weights w_ij = exp(-(f_i - f_j)^T M_k (f_i - f_j)) (eq. 27) on the 5x5
+   window graph;
+2. per head, the interpolation solver on that graph (all image channels share the graph):
+   GLR (eq. 9 with the normalized Laplacian, Sec. 5.2) by unrolled CG with learned alpha_t,
+   beta_t (appendix "Parameters Learning in CG"), or GTV (the LP of Sec. 4 with the random-walk
+   normalized incidence of eq. 28) by ``admm_iters`` ADMM iterations (eqs. 19-24) whose x-update (eq. 20) is
+   ``cg_iters`` unrolled CG steps, with a learned gamma;
+3. a learned weighted average of the heads (softmax of ``heads`` logits, "a simple weighted
+   average scheme was then used to combine the outputs");
+4. the known samples re-imposed (H x = y holds exactly after every block).
+
+Choices where the paper is silent are listed, with their reasons, in ``docs/architecture.md``;
+every one is a key of :attr:`UnrolledNet.config`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .estimate import initial_estimate
+
+PRIORS: tuple[str, ...] = ("glr", "gtv")
+METHOD_PRIOR: dict[str, str] = {"uglr": "glr", "ugtv": "gtv"}
+
+#: Parameter counts reported in the paper (Tables 1 and 3).
+PAPER_PARAMS: dict[tuple[str, str], int] = {
+    ("uglr", "demosaic"): 323_410,
+    ("ugtv", "demosaic"): 323_435,
+    ("uglr", "upscale2x"): 319_090,
+    ("ugtv", "upscale2x"): 319_115,
+}
+
+#: BT.601 luma weights (R, G, B) used when the CNN input is ``"luma"``.
+LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
+
+CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
+
+
+def default_config(prior: str, task: str) -> dict[str, Any]:
+    """The paper-size configuration of ``prior`` ("glr" | "gtv") for ``task``."""
+    if prior not in PRIORS:
+        raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
+    if task not in ("demosaic", "upscale2x"):
+        raise ValueError(f"unknown task {task!r}")
+    cfg: dict[str, Any] = {
+        "prior": prior,
+        "task": task,
+        "blocks": 5,
+        "heads": 4,
+        "features": 12,
+        "width": 48,
+        "cnn_layers": 4,
+        # demosaicking: the CNN sees the RGB estimate; 2x: the luma of the estimate, and the
+        # graph it learns is shared by every channel (so any channel count works).
+        "cnn_input": "estimate" if task == "demosaic" else "luma",
+        "channels": 3,
+        "metric_init": 0.5,
+        "alpha_init": 0.5,
+        "beta_init": 0.3,
+    }
+    if prior == "glr":
+        cfg.update(cg_iters=50)
+    else:
+        cfg.update(admm_iters=5, cg_iters=10, gamma_init=10.0, mu_init=0.1)
+    return cfg
+
+
+def luma(x: Tensor) -> Tensor:
+    """``(B, C, H, W)`` -> ``(B, 1, H, W)``: BT.601 luma for C = 3, the channel for C = 1,
+    the channel mean otherwise."""
+    C = x.shape[-3]
+    if C == 1:
+        return x
+    if C == 3:
+        w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
+        return (x * w).sum(dim=-3, keepdim=True)
+    return x.mean(dim=-3, keepdim=True)
+
+
+class FeatureCNN(nn.Module):
+    """The shallow feature CNN of the graph-learning module (appendix "Experimental Details"):
+    ``layers`` 3x3 convolutions with ``width`` maps, a ReLU after each, no down-sampling.
+
+    Skip connections: identity (residual) shortcuts around every layer after the first,
+    ``h_1 = relu(conv_1(x))`` and ``h_l = h_{l-1} + relu(conv_l(h_{l-1}))`` for l >= 2, so the
+    output mixes every depth (receptive fields 3, 5, 7, 9) at no parameter cost.
+    ``out_channels`` must equal ``width`` for the last shortcut (48 = 4 heads x 12 features).
+    Replicate padding keeps borders free of the dark rim zero padding would suggest.
+    """
+
+    def __init__(self, in_channels: int, width: int = 48, layers: int = 4):
+        super().__init__()
+        if layers < 1:
+            raise ValueError("the feature CNN needs at least one layer")
+        self.convs = nn.ModuleList(
+            nn.Conv2d(in_channels if i == 0 else width, width, 3, padding=1, padding_mode="replicate")
+            for i in range(layers)
+        )
+
+    @property
+    def radius(self) -> int:
+        return len(self.convs)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = F.relu(self.convs[0](x))
+        for conv in self.convs[1:]:
+            h = h + F.relu(conv(h))
+        return h
+
+
+class UnrolledBlock(nn.Module):
+    """One graph-learning module + solver block (Fig. 2 of the paper), ``heads`` heads wide.
+
+    Learned parameters besides the CNN: ``metric_factor`` (K, F, F) with M_k = A_k A_k^T (PSD by
+    construction, eq. 27), the unrolled-CG step sizes ``alpha``/``beta`` per head and per CG step
+    (GLR: ``(cg_iters, K)``; GTV: ``(admm_iters, cg_iters, K)``, one set per ADMM iteration),
+    for GTV ``log_gamma`` (K,) (gamma = exp(log_gamma) > 0, the ADMM penalty of Sec. 4.2), and ``mix_logits`` (K,).
+    """
+
+    def __init__(
+        self,
+        prior: str,
+        *,
+        cnn_in: int,
+        heads: int = 4,
+        features: int = 12,
+        width: int = 48,
+        cnn_layers: int = 4,
+        cnn_input: str = "estimate",
+        cg_iters: int = 10,
+        admm_iters: int = 5,
+        metric_init: float = 0.5,
+        alpha_init: float = 0.5,
+        beta_init: float = 0.3,
+        gamma_init: float = 10.0,
+        mu_init: float = 0.1,
+    ):
+        super().__init__()
+        if prior not in PRIORS:
+            raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
+        if cnn_input not in CNN_INPUTS:
+            raise ValueError(f"unknown cnn_input {cnn_input!r}; expected one of {CNN_INPUTS}")
+        if heads * features != width:
+            raise ValueError(f"heads x features ({heads} x {features}) must equal the CNN width {width}")
+        self.prior, self.heads, self.features = prior, heads, features
+        self.cnn_input, self.cg_iters, self.admm_iters, self.mu_init = cnn_input, cg_iters, admm_iters, mu_init
+        self.cnn = FeatureCNN(cnn_in, width, cnn_layers)
+        eye = torch.eye(features).expand(heads, features, features)
+        self.metric_factor = nn.Parameter(metric_init * eye.clone())
+        steps = (cg_iters, heads) if prior == "glr" else (admm_iters, cg_iters, heads)
+        self.alpha = nn.Parameter(torch.full(steps, float(alpha_init)))
+        self.beta = nn.Parameter(torch.full(steps, float(beta_init)))
+        if prior == "gtv":
+            self.log_gamma = nn.Parameter(torch.full((heads,), math.log(gamma_init)))
+        self.mix_logits = nn.Parameter(torch.zeros(heads))
+
+    # -- graph learning -------------------------------------------------------------------
+    def metric(self) -> Tensor:
+        """M_k = A_k A_k^T, ``(K, F, F)``, PSD for any A_k (eq. 27)."""
+        A = self.metric_factor
+        return A @ A.transpose(-1, -2)
+
+    def head_features(self, x: Tensor) -> Tensor:
+        """``(B, C, H, W)`` estimate -> ``(B, K, F, H, W)`` per-head feature vectors f_i."""
+        inp = luma(x) if self.cnn_input == "luma" else x
+        f = self.cnn(inp)
+        B, _, H, W = f.shape
+        return f.view(B, self.heads, self.features, H, W)
+
+    def graph_weights(self, x: Tensor) -> Tensor:
+        """The learned graphs of the heads from the estimate ``x``: GLR, undirected weights
+        w_ij = exp(-d_ij) ``(B, K, 12, H, W)`` (eq. 27); GTV, the random-walk normalized directed
+        weights ``(B, K, 24, H, W)`` of eq. 28, computed as a softmax of -d over each node's
+        window (same value, but it cannot underflow to 0/0 when all distances are large)."""
+        from .. import graph
+
+        f, metric = self.head_features(x), self.metric()
+        if self.prior == "glr":
+            return graph.edge_weights(f, metric)
+        return graph.random_walk_weights_from_distances(graph.edge_distances(f, metric))
+
+    def mix_weights(self) -> Tensor:
+        """Head weights pi_k = softmax(mix_logits) (sum to one)."""
+        return torch.softmax(self.mix_logits, dim=0)
+
+    # -- solver ----------------------------------------------------------------------------
+    def _per_head(self, p: Tensor) -> Tensor:
+        # (..., K) -> (..., K, 1, 1, 1): broadcasts against (B, K, C, H, W)
+        return p.reshape(*p.shape, 1, 1, 1)
+
+    def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
+        """Per-head interpolation on the graphs ``w`` of :meth:`graph_weights`, warm-started at
+        ``x0``: ``(B, K, C, H, W)``."""
+        from .. import solvers
+
+        known5, mask5, x05 = known.unsqueeze(1), mask.unsqueeze(1), x0.unsqueeze(1)
+        cg = ("unrolled", self._per_head(self.alpha), self._per_head(self.beta))
+        if self.prior == "glr":
+            return solvers.glr_interpolate(
+                w, known5, mask5, iters=self.cg_iters, cg=cg, x0=x05, normalized=True
+            )
+        gamma = self._per_head(torch.exp(self.log_gamma))
+        return solvers.gtv_interpolate(
+            w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
+            cg=cg, mu_init=self.mu_init, x0=x05,
+        )
+
+    def forward(self, x: Tensor, known: Tensor, mask: Tensor) -> Tensor:
+        """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``."""
+        xk = self.solve(self.graph_weights(x), known, mask, x)
+        pi = self.mix_weights().view(1, -1, 1, 1, 1)
+        out = (pi * xk).sum(dim=1)
+        return torch.where(mask.expand_as(out) > 0, known.expand_as(out), out)
+
+
+class UnrolledNet(nn.Module):
+    """uGLR (``prior="glr"``) or uGTV (``prior="gtv"``) for ``task``; ``forward(known, mask) -> x``.
+
+    ``config`` is a JSON-able dict with every architectural choice; ``UnrolledNet(**config)``
+    rebuilds the same network (that is what weight files store). ``checkpoint`` (not part of the
+    architecture) recomputes each block in the backward pass instead of keeping its
+    intermediates: training memory then holds one block's graph at a time.
+    """
+
+    def __init__(self, prior: str, task: str, *, checkpoint: bool = False, **overrides: Any):
+        super().__init__()
+        cfg = default_config(prior, task)
+        unknown = set(overrides) - set(cfg)
+        if unknown:
+            raise TypeError(f"unknown {prior} model options: {', '.join(sorted(unknown))}")
+        cfg.update(overrides)
+        cfg["prior"], cfg["task"] = prior, task
+        if cfg["cnn_input"] not in CNN_INPUTS:
+            raise ValueError(f"unknown cnn_input {cfg['cnn_input']!r}; expected one of {CNN_INPUTS}")
+        self.config: dict[str, Any] = cfg
+        self.checkpoint = checkpoint
+        cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
+        block_kw = {k: cfg[k] for k in ("heads", "features", "width", "cnn_layers", "cnn_input",
+                                        "cg_iters", "metric_init", "alpha_init", "beta_init")}
+        if prior == "gtv":
+            block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"])
+        self.blocks = nn.ModuleList(UnrolledBlock(prior, cnn_in=cnn_in, **block_kw) for _ in range(cfg["blocks"]))
+
+    @property
+    def prior(self) -> str:
+        return self.config["prior"]
+
+    @property
+    def task(self) -> str:
+        return self.config["task"]
+
+    @property
+    def method(self) -> str:
+        return "u" + self.prior
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def receptive_field(self) -> int:
+        """Exact radius (pixels) of the output's dependence on the input: an upper bound, since
+        unrolled CG has no global reduction. Large (hundreds of pixels): see :func:`effective_halo`."""
+        cfg = self.config
+        per_block = cfg["cnn_layers"] + 4  # CNN, then features of neighbours (2) and degrees (2)
+        if self.prior == "glr":
+            per_block += 2 * cfg["cg_iters"]  # each normalized-Laplacian product reaches 2 px
+        else:  # each CG step applies C^T C (4 px); each ADMM iteration one C x for q (2 px)
+            per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
+        return 2 + cfg["blocks"] * per_block  # 2: the 5x5 initial estimate
+
+    def _check_input(self, known: Tensor, mask: Tensor) -> None:
+        if known.dim() != 4:
+            raise ValueError(f"known must be (B, C, H, W), got shape {tuple(known.shape)}")
+        C = known.shape[1]
+        if self.config["cnn_input"] == "estimate" and C != self.config["channels"]:
+            raise ValueError(
+                f"this {self.method} model takes {self.config['channels']} channels, got shape {tuple(known.shape)}"
+            )
+
+    def forward(self, known: Tensor, mask: Tensor, *, return_all: bool = False) -> Tensor | list[Tensor]:
+        """Interpolate: ``known = H^T y``, ``mask = H^T 1`` (``(B, C, H, W)``) -> x ``(B, C, H, W)``
+        with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``."""
+        self._check_input(known, mask)
+        mask = mask.expand_as(known)
+        x = initial_estimate(known, mask)
+        xs = [x]
+        use_ckpt = self.checkpoint and torch.is_grad_enabled()
+        for block in self.blocks:
+            if use_ckpt:
+                x = checkpoint(block, x, known, mask, use_reentrant=False)
+            else:
+                x = block(x, known, mask)
+            xs.append(x)
+        return xs if return_all else x
+
+
+def build_model(method: str, task: str, **overrides: Any) -> UnrolledNet:
+    """``build_model("ugtv", "demosaic")`` -> the paper-size uGTV for demosaicking (untrained).
+    ``overrides`` change any :func:`default_config` key (e.g. ``blocks=1``)."""
+    prior = METHOD_PRIOR.get(method)
+    if prior is None:
+        raise ValueError(f"unknown learned method {method!r}; expected one of {', '.join(METHOD_PRIOR)}")
+    return UnrolledNet(prior, task, **overrides)

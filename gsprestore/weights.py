@@ -1,0 +1,236 @@
+"""Pretrained weights: where they live, the manifest that vouches for them, saving and loading.
+
+Layout: the top-level ``weights/`` folder of the repository holds the weight files and
+``weights/manifest.json``::
+
+    {"models": [{"file": "ugtv_demosaic.pt", "sha256": "...", "method": "ugtv",
+                 "task": "demosaic", "params": 323400, "training": {...}, "psnr": {...}}, ...]}
+
+A regular (non-editable) install ships the same folder as data files under
+``<prefix>/share/gsprestore/weights`` (see ``pyproject.toml``); :func:`weights_dir` finds either,
+and ``GSPRESTORE_WEIGHTS`` overrides both.
+
+A weight file is a ``torch.save`` of ``{"state_dict", "config", "method", "task", "meta"}`` made of
+tensors and plain JSON-like values only, so it loads with ``torch.load(..., weights_only=True)``
+(no pickled code runs). Shipped files are checked against the manifest's SHA-256 *before* they are
+unpickled; a missing, truncated or tampered file is a one-line :class:`WeightsError` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import site
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import WeightsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+ENV_VAR = "GSPRESTORE_WEIGHTS"
+MANIFEST = "manifest.json"
+LEARNED_METHODS: tuple[str, ...] = ("uglr", "ugtv")
+FILE_KEYS: tuple[str, ...] = ("state_dict", "config", "method", "task")
+
+
+def _candidates() -> list[Path]:
+    pkg = Path(__file__).resolve().parent
+    out: list[Path] = []
+    if (pkg.parent / "pyproject.toml").is_file():  # source checkout / editable install
+        out.append(pkg.parent / "weights")
+    data_roots = [sysconfig.get_path("data"), sys.prefix]
+    try:
+        data_roots.append(site.getuserbase())
+    except Exception:  # pragma: no cover - site customisations
+        pass
+    for root in data_roots:
+        if root:
+            out.append(Path(root) / "share" / "gsprestore" / "weights")
+    return out
+
+
+def weights_dir() -> Path:
+    """The folder with ``manifest.json``: ``$GSPRESTORE_WEIGHTS``, else the checkout's ``weights/``,
+    else the installed data files. When none exists, the first candidate (for messages)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    cands = _candidates()
+    for c in cands:
+        if (c / MANIFEST).is_file():
+            return c
+    return cands[0]
+
+
+def manifest_path() -> Path:
+    return weights_dir() / MANIFEST
+
+
+def read_manifest(path: str | Path | None = None) -> dict[str, Any]:
+    """The manifest as a dict with a ``models`` list (empty when there is no manifest)."""
+    p = Path(path) if path is not None else manifest_path()
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"models": []}
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"unreadable weights manifest ({exc})", p) from None
+    if not isinstance(data, dict) or not isinstance(data.get("models", []), list):
+        raise WeightsError("weights manifest must be an object with a 'models' list", p)
+    data.setdefault("models", [])
+    return data
+
+
+def manifest_entry(method: str, task: str, manifest: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The manifest's entry for ``method`` and ``task`` (the first one), or None."""
+    m = read_manifest() if manifest is None else manifest
+    for entry in m["models"]:
+        if entry.get("method") == method and entry.get("task") == task:
+            return entry
+    return None
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def weights_status(method: str, task: str) -> str:
+    """``"shipped"`` (listed and present), ``"missing"`` (learned, none usable) or ``"n.a."``."""
+    if method not in LEARNED_METHODS:
+        return "n.a."
+    try:
+        entry = manifest_entry(method, task)
+    except WeightsError:
+        return "missing"
+    if entry is None or not (weights_dir() / str(entry.get("file", ""))).is_file():
+        return "missing"
+    return "shipped"
+
+
+def save_weights(path: str | Path, model: "nn.Module", meta: dict[str, Any] | None = None) -> str:
+    """Write ``model`` (an ``UnrolledNet``) to ``path`` atomically; returns the file's SHA-256.
+
+    ``meta`` (JSON-like: training recipe, data, scores...) is stored beside the weights; its
+    ``method``/``task`` default to the model's. Everything in the file loads with
+    ``weights_only=True``."""
+    import torch
+
+    meta = dict(meta or {})
+    config = dict(getattr(model, "config", {}) or {})
+    method = meta.get("method") or getattr(model, "method", None)
+    task = meta.get("task") or config.get("task")
+    if method is None or task is None:
+        raise ValueError("save_weights needs the model's method and task (model.config or meta)")
+    obj = {
+        "state_dict": {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+        "config": config,
+        "method": method,
+        "task": task,
+        "meta": json.loads(json.dumps(meta, default=str)),  # plain JSON types only
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return sha256_file(path)
+
+
+def _no_weights(method: str, task: str) -> WeightsError:
+    return WeightsError(
+        f"no pretrained weights for {method} ({task}): weights/manifest.json has none; "
+        "train with `gsprestore train` or pass --weights PATH"
+    )
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise WeightsError("no such weights file", path) from None
+    except IsADirectoryError:
+        raise WeightsError("is a folder, not a weights file", path) from None
+    except Exception as exc:  # truncated zip, pickle with code (refused by weights_only), ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WeightsError(f"not a readable weights file ({type(exc).__name__}: {reason[:120]})", path) from None
+    if not isinstance(obj, dict) or any(k not in obj for k in FILE_KEYS):
+        raise WeightsError(f"not a gsprestore weights file (expected keys {', '.join(FILE_KEYS)})", path)
+    return obj
+
+
+def load_model(method: str, task: str, path: str | Path | None = None, *, verify: bool = True) -> "nn.Module":
+    """The trained ``method`` network for ``task``, in eval mode on the CPU.
+
+    ``path=None``: the shipped file from the manifest, whose SHA-256 is checked before loading.
+    A user file (``--weights PATH``) is loaded as given (also with ``weights_only=True``); if it
+    is a file the manifest lists, its hash is checked too. Any failure is a :class:`WeightsError`.
+    """
+    from .models.unrolled import UnrolledNet
+
+    if method not in LEARNED_METHODS:
+        raise WeightsError(f"{method} has no weights (only {', '.join(LEARNED_METHODS)} do)")
+    expected: str | None = None
+    if path is None:
+        entry = manifest_entry(method, task)
+        if entry is None or not entry.get("file"):
+            raise _no_weights(method, task)
+        file = weights_dir() / str(entry["file"])
+        if not file.is_file():
+            raise WeightsError(f"shipped weights for {method} ({task}) are listed in the manifest but missing", file)
+        expected = entry.get("sha256")
+        if not expected:
+            raise WeightsError("manifest entry has no sha256; refusing to load unverified weights", file)
+    else:
+        file = Path(path)
+        if not file.exists():
+            raise WeightsError("no such weights file", file)
+        if file.is_file():
+            try:
+                for entry in read_manifest()["models"]:
+                    if (weights_dir() / str(entry.get("file", ""))).resolve() == file.resolve():
+                        expected = entry.get("sha256")
+            except (WeightsError, OSError):
+                pass
+    if verify and expected is not None:
+        actual = sha256_file(file)
+        if actual != expected:
+            raise WeightsError(
+                f"SHA-256 mismatch (file {actual[:12]}..., manifest {str(expected)[:12]}...): "
+                "the file is damaged or was modified",
+                file,
+            )
+    obj = _read_file(file)
+    if obj["method"] != method or obj["task"] != task:
+        raise WeightsError(f"holds {obj['method']} ({obj['task']}) weights, not {method} ({task})", file)
+    config = dict(obj["config"])
+    prior, ftask = config.pop("prior", None), config.pop("task", None)
+    if prior != method[1:] or ftask != task:
+        raise WeightsError(f"config is for {prior!r}/{ftask!r}, not {method} ({task})", file)
+    try:
+        model = UnrolledNet(prior, task, **config)
+        model.load_state_dict(obj["state_dict"], strict=True)
+    except (TypeError, ValueError, RuntimeError, KeyError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WeightsError(f"weights do not fit the {method} network ({reason[:160]})", file) from None
+    model.weights_meta = dict(obj.get("meta") or {})
+    model.weights_file = str(file)
+    return model.eval()
