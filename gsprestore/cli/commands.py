@@ -2,4 +2,5 @@
 
 from . import app as _app  # noqa: F401
 from . import benchmark_cmd  # noqa: F401
+from . import train_cmd  # noqa: F401
 from . import models_cmd  # noqa: F401

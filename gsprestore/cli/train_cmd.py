@@ -1,0 +1,180 @@
+"""``gsprestore train``: train uGLR / uGTV on folders of photos, or resume a run.
+
+Thin wrapper over :func:`gsprestore.training.train`; no torch import at module level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .app import app
+
+#: Options that may be given together with --resume (they do not change the recipe).
+RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint"}
+#: Model options with their own flag: CLI parameter name -> build_model key.
+MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters": "cg_iters",
+               "admm_iters": "admm_iters"}
+
+
+def _parse_model_opts(items: list[str]) -> dict[str, Any]:
+    from ..errors import UsageError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise UsageError(f"--model-opt takes KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+@app.command("train")
+def train(
+    ctx: typer.Context,
+    more_data: Annotated[
+        Optional[list[Path]],
+        typer.Argument(metavar="[DIR ...]", help="More training folders (so that --data A B C works).",
+                       show_default=False),
+    ] = None,
+    task: Annotated[Optional[str], typer.Option("--task", help="demosaic (RGGB) or upscale2x.")] = None,
+    prior: Annotated[Optional[str], typer.Option("--prior", help="glr (uGLR) or gtv (uGTV).")] = None,
+    data: Annotated[
+        Optional[list[Path]],
+        typer.Option("--data", help="Folder of training photos (PNG/JPEG/TIFF, searched recursively): "
+                     "--data DIR [DIR ...]. Never a test set (Kodak24, McM, Urban100 are refused).",
+                     show_default=False),
+    ] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to create (checkpoints, log, model.pt).")] = None,
+    resume: Annotated[
+        Optional[Path], typer.Option("--resume", help="Continue the run in this folder where it stopped "
+                                     "(only --epochs, --max-steps, --device, --threads, --workers may be given).")
+    ] = None,
+    patch_size: Annotated[int, typer.Option("--patch-size", help="Patch side (even).")] = 64,
+    patches: Annotated[int, typer.Option("--patches", help="Number of training patches.")] = 10000,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Fraction of the photos (of each folder) held out for validation.")
+    ] = 0.1,
+    val_patches: Annotated[
+        Optional[int], typer.Option("--val-patches", help="Validation patches [default: patches x val-fraction].")
+    ] = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs [default: 30].", show_default=False)] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
+    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
+    schedule: Annotated[str, typer.Option("--schedule", help="cosine, step or none.")] = "cosine",
+    min_lr_ratio: Annotated[float, typer.Option("--min-lr-ratio", help="Cosine: final lr / lr.")] = 0.01,
+    step_epochs: Annotated[
+        Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay [default: epochs / 3].")
+    ] = None,
+    step_gamma: Annotated[float, typer.Option("--step-gamma", help="Step schedule: decay factor.")] = 0.5,
+    warmup_steps: Annotated[int, typer.Option("--warmup-steps", help="Linear learning-rate warm-up steps.")] = 0,
+    loss: Annotated[str, typer.Option("--loss", help="l1, l2 or charbonnier.")] = "l1",
+    grad_clip: Annotated[float, typer.Option("--grad-clip", help="Clip the gradient norm to this (0: off).")] = 0.0,
+    weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam weight decay.")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the patches, the split, the order and the init.")] = 0,
+    downscale: Annotated[
+        int, typer.Option("--downscale", help="Downscale the photos by this factor (1 or 2) with an anti-aliasing "
+                          "filter before cutting patches.")
+    ] = 1,
+    downscale_filter: Annotated[str, typer.Option("--downscale-filter", help="lanczos or area.")] = "lanczos",
+    downscale_scope: Annotated[
+        str, typer.Option("--downscale-scope", help="all, or jpeg (only JPEG photos, e.g. BSDS with 4:2:0 chroma).")
+    ] = "all",
+    downscale_bsds: Annotated[
+        bool, typer.Option("--downscale-bsds", help="Shorthand for --downscale 2 --downscale-scope jpeg.")
+    ] = False,
+    augment: Annotated[
+        bool, typer.Option("--augment/--no-augment", help="Random flips and 90-degree rotations of the patches.")
+    ] = True,
+    blocks: Annotated[Optional[int], typer.Option("--blocks", help="Model: unrolled blocks.")] = None,
+    heads: Annotated[Optional[int], typer.Option("--heads", help="Model: graph-learning heads per block.")] = None,
+    width: Annotated[Optional[int], typer.Option("--width", help="Model: feature-CNN channels.")] = None,
+    cg_iters: Annotated[Optional[int], typer.Option("--cg-iters", help="Model: unrolled CG iterations.")] = None,
+    admm_iters: Annotated[Optional[int], typer.Option("--admm-iters", help="Model (uGTV): ADMM iterations.")] = None,
+    model_opt: Annotated[
+        Optional[list[str]], typer.Option("--model-opt", help="Any model option KEY=VALUE (repeatable).",
+                                          show_default=False)
+    ] = None,
+    init: Annotated[
+        Optional[Path], typer.Option("--init", help="Start from these weights (model.pt / best.pt / last.pt), "
+                                     "e.g. a run with fewer CG/ADMM iterations (curriculum).")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch [default: torch's].")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Threads decoding photos while cutting patches.")] = 0,
+    max_steps: Annotated[
+        Optional[int], typer.Option("--max-steps", help="Stop after this many steps in all (smoke runs; the "
+                                    "schedule still spans every epoch).")
+    ] = None,
+    log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps.")] = 50,
+    checkpoint: Annotated[
+        bool, typer.Option("--grad-checkpoint/--no-grad-checkpoint", help="Recompute each block in the backward "
+                           "pass (less memory, ~30% slower).")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
+) -> None:
+    """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
+
+    A run folder gets config.json, log.jsonl (JSON lines), last.pt, best.pt and, at the end, model.pt
+    (the best weights). Ctrl-C or SIGTERM finishes the current step, writes a checkpoint and exits
+    with 130 / 143: continue with --resume RUN_DIR."""
+    from rich.console import Console
+
+    from ..errors import UsageError
+    from ..training import TrainConfig, summary_table
+    from ..training import train as run_training
+
+    console = Console(stderr=True)
+    given = {name for name in ctx.params
+             if (src := ctx.get_parameter_source(name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")}
+    folders = list(data or []) + list(more_data or [])
+    if resume is not None:
+        extra = sorted(given - RESUME_OPTIONS - {"more_data"} - ({"out"} if out == resume else set()))
+        if folders:
+            extra = sorted(set(extra) | {"data"})
+        if extra:
+            flags = ", ".join("--" + e.replace("_", "-") for e in extra)
+            raise UsageError(f"{flags}: cannot change a run's recipe on --resume (only --epochs, --max-steps, "
+                             "--device, --threads, --workers); start a new run with --out instead")
+        cfg, run_dir = None, resume
+    else:
+        missing = [flag for flag, v in (("--task", task), ("--prior", prior), ("--data", folders or None),
+                                        ("--out", out)) if v is None]
+        if missing:
+            raise UsageError(f"missing {', '.join(missing)} (or pass --resume RUN_DIR)")
+        model = _parse_model_opts(model_opt or [])
+        for name, key in MODEL_FLAGS.items():
+            value = locals()[name]
+            if value is not None:
+                model[key] = value
+        if downscale_bsds:
+            if "downscale" in given and downscale != 2:
+                raise UsageError("--downscale-bsds means --downscale 2")
+            downscale, downscale_scope = 2, "jpeg"
+        cfg = TrainConfig(
+            task=task, prior=str(prior).lower(), data=[str(f) for f in folders], patch_size=patch_size,
+            patches=patches, val_fraction=val_fraction, val_patches=val_patches, epochs=epochs or 30,
+            batch_size=batch_size, lr=lr, schedule=schedule, min_lr_ratio=min_lr_ratio, step_epochs=step_epochs,
+            step_gamma=step_gamma, warmup_steps=warmup_steps, loss=loss, grad_clip=grad_clip,
+            weight_decay=weight_decay, seed=seed, downscale=downscale, downscale_filter=downscale_filter,
+            downscale_scope=downscale_scope, augment=augment, model=model,
+            init=None if init is None else str(init), log_every=log_every,
+        ).check()
+        run_dir = out
+
+    result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
+                          workers=workers, max_steps=max_steps, progress=progress, console=console,
+                          grad_checkpoint=checkpoint)
+    console.print(summary_table(result))
+    if result.status == "stopped":
+        import signal
+
+        console.print(f"stopped by {result.signal}: checkpoint written; continue with "
+                      f"gsprestore train --resume {result.run_dir}")
+        raise typer.Exit(code=128 + int(signal.Signals[result.signal]))

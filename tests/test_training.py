@@ -1,0 +1,452 @@
+"""Training pipeline: patches (alignment, augmentation, split, downscale), the loop (determinism,
+exact resume, signals, best checkpoint, log), and ``gsprestore train`` (errors, smoke run).
+
+Everything runs on the CPU on tiny synthetic photos written to ``tmp_path``. The loop tests use
+a tiny stand-in network with the models' interface (``forward(known, mask)``, ``.config``) so they
+test the pipeline, not the model; the smoke tests use a tiny configuration of the real uGTV."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image as PILImage
+from torch import nn
+from typer.testing import CliRunner
+
+from gsprestore import patches as P
+from gsprestore import training as T
+from gsprestore.errors import UsageError
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _coord_image(h: int, w: int, photo_id: int) -> np.ndarray:
+    """uint8 RGB whose pixels encode where they are: R = row, G = column, B = photo id."""
+    r, c = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    return np.stack([r % 256, c % 256, np.full_like(r, photo_id)], axis=2).astype(np.uint8)
+
+
+def _smooth_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """A photo-like uint8 image: a few colour gradients and an edge."""
+    y, x = np.mgrid[0:h, 0:w] / max(h, w)
+    a = rng.uniform(0.2, 0.8, size=(3, 3))
+    img = a[:, 0, None, None] + 0.3 * a[:, 1, None, None] * np.sin(6 * x + 3 * a[:, 2, None, None]) * y
+    img = img + 0.2 * (x + 0.3 * y > 0.5)
+    return np.clip(np.rint(img.transpose(1, 2, 0) * 255), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture
+def photos(tmp_path):
+    """Two training folders: 6 PNGs (some odd sizes) and 4 JPEGs."""
+    rng = np.random.default_rng(0)
+    a, b = tmp_path / "photos_a", tmp_path / "photos_b"
+    a.mkdir()
+    b.mkdir()
+    for i, (h, w) in enumerate([(41, 37), (40, 48), (33, 45), (50, 39), (36, 36), (45, 51)]):
+        PILImage.fromarray(_smooth_photo(rng, h, w)).save(a / f"p{i}.png")
+    for i, (h, w) in enumerate([(48, 64), (63, 41), (40, 40), (57, 49)]):
+        PILImage.fromarray(_smooth_photo(rng, h, w)).save(b / f"j{i}.jpg", quality=95)
+    return [a, b]
+
+
+class Stand(nn.Module):
+    """Stand-in network with the interface of :func:`gsprestore.models.build_model`: keeps the
+    known samples and fills the rest with a 3x3 convolution of (known, mask)."""
+
+    calls = 0
+    hook = None
+
+    def __init__(self, method: str, task: str, width: int = 4, **_):
+        super().__init__()
+        self.config = {"method": method, "task": task, "width": width}
+        self.conv1 = nn.Conv2d(6, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, 3, 3, padding=1)
+
+    def forward(self, known, mask):
+        Stand.calls += 1
+        if Stand.hook is not None:
+            Stand.hook(Stand.calls)
+        fill = self.conv2(torch.relu(self.conv1(torch.cat([known, mask], 1))))
+        return known + (1 - mask) * fill
+
+
+@pytest.fixture
+def stand(monkeypatch):
+    Stand.calls, Stand.hook = 0, None
+    monkeypatch.setattr(T, "model_factory", lambda: Stand)
+    yield Stand
+    Stand.hook = None
+
+
+def _cfg(photos, **kw) -> T.TrainConfig:
+    base = dict(task="demosaic", prior="gtv", data=[str(p) for p in photos], patch_size=16, patches=40,
+                val_fraction=0.25, val_patches=12, epochs=2, batch_size=8, lr=3e-3, log_every=2, seed=3)
+    base.update(kw)
+    return T.TrainConfig(**base)
+
+
+def _run(cfg, run_dir, **kw):
+    return T.train(cfg, run_dir, progress=False, device="cpu", **kw)
+
+
+def _weights(path, key):
+    return torch.load(path, map_location="cpu", weights_only=True)[key]
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --------------------------------------------------------------------------- patches
+
+
+def test_dihedral_is_the_group_of_the_square():
+    p = np.arange(4 * 4 * 1).reshape(4, 4, 1)
+    outs = [P.dihedral(p, k) for k in range(8)]
+    # independent oracle: torch's rot90 / flip
+    t = torch.from_numpy(p)
+    oracle = [torch.rot90(t, k, dims=(0, 1)) for k in range(4)]
+    oracle += [torch.flip(o, dims=(1,)) for o in oracle]
+    for o, e in zip(outs, oracle):
+        np.testing.assert_array_equal(o, e.numpy())
+    assert len({o.tobytes() for o in outs}) == 8  # all distinct
+
+
+@pytest.mark.parametrize("augment", [False, True])
+def test_patches_are_block_aligned_crops_of_their_photo(tmp_path, augment):
+    folder = tmp_path / "coords"
+    folder.mkdir()
+    sizes = [(37, 45), (50, 31), (24, 24)]
+    for i, (h, w) in enumerate(sizes):
+        PILImage.fromarray(_coord_image(h, w, i)).save(folder / f"{i}.png")
+    sources = P.scan_sources([folder])[folder]
+    place = P.place_patches(sources, 300, 8, np.random.default_rng(1), augment=augment)
+    cut = P.cut_patches(sources, place, 8, workers=2)
+    assert cut.dtype == torch.uint8 and cut.shape == (300, 3, 8, 8)
+    assert (place.row % 2 == 0).all() and (place.col % 2 == 0).all()
+    if augment:
+        assert set(place.transform.tolist()) == set(range(8))
+    for i in range(300):
+        src = sources[place.source[i]]
+        r, c = int(place.row[i]), int(place.col[i])
+        assert r + 8 <= src.size[0] and c + 8 <= src.size[1]
+        patch = cut[i].permute(1, 2, 0).numpy()
+        assert (patch[..., 2] == place.source[i]).all()
+        rows, cols = patch[..., 0].astype(int), patch[..., 1].astype(int)
+        # every 2x2 block of the (augmented) patch is one aligned 2x2 block of the photo
+        for bi in range(0, 8, 2):
+            for bj in range(0, 8, 2):
+                assert {(a // 2, b // 2) for a, b in zip(rows[bi:bi + 2, bj:bj + 2].ravel(),
+                                                        cols[bi:bi + 2, bj:bj + 2].ravel())} \
+                    == {((rows[bi, bj]) // 2, (cols[bi, bj]) // 2)}
+        assert rows.min() == r and cols.min() == c and rows.max() == r + 7 and cols.max() == c + 7
+    # every valid even position can be drawn: positions are spread over each photo
+    assert len({(int(s), int(r), int(c)) for s, r, c in zip(place.source, place.row, place.col)}) > 100
+
+
+def test_odd_and_small_photos(tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    PILImage.fromarray(_coord_image(9, 9, 0)).save(folder / "a.png")
+    PILImage.fromarray(_coord_image(11, 13, 1)).save(folder / "b.png")
+    src = {s.path.name: s for s in P.scan_sources([folder])[folder]}
+    assert src["a.png"].positions(8) == (1, 1)  # 9x9: only the even corner (0, 0)
+    assert src["b.png"].positions(8) == (2, 3)
+    assert src["a.png"].positions(10) == (0, 0)
+    with pytest.raises(UsageError, match="at least 16x16"):
+        P.place_patches(list(src.values()), 4, 16, np.random.default_rng(0))
+    with pytest.raises(UsageError, match="even"):
+        P.place_patches(list(src.values()), 4, 7, np.random.default_rng(0))
+
+
+def test_split_is_by_photo_and_deterministic(tmp_path):
+    folders = []
+    for f, n in (("x", 10), ("y", 3)):
+        d = tmp_path / f
+        d.mkdir()
+        for i in range(n):
+            PILImage.fromarray(_coord_image(20, 20, 10 * len(folders) + i)).save(d / f"{i}.png")
+        folders.append(d)
+    sets = P.build_patch_sets(folders, patches=60, patch_size=8, val_fraction=0.3, val_patches=30, seed=5)
+    again = P.build_patch_sets(folders, patches=60, patch_size=8, val_fraction=0.3, val_patches=30, seed=5)
+    assert torch.equal(sets.train, again.train) and torch.equal(sets.val, again.val)
+    assert sets.info["train_digest"] == again.info["train_digest"]
+    assert sets.info["val_photos"] == 3 + 1  # round(0.3 * 10) + round(0.3 * 3)
+    train_ids = set(sets.train[:, 2].unique().tolist())
+    val_ids = set(sets.val[:, 2].unique().tolist())
+    assert train_ids and val_ids and not (train_ids & val_ids)
+    other = P.build_patch_sets(folders, patches=60, patch_size=8, val_fraction=0.3, val_patches=30, seed=6)
+    assert not torch.equal(sets.train, other.train)
+
+
+def test_downscale_filters():
+    rng = np.random.default_rng(0)
+    img = rng.uniform(size=(9, 12, 3)).astype(np.float32)
+    area = P.downscale2(img, "area")
+    oracle = img[:8].reshape(4, 2, 6, 2, 3).mean(axis=(1, 3))
+    np.testing.assert_allclose(area, oracle, atol=1e-6)
+    const = np.full((10, 14, 3), 0.3, np.float32)
+    np.testing.assert_allclose(P.downscale2(const, "lanczos"), 0.3, atol=1e-5)
+    # anti-aliasing: a Nyquist checkerboard must not alias into a pattern
+    checker = (np.indices((32, 32)).sum(axis=0) % 2).astype(np.float32)[..., None].repeat(3, 2)
+    lz = P.downscale2(checker, "lanczos")
+    assert lz.shape == (16, 16, 3) and np.abs(lz[3:-3, 3:-3] - 0.5).max() < 0.02
+
+
+def test_downscale_scope_jpeg_only(photos):
+    groups = P.scan_sources(photos, downscale=2, scope="jpeg")
+    for srcs in groups.values():
+        for s in srcs:
+            assert s.downscale == (2 if s.path.suffix == ".jpg" else 1)
+    png = groups[photos[0]][0]
+    with PILImage.open(png.path) as im:
+        assert png.size == (im.size[1], im.size[0])
+    jpg = groups[photos[1]][1]
+    assert jpg.size == (63 // 2, 41 // 2)
+    assert P.load_source(jpg).shape == (31, 20, 3)
+
+
+def test_test_sets_are_refused(tmp_path, monkeypatch):
+    kodak = tmp_path / "kodak24"
+    kodak.mkdir()
+    PILImage.fromarray(_coord_image(20, 20, 0)).save(kodak / "kodim01.png")
+    with pytest.raises(UsageError, match="test set"):
+        P.scan_sources([kodak])
+    # a test image hidden in a training folder is found by its SHA-256
+    hidden = tmp_path / "mine"
+    hidden.mkdir()
+    (hidden / "x.png").write_bytes((kodak / "kodim01.png").read_bytes())
+    PILImage.fromarray(_coord_image(20, 20, 1)).save(hidden / "y.png")
+    from gsprestore import datasets
+
+    digest = datasets.sha256_file(kodak / "kodim01.png")
+    real = P._test_set_digests
+    monkeypatch.setattr(P, "_test_set_digests", lambda: ({**real()[0], digest: "kodak/kodim01.png"}, real()[1]))
+    with pytest.raises(UsageError, match=r"x\.png.*kodak/kodim01\.png"):
+        P.scan_sources([hidden])
+
+
+def test_registered_test_digests_are_used():
+    digests, names = P._test_set_digests()
+    assert {"kodak24", "mcm"} <= names
+    assert sum(v.startswith("kodak/") for v in digests.values()) == 24
+    assert sum(v.startswith("mcm/") for v in digests.values()) == 18
+
+
+# --------------------------------------------------------------------------- schedule, loss
+
+
+def test_lr_schedule():
+    cos = T.LRSchedule("cosine", 1e-3, total_steps=100, steps_per_epoch=10, min_lr_ratio=0.1)
+    assert cos(0) == pytest.approx(1e-3) and cos(100) == pytest.approx(1e-4)
+    assert cos(50) == pytest.approx(0.55e-3)
+    assert all(cos(i) >= cos(i + 1) for i in range(100))
+    step = T.LRSchedule("step", 1e-3, 100, 10, step_epochs=3, gamma=0.5)
+    assert [step(s) for s in (0, 29, 30, 59, 60)] == pytest.approx([1e-3, 1e-3, 5e-4, 5e-4, 2.5e-4])
+    warm = T.LRSchedule("none", 1e-3, 100, 10, warmup_steps=4)
+    assert [warm(s) for s in range(6)] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+
+
+def test_losses():
+    a, b = torch.zeros(2, 3, 4, 4), torch.full((2, 3, 4, 4), 0.5)
+    assert float(T.make_loss("l1")(a, b)) == pytest.approx(0.5)
+    assert float(T.make_loss("l2")(a, b)) == pytest.approx(0.25)
+    assert float(T.make_loss("charbonnier", 1e-3)(a, b)) == pytest.approx(np.sqrt(0.25 + 1e-6))
+
+
+def test_evaluate_is_dataset_mse_psnr(stand):
+    x = torch.randint(0, 256, (6, 3, 8, 8), dtype=torch.uint8)
+    net = Stand("ugtv", "demosaic")
+    res = T.evaluate(net, "demosaic", x, batch_size=4)
+    gt = x.float() / 255
+    with torch.no_grad():
+        out = net(*T.observe("demosaic", gt))
+    mse = ((out.double() - gt.double()) ** 2).mean(dim=(1, 2, 3)).mean()
+    assert res["psnr"] == pytest.approx(float(10 * torch.log10(1 / mse)))
+    up = T.evaluate(net, "upscale2x", x, batch_size=4)
+    assert up["space"] == "y" and up["psnr"] != up["psnr_rgb"]
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def test_two_runs_give_identical_weights(photos, stand, tmp_path):
+    r1 = _run(_cfg(photos), tmp_path / "r1")
+    r2 = _run(_cfg(photos), tmp_path / "r2")
+    assert r1.status == r2.status == "finished" and r1.step == 2 * 5
+    w1, w2 = _weights(tmp_path / "r1/model.pt", "state_dict"), _weights(tmp_path / "r2/model.pt", "state_dict")
+    assert _same_state(w1, w2)
+    assert _same_state(_weights(tmp_path / "r1/last.pt", "model"), _weights(tmp_path / "r2/last.pt", "model"))
+    r3 = _run(_cfg(photos, seed=4), tmp_path / "r3")
+    assert not _same_state(w1, _weights(tmp_path / "r3/model.pt", "state_dict"))
+    assert r3.step == r1.step
+
+
+@pytest.mark.parametrize("stop_step", [5, 7])  # at the end of epoch 1 (5 steps/epoch), and mid-epoch 2
+def test_resume_equals_uninterrupted(photos, stand, tmp_path, stop_step):
+    full = _run(_cfg(photos), tmp_path / "full")
+    part = _run(_cfg(photos), tmp_path / "part", max_steps=stop_step)
+    assert part.status == "max-steps" and part.step == stop_step
+    ck = T.load_checkpoint(tmp_path / "part/last.pt")
+    assert (ck["epoch"], ck["batch"]) == divmod(stop_step, 5)
+    done = T.train(None, tmp_path / "part", resume=True, progress=False, device="cpu")
+    assert done.status == "finished" and done.step == full.step
+    a, b = T.load_checkpoint(tmp_path / "full/last.pt"), T.load_checkpoint(tmp_path / "part/last.pt")
+    assert _same_state(a["model"], b["model"])
+    assert all(torch.equal(x, y) for x, y in zip(a["optimizer"]["state"][0].values(),
+                                                 b["optimizer"]["state"][0].values()))
+    events = [r["event"] for r in T.read_log(tmp_path / "part/log.jsonl")]
+    assert events[0] == "start" and "resume" in events and events[-1] == "end"
+    assert events.count("end") == 2  # max-steps exports weights too
+
+
+def test_signal_finishes_the_step_and_checkpoints(photos, stand, tmp_path):
+    full = _run(_cfg(photos), tmp_path / "full")
+    Stand.calls = 0
+    Stand.hook = lambda n: signal.raise_signal(signal.SIGTERM) if n == 3 else None  # in the 3rd step
+    res = _run(_cfg(photos), tmp_path / "sig")
+    Stand.hook = None
+    assert res.status == "stopped" and res.signal == "SIGTERM" and res.step == 3 and res.model_path is None
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+    ck = T.load_checkpoint(tmp_path / "sig/last.pt")
+    assert (ck["epoch"], ck["batch"], ck["step"]) == (0, 3, 3)
+    assert T.read_log(tmp_path / "sig/log.jsonl")[-1] == {**T.read_log(tmp_path / "sig/log.jsonl")[-1],
+                                                         "event": "stop", "reason": "SIGTERM", "step": 3}
+    T.train(None, tmp_path / "sig", resume=True, progress=False, device="cpu")
+    assert _same_state(_weights(tmp_path / "full/model.pt", "state_dict"),
+                       _weights(tmp_path / "sig/model.pt", "state_dict"))
+
+
+def test_best_checkpoint_is_never_lost(photos, stand, tmp_path, monkeypatch):
+    scores = iter([30.0, 25.0, 28.0, 27.0])
+    real = T.evaluate
+
+    def fake(*a, **k):
+        out = real(*a, **k)
+        out["psnr"] = next(scores)
+        return out
+
+    monkeypatch.setattr(T, "evaluate", fake)
+    res = _run(_cfg(photos, epochs=3), tmp_path / "r", max_steps=10)
+    assert (res.best_psnr, res.best_epoch) == (30.0, 1)
+    best = T.load_checkpoint(tmp_path / "r/best.pt")
+    last = T.load_checkpoint(tmp_path / "r/last.pt")
+    assert best["best"]["epoch"] == 1 and not _same_state(best["model"], last["model"])
+    assert _same_state(best["model"], _weights(tmp_path / "r/model.pt", "state_dict"))
+    # a crash between writing best.pt and last.pt: last.pt knows an older best; best.pt wins
+    ck = T.load_checkpoint(tmp_path / "r/last.pt")
+    ck["best"] = {"psnr": 20.0, "epoch": 0, "step": 0}
+    torch.save(ck, tmp_path / "r/last.pt")
+    res = T.train(None, tmp_path / "r", resume=True, progress=False, device="cpu")  # epoch 3 scores 28
+    assert (res.best_psnr, res.best_epoch) == (30.0, 1)
+    assert _same_state(best["model"], T.load_checkpoint(tmp_path / "r/best.pt")["model"])
+
+
+def test_log_records(photos, stand, tmp_path):
+    _run(_cfg(photos, log_every=3), tmp_path / "r")
+    recs = T.read_log(tmp_path / "r/log.jsonl")
+    assert [r["event"] for r in recs] == ["start", "step", "epoch", "step", "step", "epoch", "end"]
+    for r in recs:
+        assert isinstance(r["time"], float)
+    steps = [r for r in recs if r["event"] == "step"]
+    assert [r["step"] for r in steps] == [3, 6, 9]
+    for r in steps:
+        assert r["loss"] > 0 and r["lr"] > 0 and r["patches_per_s"] > 0
+    epochs = [r for r in recs if r["event"] == "epoch"]
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    for e in epochs:
+        assert np.isfinite(e["val_psnr"]) and e["val_space"] == "rgb" and e["patches_per_s"] > 0
+    assert recs[-1]["best_val_psnr"] == max(e["val_psnr"] for e in epochs)
+    cfg = json.loads((tmp_path / "r/config.json").read_text())
+    assert cfg["recipe"]["seed"] == 3 and cfg["command"].startswith("gsprestore train --task demosaic")
+    assert cfg["patches"]["train_patches"] == 40 and cfg["patches"]["val_patches"] == 12
+    meta = torch.load(tmp_path / "r/model.pt", weights_only=True)["meta"]
+    for key in ("command", "data", "patches", "epochs_done", "val_psnr", "patches_per_s", "recipe"):
+        assert key in meta
+    assert meta["patches"]["train_patches"] == 40 and meta["recipe"]["seed"] == 3
+
+
+def test_new_run_refuses_an_existing_run(photos, stand, tmp_path):
+    _run(_cfg(photos, epochs=1), tmp_path / "r")
+    with pytest.raises(UsageError, match="already holds a training run"):
+        _run(_cfg(photos, epochs=1), tmp_path / "r")
+
+
+def test_resume_refuses_changed_photos(photos, stand, tmp_path):
+    _run(_cfg(photos), tmp_path / "r", max_steps=2)
+    PILImage.fromarray(_coord_image(60, 60, 9)).save(photos[0] / "new.png")
+    with pytest.raises(Exception, match="photos changed"):
+        T.train(None, tmp_path / "r", resume=True, progress=False, device="cpu")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cli(args):
+    from gsprestore.cli.app import _register, app
+
+    _register()
+    return CliRunner().invoke(app, args)
+
+
+def _cli_main(args, capsys, monkeypatch):
+    """Run through app.main() (GspError -> one line and its exit code)."""
+    from gsprestore.cli.app import main
+
+    monkeypatch.setattr("sys.argv", ["gsprestore", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    return exc.value.code, capsys.readouterr().err
+
+
+def test_cli_errors(photos, tmp_path, capsys, monkeypatch):
+    code, err = _cli_main(["train", "--task", "demosaic", "--prior", "gtv", "--data", str(tmp_path / "nope"),
+                           "--out", str(tmp_path / "run")], capsys, monkeypatch)
+    assert code == 2 and "nope: no such training folder" in err
+    kodak = tmp_path / "kodak24"
+    kodak.mkdir()
+    PILImage.fromarray(_coord_image(20, 20, 0)).save(kodak / "kodim01.png")
+    code, err = _cli_main(["train", "--task", "demosaic", "--prior", "gtv", "--data", str(photos[0]), str(kodak),
+                           "--out", str(tmp_path / "run")], capsys, monkeypatch)
+    assert code == 2 and "kodak24: this looks like a test set" in err
+    code, err = _cli_main(["train", "--task", "demosaic", "--data", str(photos[0])], capsys, monkeypatch)
+    assert code == 2 and "missing --prior, --out" in err
+    code, err = _cli_main(["train", "--task", "demosaic", "--prior", "gtv", "--loss", "l3", "--data",
+                           str(photos[0]), "--out", str(tmp_path / "run")], capsys, monkeypatch)
+    assert code == 2 and "unknown loss 'l3'" in err
+    code, err = _cli_main(["train", "--resume", str(tmp_path / "nothing")], capsys, monkeypatch)
+    assert code == 2 and "not a training run folder" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_resume_refuses_recipe_changes(photos, stand, tmp_path, capsys, monkeypatch):
+    _run(_cfg(photos), tmp_path / "r", max_steps=2)
+    code, err = _cli_main(["train", "--resume", str(tmp_path / "r"), "--lr", "0.1", "--seed", "2"], capsys, monkeypatch)
+    assert code == 2 and "--lr, --seed: cannot change a run's recipe on --resume" in err
+
+
+def test_cli_smoke_run_with_the_real_model(photos, tmp_path):
+    pytest.importorskip("gsprestore.models")
+    run = tmp_path / "run"
+    res = _cli(["train", "--task", "demosaic", "--prior", "gtv", "--data", str(photos[0]), str(photos[1]),
+                "--out", str(run), "--patch-size", "16", "--patches", "8", "--val-patches", "4",
+                "--batch-size", "4", "--epochs", "2", "--max-steps", "3", "--device", "cpu", "--blocks", "1",
+                "--heads", "1", "--width", "8", "--model-opt", "features=8", "--admm-iters", "1", "--cg-iters", "2", "--downscale-bsds",
+                "--log-every", "1", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "max-steps" in res.output and "best val PSNR" in res.output
+    from gsprestore import weights
+
+    model = weights.load_model("ugtv", "demosaic", run / "model.pt", verify=False)
+    assert model.config["blocks"] == 1 and model.config["admm_iters"] == 1
+    meta = torch.load(run / "model.pt", weights_only=True)["meta"]
+    assert meta["recipe"]["downscale"] == 2 and meta["recipe"]["downscale_scope"] == "jpeg"
+    assert "--blocks" not in meta["command"] and '--model-opt blocks=1' in meta["command"]
+    # resume the smoke run to the end of its 2 epochs
+    res = _cli(["train", "--resume", str(run), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "summary.json").read_text())["epochs_done"] == 2
