@@ -1,0 +1,172 @@
+"""Weights: the manifest, SHA-256 verification before unpickling, ``weights_only`` loading, clear
+one-line errors for missing / tampered / truncated / foreign files, and ``gsprestore models``."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+import zipfile
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gsprestore import weights as W
+from gsprestore.errors import WeightsError
+from gsprestore.models import build_model
+
+TINY_GLR = dict(blocks=1, heads=2, features=3, width=6, cg_iters=2)
+TINY = dict(TINY_GLR, admm_iters=1)
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    """A weights folder with one tiny uGTV demosaicker listed in its manifest."""
+    torch.manual_seed(0)
+    model = build_model("ugtv", "demosaic", **TINY)
+    digest = W.save_weights(tmp_path / "ugtv_demosaic.pt", model, {"method": "ugtv", "task": "demosaic",
+                                                                     "recipe": {"epochs": 1}})
+    manifest = {"models": [{"file": "ugtv_demosaic.pt", "sha256": digest, "method": "ugtv",
+                            "task": "demosaic", "params": model.num_params()}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv(W.ENV_VAR, str(tmp_path))
+    return model, tmp_path / "ugtv_demosaic.pt"
+
+
+def one_line(exc: BaseException) -> str:
+    msg = str(exc)
+    assert "\n" not in msg
+    return msg
+
+
+def test_save_and_load_round_trip(shipped):
+    model, path = shipped
+    loaded = W.load_model("ugtv", "demosaic")
+    assert not loaded.training
+    assert loaded.config == model.config
+    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert loaded.weights_meta["recipe"] == {"epochs": 1}
+    # the file holds only tensors and plain values: it loads with weights_only=True
+    obj = torch.load(path, weights_only=True)
+    assert set(W.FILE_KEYS) <= set(obj) and obj["method"] == "ugtv" and obj["task"] == "demosaic"
+    assert W.sha256_file(path) == W.read_manifest()["models"][0]["sha256"]
+    assert W.weights_status("ugtv", "demosaic") == "shipped"
+    assert W.weights_status("uglr", "demosaic") == "missing"
+    assert W.weights_status("malvar", "demosaic") == "n.a."
+
+
+def test_tampered_shipped_file_is_refused_before_loading(shipped, monkeypatch):
+    _, path = shipped
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    # sha256 is checked first: torch.load must not even be called
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load called on a tampered file"))
+    with pytest.raises(WeightsError) as exc:
+        W.load_model("ugtv", "demosaic")
+    msg = one_line(exc.value)
+    assert str(path) in msg and "SHA-256 mismatch" in msg
+
+
+def test_truncated_user_file_is_a_clear_error(shipped, tmp_path):
+    _, path = shipped
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(WeightsError) as exc:
+        W.load_model("ugtv", "demosaic", path=cut)
+    msg = one_line(exc.value)
+    assert msg.startswith(f"{cut}: not a readable weights file")
+
+
+class Evil:  # pickled by reference: weights_only loading must refuse to import it
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+def test_pickled_code_is_refused(tmp_path, capsys):
+    path = tmp_path / "evil.pt"
+    torch.save({"state_dict": {}, "config": {}, "method": "ugtv", "task": "demosaic", "x": Evil()}, path)
+    with pytest.raises(WeightsError) as exc:
+        W.load_model("ugtv", "demosaic", path=path)
+    assert str(path) in one_line(exc.value)
+    assert "code ran" not in capsys.readouterr().out
+
+
+def test_wrong_method_task_or_shape_is_refused(tmp_path):
+    torch.manual_seed(0)
+    model = build_model("uglr", "upscale2x", **TINY_GLR)
+    path = tmp_path / "uglr.pt"
+    W.save_weights(path, model, {})
+    with pytest.raises(WeightsError, match="holds uglr \\(upscale2x\\) weights, not ugtv"):
+        W.load_model("ugtv", "upscale2x", path=path)
+    assert W.load_model("uglr", "upscale2x", path=path).config == model.config
+    obj = torch.load(path, weights_only=True)
+    obj["state_dict"]["blocks.0.metric_factor"] = torch.zeros(5, 5)
+    torch.save(obj, path)
+    with pytest.raises(WeightsError, match="weights do not fit the uglr network"):
+        W.load_model("uglr", "upscale2x", path=path)
+    (tmp_path / "junk.pt").write_bytes(b"not a zip at all")
+    with pytest.raises(WeightsError, match="not a readable weights file"):
+        W.load_model("uglr", "upscale2x", path=tmp_path / "junk.pt")
+    with pytest.raises(WeightsError, match="no such weights file"):
+        W.load_model("uglr", "upscale2x", path=tmp_path / "missing.pt")
+
+
+def test_listed_but_missing_file_and_bad_manifest(tmp_path, monkeypatch):
+    monkeypatch.setenv(W.ENV_VAR, str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"models": [{"file": "gone.pt", "sha256": "0" * 64, "method": "uglr", "task": "demosaic"}]}))
+    with pytest.raises(WeightsError, match="listed in the manifest but missing"):
+        W.load_model("uglr", "demosaic")
+    assert W.weights_status("uglr", "demosaic") == "missing"
+    (tmp_path / "manifest.json").write_text("{broken")
+    with pytest.raises(WeightsError, match="unreadable weights manifest"):
+        W.read_manifest()
+
+
+def test_weights_dir_is_the_checkout_folder_by_default(monkeypatch):
+    monkeypatch.delenv(W.ENV_VAR, raising=False)
+    d = W.weights_dir()
+    assert (d / "manifest.json").is_file()
+    assert isinstance(W.read_manifest()["models"], list)
+
+
+def test_weights_dir_finds_installed_data_files(tmp_path, monkeypatch):
+    """A regular install puts weights/ under <prefix>/share/gsprestore/weights (pyproject data-files)."""
+    monkeypatch.delenv(W.ENV_VAR, raising=False)
+    installed = tmp_path / "share" / "gsprestore" / "weights"
+    installed.mkdir(parents=True)
+    (installed / "manifest.json").write_text('{"models": []}')
+    monkeypatch.setattr(W, "__file__", str(tmp_path / "site-packages" / "gsprestore" / "weights.py"))
+    monkeypatch.setattr(W.sysconfig, "get_path", lambda name, *a, **k: str(tmp_path))
+    assert W.weights_dir() == installed
+
+
+def test_models_command_table_and_json(shipped):
+    from gsprestore.cli.app import _register, app
+    from gsprestore.restorers import METHODS
+
+    _register()
+    runner = CliRunner()
+    res = runner.invoke(app, ["models", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["models"]
+    assert {r["method"] for r in rows} == set(METHODS)
+    by = {(r["method"], r["task"]): r for r in rows}
+    assert by[("ugtv", "demosaic")]["weights"] == "shipped"
+    assert by[("uglr", "upscale2x")]["weights"] == "missing"
+    assert by[("malvar", "demosaic")] == {**by[("malvar", "demosaic")], "params": 0, "weights": "n.a."}
+    assert by[("ugtv", "demosaic")]["params"] == build_model("ugtv", "demosaic").num_params()
+    res = runner.invoke(app, ["models"])
+    assert res.exit_code == 0 and "ugtv" in res.output and "shipped" in res.output
+
+
+def test_models_command_module_does_not_import_torch():
+    import subprocess
+
+    code = ("import sys; import gsprestore.cli.models_cmd; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
