@@ -1,0 +1,480 @@
+"""Graph operators on the 5x5-window pixel graph of the paper (Sec. 2 and Sec. 5.2).
+
+Every pixel is a node connected to the 24 other pixels of its 5x5 window. An undirected edge is
+stored once, at its first end ``p``, under one of the 12 :data:`OFFSETS` ``o`` (the other end is
+``p + o``); the directed (random-walk normalised) graph of eq. 28 has 24 edges per node, indexed by
+:data:`DIRECTED_OFFSETS` (``OFFSETS`` followed by their negatives). Edges that would leave the image
+have weight zero, so every operator here is exact at the borders; nothing ever builds a dense
+``N x N`` matrix.
+
+Shapes (``K`` heads, ``C`` signal channels, ``F`` feature dims)::
+
+    features  (B, K, F, H, W)      metric (K, F, F) or (F, F), PSD
+    w         (B, K, 12, H, W)     undirected weights, w[:, :, k, i, j] = w(p, p + OFFSETS[k])
+    wbar      (B, K, 24, H, W)     directed weights, wbar[:, :, j, i, j'] = wbar(p -> p + DIRECTED_OFFSETS[j])
+    x         (B, K, C, H, W)      a graph signal per head (the graph is shared across channels)
+    e         (B, K, C, 24, H, W)  an edge signal, e.g. C-bar x
+
+A weight tensor may have ``K == 1`` and then broadcasts over the heads of ``x``.
+
+The operators used inside solver loops (:func:`laplacian_apply`, :func:`normalized_laplacian_apply`,
+:func:`incidence_apply`, :func:`incidence_adjoint`, :func:`edge_weights`) are custom
+:class:`torch.autograd.Function` s: they save their inputs only and recompute what the backward
+pass needs, and their forward passes accumulate shifted slices in place (one fused
+multiply-accumulate per offset and direction), never materialising 24 shifted copies of ``x``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "OFFSETS",
+    "DIRECTED_OFFSETS",
+    "WINDOW_RADIUS",
+    "edge_distances",
+    "edge_weights",
+    "degree",
+    "laplacian_apply",
+    "normalized_weights",
+    "normalized_laplacian_apply",
+    "diag_minus_adjacency_apply",
+    "random_walk_weights",
+    "random_walk_weights_from_distances",
+    "incidence_apply",
+    "incidence_adjoint",
+    "incidence_laplacian_weights",
+    "graph_laplacian_regularizer",
+    "graph_total_variation",
+]
+
+WINDOW_RADIUS = 2
+#: The 12 undirected offsets (dy, dx) of the 5x5 window with dy > 0 or (dy == 0 and dx > 0),
+#: in raster order.
+OFFSETS: tuple[tuple[int, int], ...] = tuple(
+    (dy, dx)
+    for dy in range(0, WINDOW_RADIUS + 1)
+    for dx in range(-WINDOW_RADIUS, WINDOW_RADIUS + 1)
+    if dy > 0 or dx > 0
+)
+#: The 24 directed offsets: ``OFFSETS`` then their negatives (same order).
+DIRECTED_OFFSETS: tuple[tuple[int, int], ...] = OFFSETS + tuple((-dy, -dx) for dy, dx in OFFSETS)
+_NU = len(OFFSETS)  # 12
+
+_TINY = 1e-30  # floor for degrees before division (an isolated node then gets weight 0, not NaN)
+
+
+# --------------------------------------------------------------------------------------------
+# index helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _regions(height: int, width: int):
+    """For each undirected offset k yield ``(k, P, Q)`` with ``P``/``Q`` pairs of slices such that
+    ``x[..., *P]`` holds every pixel ``p`` whose neighbour ``p + o_k`` is inside the image and
+    ``x[..., *Q]`` holds those neighbours (same shape). Offsets that leave a tiny image entirely
+    are skipped."""
+    for k, (dy, dx) in enumerate(OFFSETS):
+        h, w = height - abs(dy), width - abs(dx)
+        if h <= 0 or w <= 0:
+            continue
+        py, qy = max(0, -dy), max(0, dy)
+        px, qx = max(0, -dx), max(0, dx)
+        yield k, (slice(py, py + h), slice(px, px + w)), (slice(qy, qy + h), slice(qx, qx + w))
+
+
+def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:
+    """Sum ``t`` over the dimensions in which ``shape`` was broadcast (same number of dims)."""
+    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
+    if dims:
+        t = t.sum(dim=dims, keepdim=True)
+    return t
+
+
+def _check_weights(w: Tensor, n: int, name: str) -> None:
+    if w.dim() != 5 or w.shape[2] != n:
+        raise ValueError(f"{name} must have shape (B, K, {n}, H, W), got {tuple(w.shape)}")
+
+
+def _check_signal(w: Tensor, x: Tensor) -> None:
+    if x.dim() != 5 or x.shape[-2:] != w.shape[-2:] or x.shape[0] != w.shape[0]:
+        raise ValueError(
+            f"signal must have shape (B, K, C, H, W) matching weights {tuple(w.shape)}, got {tuple(x.shape)}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# edge weights (eq. 25) from features and a PSD metric
+# --------------------------------------------------------------------------------------------
+
+
+def _metric4(metric: Tensor) -> Tensor:
+    """Metric as ``(B' or 1, K' or 1, F, F)``, symmetrised (d only sees the symmetric part)."""
+    if metric.dim() == 2:
+        metric = metric[None, None]
+    elif metric.dim() == 3:
+        metric = metric[None]
+    elif metric.dim() != 4:
+        raise ValueError(f"metric must be (F, F), (K, F, F) or (B, K, F, F), got {tuple(metric.shape)}")
+    return 0.5 * (metric + metric.transpose(-1, -2))
+
+
+def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
+    """``M f`` per pixel: ``(B', K', F, F) x (B, K, F, H, W) -> (B, K, F, H, W)``."""
+    B, K, F, H, W = f.shape
+    return torch.matmul(m4, f.reshape(B, K, F, H * W)).reshape(B, K, F, H, W)
+
+
+class _EdgeWeights(torch.autograd.Function):
+    """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 25)."""
+
+    @staticmethod
+    def forward(ctx, features: Tensor, metric: Tensor, exp: bool):  # type: ignore[override]
+        B, K, F, H, W = features.shape
+        m4 = _metric4(metric)
+        mf = _apply_metric(m4, features)
+        Kout = max(K, m4.shape[1])
+        out = features.new_zeros(B, Kout, _NU, H, W)
+        for k, P, Q in _regions(H, W):
+            diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
+            mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
+            d = (diff * mdiff).sum(dim=2)
+            if exp:
+                torch.exp(d.neg_(), out=out[:, :, k, P[0], P[1]])
+            else:
+                out[:, :, k, P[0], P[1]] = d
+        ctx.exp = exp
+        ctx.save_for_backward(features, metric, out if exp else None)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
+        features, metric, w = ctx.saved_tensors
+        B, K, F, H, W = features.shape
+        m4 = _metric4(metric)
+        mf = _apply_metric(m4, features)
+        # dL/dd: for w = exp(-d), dL/dd = -dL/dw * w
+        gd = -grad_out * w if ctx.exp else grad_out
+        need_f, need_m = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        gf = torch.zeros_like(features) if need_f else None
+        Kout = gd.shape[1]
+        gm = features.new_zeros(B, Kout, F, F) if need_m else None
+        for k, P, Q in _regions(H, W):
+            g = gd[:, :, k : k + 1, P[0], P[1]]  # (B, K, 1, h, w)
+            diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
+            if need_f:
+                mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
+                t = _sum_to(2.0 * g * mdiff, gf[..., P[0], P[1]].shape)
+                gf[..., P[0], P[1]] += t
+                gf[..., Q[0], Q[1]] -= t
+            if need_m:
+                gdiff = g * diff  # (B, Kout, F, h, w)
+                gm += torch.matmul(gdiff.flatten(3), diff.expand_as(gdiff).flatten(3).transpose(-1, -2))
+        if need_m:
+            gm = 0.5 * (gm + gm.transpose(-1, -2))  # gradient through the symmetrisation
+            gm = _sum_to(gm, m4.shape).reshape(metric.shape)
+        return gf, gm, None
+
+
+def edge_distances(features: Tensor, metric: Tensor) -> Tensor:
+    """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 25),
+    ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused)."""
+    if features.dim() != 5:
+        raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
+    return _EdgeWeights.apply(features, metric, False)
+
+
+def edge_weights(features: Tensor, metric: Tensor) -> Tensor:
+    """Edge weights ``w_pq = exp(-(f_p - f_q)^T M (f_p - f_q))`` of eq. 25 for the 12 undirected
+    offsets of the 5x5 window: features ``(B, K, F, H, W)``, metric ``(K, F, F)`` (or ``(F, F)``),
+    PSD (the caller parametrises it, e.g. ``M = A A^T``) -> ``(B, K, 12, H, W)``, zero where the
+    neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w."""
+    if features.dim() != 5:
+        raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
+    return _EdgeWeights.apply(features, metric, True)
+
+
+# --------------------------------------------------------------------------------------------
+# undirected graph: degree, Laplacian L = D - W (Sec. 2.1) and D^-1/2 L D^-1/2 (Sec. 5.2)
+# --------------------------------------------------------------------------------------------
+
+
+def degree(w: Tensor) -> Tensor:
+    """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W)."""
+    _check_weights(w, _NU, "w")
+    B, K, _, H, W = w.shape
+    deg = w.new_zeros(B, K, 1, H, W)
+    for k, P, Q in _regions(H, W):
+        wk = w[:, :, k : k + 1, P[0], P[1]]
+        deg[..., P[0], P[1]] += wk
+        deg[..., Q[0], Q[1]] += wk
+    return deg
+
+
+def _adjacency_accumulate(out: Tensor, w: Tensor, x: Tensor, value: float = -1.0) -> Tensor:
+    """In place ``out += value * W x`` (W: symmetric adjacency of ``w``). ``out`` has the
+    broadcast shape of ``w`` (over C) and ``x``."""
+    H, W = x.shape[-2:]
+    for k, P, Q in _regions(H, W):
+        wk = w[:, :, k : k + 1, P[0], P[1]]
+        out[..., P[0], P[1]].addcmul_(wk, x[..., Q[0], Q[1]], value=value)
+        out[..., Q[0], Q[1]].addcmul_(wk, x[..., P[0], P[1]], value=value)
+    return out
+
+
+def _diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
+    """``a * x - W x`` (``a=None`` means the identity)."""
+    shape = torch.broadcast_shapes(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
+    if a is not None:
+        out = torch.mul(a, x)
+        if out.shape != shape:
+            out = out.expand(shape).contiguous()
+    else:
+        out = x.expand(shape).clone(memory_format=torch.contiguous_format)
+    return _adjacency_accumulate(out, w, x, -1.0)
+
+
+class _DiagMinusAdjacency(torch.autograd.Function):
+    """y = a * x - W(w) x for a symmetric adjacency W given by undirected weights w."""
+
+    @staticmethod
+    def forward(ctx, w: Tensor, a: Optional[Tensor], x: Tensor):  # type: ignore[override]
+        ctx.save_for_backward(w, a, x)
+        ctx.has_a = a is not None
+        return _diag_minus_adjacency(w, a, x)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        w, a, x = ctx.saved_tensors
+        gw = ga = gx = None
+        if ctx.needs_input_grad[2]:  # the operator is symmetric
+            gx = _sum_to(_diag_minus_adjacency(w, a, g), x.shape)
+        if ctx.has_a and ctx.needs_input_grad[1]:
+            ga = _sum_to(g * x, a.shape)
+        if ctx.needs_input_grad[0]:
+            H, W = x.shape[-2:]
+            gw = torch.zeros_like(w)
+            for k, P, Q in _regions(H, W):
+                t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
+                t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])
+                gw[:, :, k : k + 1, P[0], P[1]] -= _sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape)
+        return gw, ga, gx
+
+
+def diag_minus_adjacency_apply(w: Tensor, x: Tensor, diag: Optional[Tensor] = None) -> Tensor:
+    """``diag * x - W x`` (``diag=None``: ``x - W x``) for the symmetric adjacency ``W`` of the
+    undirected weights ``w``; ``diag`` broadcasts against ``x`` (e.g. ``(B, K, C, H, W)`` degree
+    plus sampling mask, the generalised Laplacian ``L + H^T H`` of eq. 20). Custom autograd."""
+    _check_weights(w, _NU, "w")
+    _check_signal(w, x)
+    return _DiagMinusAdjacency.apply(w, diag, x)
+
+
+def laplacian_apply(w: Tensor, x: Tensor, deg: Optional[Tensor] = None) -> Tensor:
+    """``L x`` for the combinatorial Laplacian ``L = D - W`` (Sec. 2.1) of the undirected weights
+    ``w`` (B, K|1, 12, H, W) applied to ``x`` (B, K, C, H, W). ``deg`` may pass a precomputed
+    :func:`degree` (reuse it across solver iterations). Custom autograd (saves w, deg, x)."""
+    if deg is None:
+        deg = degree(w)
+    return diag_minus_adjacency_apply(w, x, deg)
+
+
+def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """Weights of ``D^-1/2 W D^-1/2`` and the diagonal of ``D^-1/2 D D^-1/2`` (1 except at
+    isolated nodes): returns ``(wn, a)`` so that ``L_n x = a * x - Wn x`` (Sec. 5.2)."""
+    if deg is None:
+        deg = degree(w)
+    dis = deg.clamp_min(_TINY).rsqrt()
+    H, W = w.shape[-2:]
+    wn = torch.zeros_like(w)
+    for k, P, Q in _regions(H, W):
+        wn[:, :, k : k + 1, P[0], P[1]] = (
+            w[:, :, k : k + 1, P[0], P[1]] * dis[..., P[0], P[1]] * dis[..., Q[0], Q[1]]
+        )
+    return wn, deg * dis * dis
+
+
+def normalized_laplacian_apply(w: Tensor, x: Tensor) -> Tensor:
+    """``D^-1/2 L D^-1/2 x``, the symmetric normalised Laplacian used for GLR (Sec. 5.2)."""
+    wn, a = normalized_weights(w)
+    return diag_minus_adjacency_apply(wn, x, a)
+
+
+def graph_laplacian_regularizer(w: Tensor, x: Tensor) -> Tensor:
+    """GLR ``x^T L x = sum_(i,j) w_ij (x_i - x_j)^2`` (eq. 1) per (batch, head): ``(B, K)``."""
+    H, W = x.shape[-2:]
+    total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], w.shape[:2]))
+    for k, P, Q in _regions(H, W):
+        d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
+        total = total + (w[:, :, k : k + 1, P[0], P[1]] * d * d).sum(dim=(2, 3, 4))
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# directed, random-walk normalised graph: wbar (eq. 28) and the incidence C-bar (Sec. 5.2)
+# --------------------------------------------------------------------------------------------
+
+
+def random_walk_weights(w: Tensor) -> Tensor:
+    """Eq. 28: ``wbar(p -> q) = w_pq / sum_l w_pl`` over the in-image neighbours ``l`` of ``p``;
+    ``(B, K, 12, H, W) -> (B, K, 24, H, W)`` indexed by :data:`DIRECTED_OFFSETS`, zero outside the
+    image. Each node's outgoing weights sum to one (a node whose weights all underflowed gets 0)."""
+    _check_weights(w, _NU, "w")
+    B, K, _, H, W = w.shape
+    inv = degree(w).clamp_min(_TINY).reciprocal()
+    wbar = w.new_zeros(B, K, 2 * _NU, H, W)
+    for k, P, Q in _regions(H, W):
+        wk = w[:, :, k : k + 1, P[0], P[1]]
+        wbar[:, :, k : k + 1, P[0], P[1]] = wk * inv[..., P[0], P[1]]
+        wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]] = wk * inv[..., Q[0], Q[1]]
+    return wbar
+
+
+def random_walk_weights_from_distances(d: Tensor) -> Tensor:
+    """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
+    a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0."""
+    _check_weights(d, _NU, "d")
+    B, K, _, H, W = d.shape
+    dd = d.new_full((B, K, 2 * _NU, H, W), float("inf"))
+    for k, P, Q in _regions(H, W):
+        dk = d[:, :, k : k + 1, P[0], P[1]]
+        dd[:, :, k : k + 1, P[0], P[1]] = dk
+        dd[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]] = dk
+    if H * W == 1:
+        return torch.zeros_like(dd)
+    return torch.softmax(-dd, dim=2)
+
+
+def _zero_outside(e: Tensor, H: int, W: int) -> None:
+    """Zero the entries of an edge tensor (..., 24, H, W) whose directed edge leaves the image."""
+    for j, (dy, dx) in enumerate(DIRECTED_OFFSETS):
+        ej = e[..., j, :, :]
+        if dy > 0:
+            ej[..., H - dy :, :] = 0
+        elif dy < 0:
+            ej[..., : -dy, :] = 0
+        if dx > 0:
+            ej[..., :, W - dx :] = 0
+        elif dx < 0:
+            ej[..., :, : -dx] = 0
+
+
+def _incidence(wbar: Tensor, x: Tensor) -> Tensor:
+    B, _, C, H, W = x.shape
+    K = max(wbar.shape[1], x.shape[1])
+    e = x.new_empty(B, K, C, 2 * _NU, H, W)
+    _zero_outside(e, H, W)
+    for k, P, Q in _regions(H, W):
+        d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
+        torch.mul(wbar[:, :, k : k + 1, P[0], P[1]], d, out=e[:, :, :, k, P[0], P[1]])
+        torch.mul(wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]].neg(), d, out=e[:, :, :, _NU + k, Q[0], Q[1]])
+    return e
+
+
+def _incidence_t(wbar: Tensor, e: Tensor) -> Tensor:
+    B, K, C, _, H, W = e.shape
+    out = e.new_zeros(B, K, C, H, W)
+    for k, P, Q in _regions(H, W):
+        t = wbar[:, :, k : k + 1, P[0], P[1]] * e[:, :, :, k, P[0], P[1]]
+        t.addcmul_(wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]], e[:, :, :, _NU + k, Q[0], Q[1]], value=-1.0)
+        out[..., P[0], P[1]] += t
+        out[..., Q[0], Q[1]] -= t
+    return out
+
+
+class _Incidence(torch.autograd.Function):
+    """e = C-bar(wbar) x: e[p, j] = wbar[p, j] (x_p - x_{p + o_j})."""
+
+    @staticmethod
+    def forward(ctx, wbar: Tensor, x: Tensor):  # type: ignore[override]
+        ctx.save_for_backward(wbar, x)
+        return _incidence(wbar, x)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, ge: Tensor):  # type: ignore[override]
+        wbar, x = ctx.saved_tensors
+        gw = gx = None
+        if ctx.needs_input_grad[1]:
+            gx = _sum_to(_incidence_t(wbar, ge), x.shape)
+        if ctx.needs_input_grad[0]:
+            H, W = x.shape[-2:]
+            gw = torch.zeros(ge.shape[0], ge.shape[1], 2 * _NU, H, W, dtype=ge.dtype, device=ge.device)
+            for k, P, Q in _regions(H, W):
+                d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
+                gw[:, :, k, P[0], P[1]] = (ge[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
+                gw[:, :, _NU + k, Q[0], Q[1]] = -(ge[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
+            gw = _sum_to(gw, wbar.shape)
+        return gw, gx
+
+
+class _IncidenceT(torch.autograd.Function):
+    """x = C-bar(wbar)^T e, the exact transpose of :class:`_Incidence`."""
+
+    @staticmethod
+    def forward(ctx, wbar: Tensor, e: Tensor):  # type: ignore[override]
+        ctx.save_for_backward(wbar, e)
+        return _incidence_t(wbar, e)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        wbar, e = ctx.saved_tensors
+        gw = ge = None
+        if ctx.needs_input_grad[1]:
+            ge = _sum_to(_incidence(wbar, g), e.shape)
+        if ctx.needs_input_grad[0]:
+            H, W = g.shape[-2:]
+            gw = torch.zeros(e.shape[0], e.shape[1], 2 * _NU, H, W, dtype=e.dtype, device=e.device)
+            for k, P, Q in _regions(H, W):
+                d = g[..., P[0], P[1]] - g[..., Q[0], Q[1]]
+                gw[:, :, k, P[0], P[1]] = (e[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
+                gw[:, :, _NU + k, Q[0], Q[1]] = -(e[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
+            gw = _sum_to(gw, wbar.shape)
+        return gw, ge
+
+
+def incidence_apply(wbar: Tensor, x: Tensor) -> Tensor:
+    """``C-bar x`` (Sec. 5.2, 2M directed edges): ``e[:, :, c, j, p] = wbar[p, j] (x_p - x_{p+o_j})``
+    with ``o_j = DIRECTED_OFFSETS[j]``; wbar (B, K|1, 24, H, W), x (B, K, C, H, W) ->
+    e (B, K, C, 24, H, W), zero for edges leaving the image. Custom autograd (saves wbar, x)."""
+    _check_weights(wbar, 2 * _NU, "wbar")
+    _check_signal(wbar, x)
+    return _Incidence.apply(wbar, x)
+
+
+def incidence_adjoint(wbar: Tensor, e: Tensor) -> Tensor:
+    """``C-bar^T e``, the exact transpose of :func:`incidence_apply` (borders included):
+    e (B, K, C, 24, H, W) -> (B, K, C, H, W). Custom autograd (saves wbar, e)."""
+    _check_weights(wbar, 2 * _NU, "wbar")
+    if e.dim() != 6 or e.shape[3] != 2 * _NU or e.shape[-2:] != wbar.shape[-2:]:
+        raise ValueError(f"edge signal must be (B, K, C, 24, H, W), got {tuple(e.shape)}")
+    return _IncidenceT.apply(wbar, e)
+
+
+def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
+    """Undirected weights ``s`` with ``C-bar^T C-bar = L(s)`` (the Laplacian L-bar of Sec. 5.2):
+    ``s_pq = wbar(p -> q)^2 + wbar(q -> p)^2``; (B, K, 24, H, W) -> (B, K, 12, H, W)."""
+    _check_weights(wbar, 2 * _NU, "wbar")
+    B, K, _, H, W = wbar.shape
+    s = wbar.new_zeros(B, K, _NU, H, W)
+    for k, P, Q in _regions(H, W):
+        s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, _NU + k, Q[0], Q[1]].square()
+    return s
+
+
+def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:
+    """GTV ``||C-bar x||_1`` (Sec. 2.2 with the normalised incidence) per (batch, head): ``(B, K)``,
+    without materialising the edge signal."""
+    H, W = x.shape[-2:]
+    total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], wbar.shape[:2]))
+    for k, P, Q in _regions(H, W):
+        d = (x[..., P[0], P[1]] - x[..., Q[0], Q[1]]).abs()
+        ws = wbar[:, :, k : k + 1, P[0], P[1]] + wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]]
+        total = total + (ws * d).sum(dim=(2, 3, 4))
+    return total

@@ -1,0 +1,306 @@
+"""Graph operators against dense oracles built entry by entry on tiny images (float64)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from gsprestore import graph as G
+
+DT = torch.float64
+H, W = 6, 7
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(1234)
+
+
+def rand(gen, *shape, positive=False):
+    t = torch.rand(*shape, generator=gen, dtype=DT) if positive else torch.randn(*shape, generator=gen, dtype=DT)
+    return t
+
+
+def valid_weights(gen, B, K, n, h=H, w=W):
+    """Random positive weights with zeros on the edges that leave the image."""
+    wt = rand(gen, B, K, n, h, w, positive=True) + 0.05
+    offs = G.OFFSETS if n == 12 else G.DIRECTED_OFFSETS
+    for k, (dy, dx) in enumerate(offs):
+        for i, j in itertools.product(range(h), range(w)):
+            if not (0 <= i + dy < h and 0 <= j + dx < w):
+                wt[:, :, k, i, j] = 0
+    return wt
+
+
+# ---------------------------------------------------------------- dense constructions (oracles)
+
+
+def dense_adjacency(w2d: np.ndarray) -> np.ndarray:
+    """W (N x N) from undirected weights w2d (12, h, w), entry by entry."""
+    _, h, wd = w2d.shape
+    N = h * wd
+    A = np.zeros((N, N))
+    for k, (dy, dx) in enumerate(G.OFFSETS):
+        for i, j in itertools.product(range(h), range(wd)):
+            ii, jj = i + dy, j + dx
+            if 0 <= ii < h and 0 <= jj < wd:
+                p, q = i * wd + j, ii * wd + jj
+                A[p, q] += w2d[k, i, j]
+                A[q, p] += w2d[k, i, j]
+    return A
+
+
+def dense_incidence(wbar2d: np.ndarray) -> np.ndarray:
+    """C-bar (24N x N), rows ordered as the (24, h, w) edge tensor flattened."""
+    _, h, wd = wbar2d.shape
+    N = h * wd
+    Cm = np.zeros((24 * N, N))
+    for j, (dy, dx) in enumerate(G.DIRECTED_OFFSETS):
+        for i, jj in itertools.product(range(h), range(wd)):
+            ii, kk = i + dy, jj + dx
+            if 0 <= ii < h and 0 <= kk < wd:
+                r = j * N + i * wd + jj
+                Cm[r, i * wd + jj] = wbar2d[j, i, jj]
+                Cm[r, ii * wd + kk] = -wbar2d[j, i, jj]
+    return Cm
+
+
+def dense_features_weights(f: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """W (N x N) with W_pq = exp(-(f_p - f_q)^T M (f_p - f_q)) for 5x5-window neighbours."""
+    F, h, wd = f.shape
+    N = h * wd
+    A = np.zeros((N, N))
+    for i, j, ii, jj in itertools.product(range(h), range(wd), range(h), range(wd)):
+        if (i, j) != (ii, jj) and abs(i - ii) <= 2 and abs(j - jj) <= 2:
+            d = f[:, i, j] - f[:, ii, jj]
+            A[i * wd + j, ii * wd + jj] = np.exp(-d @ M @ d)
+    return A
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_offsets():
+    assert len(G.OFFSETS) == 12 and len(set(G.OFFSETS)) == 12
+    assert all(dy > 0 or (dy == 0 and dx > 0) for dy, dx in G.OFFSETS)
+    assert all(max(abs(dy), abs(dx)) <= 2 for dy, dx in G.OFFSETS)
+    assert G.DIRECTED_OFFSETS == G.OFFSETS + tuple((-a, -b) for a, b in G.OFFSETS)
+    assert set(G.DIRECTED_OFFSETS) == {(a, b) for a in range(-2, 3) for b in range(-2, 3)} - {(0, 0)}
+
+
+def test_edge_weights_dense(gen):
+    B, K, F = 2, 3, 4
+    f = rand(gen, B, K, F, H, W)
+    A = rand(gen, K, F, F)
+    M = A @ A.transpose(-1, -2) * 0.3
+    w = G.edge_weights(f, M)
+    for b, k in itertools.product(range(B), range(K)):
+        Wd = dense_features_weights(f[b, k].numpy(), M[k].numpy())
+        np.testing.assert_allclose(dense_adjacency(w[b, k].numpy()), Wd, rtol=1e-12, atol=1e-14)
+    d = G.edge_distances(f, M)
+    valid = w > 0
+    torch.testing.assert_close(torch.exp(-d)[valid], w[valid])
+    # a single (F, F) metric broadcasts over heads
+    torch.testing.assert_close(G.edge_weights(f, M[0]), G.edge_weights(f, M[0].expand(K, F, F)))
+
+
+def test_laplacian_dense(gen):
+    B, K, C = 2, 3, 2
+    w = valid_weights(gen, B, K, 12)
+    x = rand(gen, B, K, C, H, W)
+    Lx = G.laplacian_apply(w, x)
+    Lnx = G.normalized_laplacian_apply(w, x)
+    deg = G.degree(w)
+    for b, k in itertools.product(range(B), range(K)):
+        Wd = dense_adjacency(w[b, k].numpy())
+        D = Wd.sum(1)
+        np.testing.assert_allclose(deg[b, k, 0].numpy().ravel(), D, rtol=1e-12)
+        L = np.diag(D) - Wd
+        Ln = np.diag(D**-0.5) @ L @ np.diag(D**-0.5)
+        for c in range(C):
+            xv = x[b, k, c].numpy().ravel()
+            np.testing.assert_allclose(Lx[b, k, c].numpy().ravel(), L @ xv, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(Lnx[b, k, c].numpy().ravel(), Ln @ xv, rtol=1e-10, atol=1e-12)
+            # GLR x^T L x
+            np.testing.assert_allclose(
+                G.graph_laplacian_regularizer(w[b : b + 1, k : k + 1], x[b : b + 1, k : k + 1, c : c + 1]).item(),
+                xv @ L @ xv, rtol=1e-10)
+
+
+def test_laplacian_broadcasts_over_heads(gen):
+    w = valid_weights(gen, 1, 1, 12)
+    x = rand(gen, 1, 4, 3, H, W)
+    torch.testing.assert_close(G.laplacian_apply(w, x), G.laplacian_apply(w.expand(1, 4, 12, H, W), x))
+    diag = rand(gen, 1, 4, 3, H, W)
+    torch.testing.assert_close(
+        G.diag_minus_adjacency_apply(w, x, diag),
+        diag * x + (G.laplacian_apply(w, x) - G.degree(w) * x))
+
+
+def test_random_walk_weights_sum_to_one(gen):
+    w = valid_weights(gen, 2, 3, 12)
+    wbar = G.random_walk_weights(w)
+    torch.testing.assert_close(wbar.sum(2), torch.ones(2, 3, H, W, dtype=DT))
+    for b, k in itertools.product(range(2), range(3)):  # eq. 28 entry by entry
+        Wd = dense_adjacency(w[b, k].numpy())
+        P = Wd / Wd.sum(1, keepdims=True)
+        Cd = dense_incidence(wbar[b, k].numpy())
+        # each directed edge row p -> q of C-bar has +P[p, q] at p
+        for r in np.nonzero(np.abs(Cd).sum(1))[0]:
+            p = int(np.argmax(Cd[r] > 0)) if (Cd[r] > 0).any() else None
+            q = int(np.argmax(Cd[r] < 0))
+            assert p is not None and abs(Cd[r, p] - P[p, q]) < 1e-12
+    # the stable softmax form agrees (and survives weights that underflow)
+    f = rand(gen, 2, 3, 5, H, W)
+    M = torch.eye(5, dtype=DT) * 2.0
+    torch.testing.assert_close(G.random_walk_weights(G.edge_weights(f, M)),
+                               G.random_walk_weights_from_distances(G.edge_distances(f, M)))
+    big = G.random_walk_weights_from_distances(G.edge_distances(f * 100, M))
+    assert torch.isfinite(big).all()
+    torch.testing.assert_close(big.sum(2), torch.ones(2, 3, H, W, dtype=DT))
+
+
+def test_incidence_dense_and_adjoint(gen):
+    B, K, C = 2, 3, 2
+    wbar = valid_weights(gen, B, K, 24)
+    x = rand(gen, B, K, C, H, W)
+    e = rand(gen, B, K, C, 24, H, W)
+    Cx = G.incidence_apply(wbar, x)
+    Cte = G.incidence_adjoint(wbar, e)
+    for b, k, c in itertools.product(range(B), range(K), range(C)):
+        Cd = dense_incidence(wbar[b, k].numpy())
+        np.testing.assert_allclose(Cx[b, k, c].numpy().ravel(), Cd @ x[b, k, c].numpy().ravel(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(Cte[b, k, c].numpy().ravel(), Cd.T @ e[b, k, c].numpy().ravel(), rtol=1e-10, atol=1e-12)
+    # adjointness <C x, e> == <x, C^T e>, including the border entries
+    lhs = (Cx * e).sum()
+    rhs = (x * Cte).sum()
+    assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
+    # edges leaving the image carry nothing
+    e_out = G.incidence_apply(wbar, x)
+    for j, (dy, dx) in enumerate(G.DIRECTED_OFFSETS):
+        for i, jj in itertools.product(range(H), range(W)):
+            if not (0 <= i + dy < H and 0 <= jj + dx < W):
+                assert (e_out[:, :, :, j, i, jj] == 0).all()
+
+
+def test_incidence_laplacian_weights(gen):
+    wbar = G.random_walk_weights(valid_weights(gen, 2, 2, 12))
+    s = G.incidence_laplacian_weights(wbar)
+    x = rand(gen, 2, 2, 3, H, W)
+    torch.testing.assert_close(G.incidence_adjoint(wbar, G.incidence_apply(wbar, x)), G.laplacian_apply(s, x))
+    Cd = dense_incidence(wbar[0, 0].numpy())
+    Ld = np.diag(dense_adjacency(s[0, 0].numpy()).sum(1)) - dense_adjacency(s[0, 0].numpy())
+    np.testing.assert_allclose(Cd.T @ Cd, Ld, atol=1e-12)
+
+
+def test_paper_three_node_example():
+    """Fig. 3 of the appendix: w12 = w13 = 1/2, w23 = 1/3 gives C-bar rows 1/2, 3/5, 2/5, 1/2, 3/5."""
+    # a 1x3 image has the edges (0,1) twice at offset dx = 1 and (0,2) at dx = 2
+    w = torch.zeros(1, 1, 12, 1, 3, dtype=DT)
+    w[0, 0, G.OFFSETS.index((0, 1)), 0, 0] = 0.5  # 1-2
+    w[0, 0, G.OFFSETS.index((0, 1)), 0, 1] = 1 / 3  # 2-3
+    w[0, 0, G.OFFSETS.index((0, 2)), 0, 0] = 0.5  # 1-3
+    wbar = G.random_walk_weights(w)
+    j = G.DIRECTED_OFFSETS.index
+    assert abs(wbar[0, 0, j((0, 1)), 0, 0] - 1 / 2) < 1e-12
+    assert abs(wbar[0, 0, j((0, -1)), 0, 1] - 3 / 5) < 1e-12
+    assert abs(wbar[0, 0, j((0, 1)), 0, 1] - 2 / 5) < 1e-12
+    assert abs(wbar[0, 0, j((0, -1)), 0, 2] - 2 / 5) < 1e-12
+    assert abs(wbar[0, 0, j((0, 2)), 0, 0] - 1 / 2) < 1e-12
+    assert abs(wbar[0, 0, j((0, -2)), 0, 2] - 3 / 5) < 1e-12
+    # C-bar as printed in the paper; L-bar = C-bar^T C-bar from it. (The printed L-bar of the figure
+    # has 1/4 + s^2/9 in the (1,3) entries, i.e. uses wbar(3->1) = 2/5, contradicting its own C-bar
+    # row (-3/5, 0, 3/5); we test against C-bar, which eq. 28 determines.)
+    Cpaper = np.array([[1 / 2, -1 / 2, 0], [-3 / 5, 3 / 5, 0], [0, 2 / 5, -2 / 5],
+                       [0, -2 / 5, 2 / 5], [1 / 2, 0, -1 / 2], [-3 / 5, 0, 3 / 5]])
+    sw = G.incidence_laplacian_weights(wbar)
+    Ld = np.diag(dense_adjacency(sw[0, 0].numpy()).sum(1)) - dense_adjacency(sw[0, 0].numpy())
+    np.testing.assert_allclose(Ld, Cpaper.T @ Cpaper, atol=1e-12)
+    x = torch.tensor([0.3, -1.0, 2.0], dtype=DT).view(1, 1, 1, 1, 3)
+    e = G.incidence_apply(wbar, x)
+    np.testing.assert_allclose(np.sort(e[e != 0].numpy()), np.sort(Cpaper @ x.view(3).numpy()), atol=1e-12)
+
+
+def test_gtv_of_constant_is_zero(gen):
+    f = rand(gen, 1, 2, 4, H, W)
+    wbar = G.random_walk_weights(G.edge_weights(f, torch.eye(4, dtype=DT)))
+    x = torch.full((1, 2, 3, H, W), 0.7, dtype=DT)
+    assert G.incidence_apply(wbar, x).abs().max() < 1e-15
+    assert G.graph_total_variation(wbar, x).abs().max() < 1e-15
+    y = rand(gen, 1, 2, 3, H, W)
+    torch.testing.assert_close(G.graph_total_variation(wbar, y), G.incidence_apply(wbar, y).abs().sum((2, 3, 4, 5)))
+
+
+def test_restricted_laplacian_is_positive_definite(gen):
+    """L_{S'S'} (combinatorial and normalised) is PD on a connected graph with one sample (App. A.2)."""
+    w = valid_weights(gen, 1, 1, 12)
+    Wd = dense_adjacency(w[0, 0].numpy())
+    D = Wd.sum(1)
+    L = np.diag(D) - Wd
+    Ln = np.diag(D**-0.5) @ L @ np.diag(D**-0.5)
+    rng = np.random.default_rng(0)
+    for frac in (0.02, 0.3, 0.7):
+        known = rng.random(H * W) < frac
+        known[rng.integers(H * W)] = True
+        U = ~known
+        for M in (L, Ln):
+            ev = np.linalg.eigvalsh(M[np.ix_(U, U)])
+            assert ev.min() > 1e-8
+    assert np.linalg.eigvalsh(L).min() > -1e-12 and abs(np.linalg.eigvalsh(L).min()) < 1e-10  # L itself only PSD
+
+
+# ---------------------------------------------------------------- gradcheck of the custom ops
+
+
+def _gc(fn, *inputs):
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=True)
+
+
+@pytest.mark.parametrize("kw", [1, 2])
+def test_gradcheck_laplacian(gen, kw):
+    h, w_ = 4, 5
+    w = valid_weights(gen, 1, kw, 12, h, w_).requires_grad_()
+    x = rand(gen, 1, 2, 2, h, w_).requires_grad_()
+    _gc(lambda a, b: G.laplacian_apply(a, b), w, x)
+    _gc(lambda a, b: G.normalized_laplacian_apply(a, b), w, x)
+    diag = rand(gen, 1, 2, 2, h, w_).requires_grad_()
+    _gc(lambda a, b, c: G.diag_minus_adjacency_apply(a, b, c), w, x, diag)
+
+
+@pytest.mark.parametrize("kw", [1, 2])
+def test_gradcheck_incidence(gen, kw):
+    h, w_ = 4, 5
+    wbar = valid_weights(gen, 1, kw, 24, h, w_).requires_grad_()
+    x = rand(gen, 1, 2, 2, h, w_).requires_grad_()
+    e = rand(gen, 1, 2, 2, 24, h, w_).requires_grad_()
+    _gc(lambda a, b: G.incidence_apply(a, b), wbar, x)
+    _gc(lambda a, b: G.incidence_adjoint(a, b), wbar, e)
+
+
+def test_gradcheck_edge_weights(gen):
+    h, w_ = 4, 5
+    f = (0.5 * rand(gen, 2, 2, 3, h, w_)).requires_grad_()
+    A = rand(gen, 2, 3, 3)
+    M = (A @ A.transpose(-1, -2) * 0.3).requires_grad_()
+    _gc(lambda a, b: G.edge_weights(a, b), f, M)
+    _gc(lambda a, b: G.edge_distances(a, b), f, M)
+    M1 = M[0].detach().clone().requires_grad_()
+    _gc(lambda a, b: G.edge_weights(a, b), f, M1)
+    # a whole graph-learning chain: features -> w -> wbar -> s -> L x
+    x = rand(gen, 2, 2, 2, h, w_)
+    _gc(lambda a, b: G.laplacian_apply(G.incidence_laplacian_weights(G.random_walk_weights(G.edge_weights(a, b))), x),
+        f, M)
+
+
+def test_gradcheck_full_jacobian_tiny(gen):
+    """Full (not random-projection) Jacobian check of the bilinear ops on a 3x3 image."""
+    wbar = valid_weights(gen, 1, 1, 24, 3, 3).requires_grad_()
+    w = valid_weights(gen, 1, 1, 12, 3, 3).requires_grad_()
+    x = rand(gen, 1, 1, 1, 3, 3).requires_grad_()
+    e = rand(gen, 1, 1, 1, 24, 3, 3).requires_grad_()
+    assert torch.autograd.gradcheck(G.incidence_apply, (wbar, x))
+    assert torch.autograd.gradcheck(G.incidence_adjoint, (wbar, e))
+    assert torch.autograd.gradcheck(G.laplacian_apply, (w, x))
