@@ -433,12 +433,24 @@ def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad model option ({exc}); check --model-opt / --blocks / --cg-iters ...") from None
     if cfg.init:
-        state = _state_dict_from(Path(cfg.init))
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise GspError(f"weights do not fit this model ({str(exc).splitlines()[0]})", cfg.init) from None
+        model.init_report = init_from(model, Path(cfg.init))
     return model
+
+
+def init_from(model, path: Path) -> list[str]:
+    """Copy the weights in ``path`` into ``model`` (a curriculum step: e.g. weights trained with
+    fewer CG / ADMM iterations). Tensors must have the same names; a tensor whose shape differs
+    (per-iteration step sizes) keeps its fresh initial value. Returns those tensors' names."""
+    state = _state_dict_from(path)
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        bad = (missing + unexpected)[:3]
+        raise GspError(f"weights do not fit this model ({len(missing)} tensors missing, {len(unexpected)} "
+                       f"unexpected, e.g. {', '.join(bad)})", path)
+    kept = sorted(k for k in own if own[k].shape != state[k].shape)
+    model.load_state_dict({k: (own[k] if k in kept else state[k]) for k in own}, strict=True)
+    return kept
 
 
 def _state_dict_from(path: Path) -> dict:
@@ -564,7 +576,7 @@ def train(
     sched = LRSchedule.for_run(cfg, spe)
 
     # ---- model, optimizer, state
-    model = build_network(cfg, grad_checkpoint=grad_checkpoint).to(dev)
+    model = build_network(_no_init(cfg) if resume else cfg, grad_checkpoint=grad_checkpoint).to(dev)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     loss_fn = make_loss(cfg.loss, cfg.charbonnier_eps)
@@ -605,7 +617,8 @@ def train(
     log.write("resume" if resume else "start", epoch=state["epoch"], step=state["step"], batch=state["batch"],
               device=str(dev), threads=torch.get_num_threads(), max_steps=max_steps, epochs=cfg.epochs,
               steps_per_epoch=spe, train_patches=n_train, val_patches=int(sets.val.shape[0]),
-              params=sum(p.numel() for p in model.parameters()), version=__version__, torch=torch.__version__)
+              params=sum(p.numel() for p in model.parameters()), version=__version__, torch=torch.__version__,
+              init=cfg.init, init_kept=getattr(model, "init_report", None) if not resume else None)
 
     train_x = sets.train.to(dev)
     val_x = sets.val

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from gsprestore import patches as P
 from gsprestore import training as T
-from gsprestore.errors import UsageError
+from gsprestore.errors import GspError, UsageError
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -39,11 +39,10 @@ def _smooth_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     return np.clip(np.rint(img.transpose(1, 2, 0) * 255), 0, 255).astype(np.uint8)
 
 
-@pytest.fixture
-def photos(tmp_path):
+def _write_photos(root):
     """Two training folders: 6 PNGs (some odd sizes) and 4 JPEGs."""
     rng = np.random.default_rng(0)
-    a, b = tmp_path / "photos_a", tmp_path / "photos_b"
+    a, b = root / "photos_a", root / "photos_b"
     a.mkdir()
     b.mkdir()
     for i, (h, w) in enumerate([(41, 37), (40, 48), (33, 45), (50, 39), (36, 36), (45, 51)]):
@@ -51,6 +50,11 @@ def photos(tmp_path):
     for i, (h, w) in enumerate([(48, 64), (63, 41), (40, 40), (57, 49)]):
         PILImage.fromarray(_smooth_photo(rng, h, w)).save(b / f"j{i}.jpg", quality=95)
     return [a, b]
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    return _write_photos(tmp_path_factory.mktemp("photos"))
 
 
 class Stand(nn.Module):
@@ -80,6 +84,16 @@ def stand(monkeypatch):
     monkeypatch.setattr(T, "model_factory", lambda: Stand)
     yield Stand
     Stand.hook = None
+
+
+@pytest.fixture(scope="module")
+def reference(photos, tmp_path_factory):
+    """One uninterrupted 2-epoch run of the default test recipe (5 steps per epoch)."""
+    run = tmp_path_factory.mktemp("reference") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(T, "model_factory", lambda: Stand)
+        result = _run(_cfg(photos), run)
+    return result
 
 
 def _cfg(photos, **kw) -> T.TrainConfig:
@@ -274,28 +288,28 @@ def test_evaluate_is_dataset_mse_psnr(stand):
 # --------------------------------------------------------------------------- the loop
 
 
-def test_two_runs_give_identical_weights(photos, stand, tmp_path):
-    r1 = _run(_cfg(photos), tmp_path / "r1")
+def test_two_runs_give_identical_weights(photos, stand, reference, tmp_path):
+    r1 = reference
     r2 = _run(_cfg(photos), tmp_path / "r2")
     assert r1.status == r2.status == "finished" and r1.step == 2 * 5
-    w1, w2 = _weights(tmp_path / "r1/model.pt", "state_dict"), _weights(tmp_path / "r2/model.pt", "state_dict")
+    w1, w2 = _weights(r1.run_dir / "model.pt", "state_dict"), _weights(tmp_path / "r2/model.pt", "state_dict")
     assert _same_state(w1, w2)
-    assert _same_state(_weights(tmp_path / "r1/last.pt", "model"), _weights(tmp_path / "r2/last.pt", "model"))
-    r3 = _run(_cfg(photos, seed=4), tmp_path / "r3")
-    assert not _same_state(w1, _weights(tmp_path / "r3/model.pt", "state_dict"))
-    assert r3.step == r1.step
+    assert _same_state(_weights(r1.run_dir / "last.pt", "model"), _weights(tmp_path / "r2/last.pt", "model"))
+    r3 = _run(_cfg(photos, seed=4, epochs=1), tmp_path / "r3")
+    assert not _same_state(_weights(r1.run_dir / "model.pt", "state_dict"),
+                           _weights(tmp_path / "r3/model.pt", "state_dict"))
 
 
 @pytest.mark.parametrize("stop_step", [5, 7])  # at the end of epoch 1 (5 steps/epoch), and mid-epoch 2
-def test_resume_equals_uninterrupted(photos, stand, tmp_path, stop_step):
-    full = _run(_cfg(photos), tmp_path / "full")
+def test_resume_equals_uninterrupted(photos, stand, reference, tmp_path, stop_step):
+    full = reference
     part = _run(_cfg(photos), tmp_path / "part", max_steps=stop_step)
     assert part.status == "max-steps" and part.step == stop_step
     ck = T.load_checkpoint(tmp_path / "part/last.pt")
     assert (ck["epoch"], ck["batch"]) == divmod(stop_step, 5)
     done = T.train(None, tmp_path / "part", resume=True, progress=False, device="cpu")
     assert done.status == "finished" and done.step == full.step
-    a, b = T.load_checkpoint(tmp_path / "full/last.pt"), T.load_checkpoint(tmp_path / "part/last.pt")
+    a, b = T.load_checkpoint(full.run_dir / "last.pt"), T.load_checkpoint(tmp_path / "part/last.pt")
     assert _same_state(a["model"], b["model"])
     assert all(torch.equal(x, y) for x, y in zip(a["optimizer"]["state"][0].values(),
                                                  b["optimizer"]["state"][0].values()))
@@ -304,8 +318,7 @@ def test_resume_equals_uninterrupted(photos, stand, tmp_path, stop_step):
     assert events.count("end") == 2  # max-steps exports weights too
 
 
-def test_signal_finishes_the_step_and_checkpoints(photos, stand, tmp_path):
-    full = _run(_cfg(photos), tmp_path / "full")
+def test_signal_finishes_the_step_and_checkpoints(photos, stand, reference, tmp_path):
     Stand.calls = 0
     Stand.hook = lambda n: signal.raise_signal(signal.SIGTERM) if n == 3 else None  # in the 3rd step
     res = _run(_cfg(photos), tmp_path / "sig")
@@ -317,7 +330,7 @@ def test_signal_finishes_the_step_and_checkpoints(photos, stand, tmp_path):
     assert T.read_log(tmp_path / "sig/log.jsonl")[-1] == {**T.read_log(tmp_path / "sig/log.jsonl")[-1],
                                                          "event": "stop", "reason": "SIGTERM", "step": 3}
     T.train(None, tmp_path / "sig", resume=True, progress=False, device="cpu")
-    assert _same_state(_weights(tmp_path / "full/model.pt", "state_dict"),
+    assert _same_state(_weights(reference.run_dir / "model.pt", "state_dict"),
                        _weights(tmp_path / "sig/model.pt", "state_dict"))
 
 
@@ -376,11 +389,27 @@ def test_new_run_refuses_an_existing_run(photos, stand, tmp_path):
         _run(_cfg(photos, epochs=1), tmp_path / "r")
 
 
-def test_resume_refuses_changed_photos(photos, stand, tmp_path):
+def test_resume_refuses_changed_photos(stand, tmp_path):
+    photos = _write_photos(tmp_path)
     _run(_cfg(photos), tmp_path / "r", max_steps=2)
     PILImage.fromarray(_coord_image(60, 60, 9)).save(photos[0] / "new.png")
     with pytest.raises(Exception, match="photos changed"):
         T.train(None, tmp_path / "r", resume=True, progress=False, device="cpu")
+
+
+def test_init_from_previous_weights(stand, tmp_path):
+    a = Stand("ugtv", "demosaic", width=4)
+    torch.save({"state_dict": a.state_dict()}, tmp_path / "a.pt")
+    b = Stand("ugtv", "demosaic", width=4)
+    assert T.init_from(b, tmp_path / "a.pt") == [] and _same_state(a.state_dict(), b.state_dict())
+    c = Stand("ugtv", "demosaic", width=5)  # other shapes: those tensors keep their initial values
+    fresh = {k: v.clone() for k, v in c.state_dict().items()}
+    kept = T.init_from(c, tmp_path / "a.pt")
+    assert kept == ["conv1.bias", "conv1.weight", "conv2.weight"]
+    assert torch.equal(c.conv2.bias, a.conv2.bias) and torch.equal(c.conv1.weight, fresh["conv1.weight"])
+    torch.save({"state_dict": {"other.weight": torch.zeros(1)}}, tmp_path / "bad.pt")
+    with pytest.raises(GspError, match="do not fit this model"):
+        T.init_from(b, tmp_path / "bad.pt")
 
 
 # --------------------------------------------------------------------------- CLI
