@@ -170,3 +170,37 @@ def test_models_command_module_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.slow
+def test_a_regular_install_ships_the_weights_folder(tmp_path):
+    """Build the wheel (what ``pip install .`` installs) and check that weights/manifest.json and
+    every file the manifest lists land under <prefix>/share/gsprestore/weights, where
+    :func:`weights_dir` looks (see test_weights_dir_finds_installed_data_files)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"  # a clean copy: no stale build/ folder can leak into the wheel
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (root / name).exists():
+            shutil.copy2(root / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(root / "gsprestore", src / "gsprestore", ignore=ignore)
+    shutil.copytree(root / "weights", src / "weights", ignore=ignore)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1:]}")
+    (wheel,) = tmp_path.glob("gsprestore-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    prefix = [n for n in names if n.endswith("/data/share/gsprestore/weights/manifest.json")]
+    assert prefix, "weights/manifest.json is not in the wheel"
+    folder = prefix[0].rsplit("/", 1)[0]
+    manifest = json.loads((root / "weights" / "manifest.json").read_text())
+    for entry in manifest["models"]:
+        assert f"{folder}/{entry['file']}" in names, entry["file"]
