@@ -121,9 +121,9 @@ def train(
 ) -> None:
     """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
 
-    A run folder gets config.json, log.jsonl (JSON lines), last.pt, best.pt and, at the end, model.pt
-    (the best weights). Ctrl-C or SIGTERM finishes the current step, writes a checkpoint and exits
-    with 130 / 143: continue with --resume RUN_DIR."""
+    The run folder gets config.json, log.jsonl, last.pt, best.pt and, at the end, model.pt (best weights).
+
+    Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130 / 143: then --resume RUN_DIR."""
     from rich.console import Console
 
     from ..errors import UsageError
