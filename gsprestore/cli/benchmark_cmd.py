@@ -24,10 +24,12 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
     if p["noise"]["sigma"]:
         bits.append(f"noise sigma {p['noise']['sigma']:g}/255")
     bits.append(p["device"])
-    table = Table(title=", ".join(bits), caption="PSNR (dataset MSE): 10 log10(1 / mean MSE), float outputs "
-                  "(the paper's). Mean PSNR: mean of per-image PSNR, 8-bit outputs.")
-    for col in ("method", "PSNR dataset-MSE (dB)", "mean PSNR 8-bit (dB)", "SSIM", "s / image", "MP / s", "params"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+    table = Table(title=", ".join(bits), caption="PSNR (dB): 10 log10(1 / mean MSE) over the data set, float outputs "
+                  "(the paper's). Mean PSNR (dB): mean of per-image PSNR, 8-bit outputs.")
+    width = max([len("method")] + [len(r["method"]) for r in result["results"]])
+    table.add_column("method", no_wrap=True, min_width=width)
+    for col in ("PSNR", "mean PSNR", "SSIM", "s/image", "MP/s", "params"):
+        table.add_column(col, justify="right")
     for r in result["results"]:
         table.add_row(
             r["method"],
