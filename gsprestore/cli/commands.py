@@ -4,3 +4,4 @@ from . import app as _app  # noqa: F401
 from . import benchmark_cmd  # noqa: F401
 from . import train_cmd  # noqa: F401
 from . import models_cmd  # noqa: F401
+from . import restore_cmds  # noqa: F401

@@ -1,0 +1,111 @@
+"""The Python API: the CLI's engine as two functions.
+
+>>> import numpy as np, gsprestore
+>>> raw = np.random.rand(64, 64).astype(np.float32)          # a Bayer mosaic in [0, 1]
+>>> rgb = gsprestore.demosaic(raw, method="menon", pattern="RGGB")
+>>> rgb.shape
+(64, 64, 3)
+>>> gsprestore.upscale2x(rgb, method="bicubic").shape
+(128, 128, 3)
+
+numpy in -> numpy out: ``(H, W)`` or ``(H, W, C)`` (uint8 / uint16 scaled by their type's range,
+floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> torch out:
+``(C, H, W)`` or ``(B, C, H, W)`` -> the same layout, on the input's device. Both go through
+:func:`gsprestore.engine.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+from .restorers import DEFAULT_METHOD, Restorer, get_restorer
+
+
+def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict) -> Restorer:
+    if isinstance(method, Restorer):
+        if method.task != task:
+            raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
+        return method
+    if weights is not None:
+        options = {**options, "weights": weights}
+    return get_restorer(method or DEFAULT_METHOD[task], task, **options)
+
+
+def _as_input(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x if x.is_floating_point() else x.float()
+    a = np.asarray(x)
+    if a.dtype == np.uint8:
+        return a.astype(np.float32) / np.float32(255.0)
+    if a.dtype == np.uint16:
+        return a.astype(np.float32) / np.float32(65535.0)
+    if a.dtype.kind not in "fiub":
+        raise UsageError(f"expected a numeric array, got dtype {a.dtype}")
+    return a.astype(np.float32, copy=False)
+
+
+def _device_for(x: Any, device: str | None) -> str:
+    import torch
+
+    if device is not None:
+        return device
+    if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+        return str(x.device)
+    return "auto"
+
+
+def demosaic(
+    mosaic: Any,
+    method: "str | Restorer | None" = None,
+    pattern: str = "RGGB",
+    *,
+    tile: int = 0,
+    overlap: int | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+    weights: str | None = None,
+    **options: Any,
+) -> Any:
+    """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
+    ``(B, 1, H, W)``) with ``method`` (default ``ugtv``; any name from ``gsprestore models`` or a
+    :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
+    mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto."""
+    from .engine import restore_array
+
+    y = _as_input(mosaic)
+    shape = tuple(y.shape)
+    if (isinstance(y, np.ndarray) and not (y.ndim == 2 or (y.ndim == 3 and shape[2] == 1))) or (
+        not isinstance(y, np.ndarray) and not (y.dim() in (2, 3, 4) and (y.dim() == 2 or shape[-3] == 1))
+    ):
+        raise UsageError(f"demosaic needs a single-channel Bayer mosaic, got shape {shape}; "
+                         "make one with gsprestore.sampling.mosaic")
+    r = _restorer(method, "demosaic", weights, options)
+    return restore_array(r, y, pattern, tile=tile, overlap=overlap, device=_device_for(mosaic, device),
+                         precision=precision)
+
+
+def upscale2x(
+    image: Any,
+    method: "str | Restorer | None" = None,
+    *,
+    tile: int = 0,
+    overlap: int | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+    weights: str | None = None,
+    **options: Any,
+) -> Any:
+    """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
+    ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
+    ``HR[0::2, 0::2]`` sampling). ``method`` default ``ugtv``; ``bicubic`` needs no weights."""
+    from .engine import restore_array
+
+    y = _as_input(image)
+    r = _restorer(method, "upscale2x", weights, options)
+    return restore_array(r, y, "RGGB", tile=tile, overlap=overlap, device=_device_for(image, device),
+                         precision=precision)

@@ -1,0 +1,453 @@
+"""One tiled engine for every method: whole images of any size, bounded memory, no seams.
+
+:func:`restore` runs a :class:`~gsprestore.restorers.Restorer` over an image tile by tile:
+
+* **Tiles** are cut in *input* coordinates (the mosaic for ``demosaic``, the low-resolution image for
+  ``upscale2x``; outputs map to ``scale`` x those coordinates). Core tiles are spread evenly over
+  each axis with boundaries on even coordinates, and each is extended by ``overlap`` context pixels
+  (even too), so every tile starts on a 2x2 Bayer block and keeps the image's CFA ``pattern``.
+* **Blending**: neighbouring outputs overlap by ``2 * blend`` pixels around each core boundary and
+  are mixed with a raised-cosine (cos^2 / sin^2) partition of unity; elsewhere a tile's output is
+  cropped to its core. ``blend = min(overlap // 2, overlap - halo)``, so every output pixel kept from
+  a tile is at least ``restorer.halo`` pixels from the tile's cut edges: for a method whose output
+  depends on at most ``halo`` pixels around it (the graphs of the paper use a 5x5 window per layer,
+  Sec. 3.2, so the dependency is bounded by layers x 2 plus the CNN's receptive field), tiled and
+  untiled results agree to float rounding.
+* **Memory**: the image stays on the CPU; one tile at a time is moved to the device and its output
+  is accumulated into a CPU buffer (the whole image is never on the GPU). ``tile=0`` picks the tile
+  size from available memory (CPU: ``/proc/meminfo`` or ``os.sysconf``; CUDA: a probe tile and
+  ``torch.cuda.mem_get_info``); on out-of-memory in that automatic mode the tile size is halved and
+  the image restarted.
+* **Sizes**: a demosaicking input with an odd side is extended by one mirrored row/column (whole-
+  sample symmetric extension keeps the Bayer phase) and the output cropped back; inputs smaller than
+  :data:`MIN_SIDE` are extended the same way.
+* **Devices**: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; a requested
+  device that is missing is an error. ``precision`` fp32 | bf16 | fp16 (the last two through
+  ``torch.autocast``, CUDA only). Every tile's output is checked for NaN/Inf.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .errors import GspError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .restorers import Restorer
+
+SCALE = {"demosaic": 1, "upscale2x": 2}
+PRECISIONS = ("fp32", "bf16", "fp16")
+MIN_SIDE = 16  # inputs smaller than this are mirrored up to it (and cropped back)
+MIN_TILE = 32  # automatic tiling never goes below this (input pixels)
+DEFAULT_OVERLAP = 32
+#: Working-set estimate per *output* pixel when a method does not say (``restorer.info["bytes_per_pixel"]``).
+DEFAULT_BYTES_PER_PIXEL = {"classical": 512, "graph": 16384, "learned": 16384}
+CPU_BUDGET_CAP = 1 << 30  # the automatic CPU tile never plans for more than 1 GiB of working set
+
+ProgressFn = Callable[[int, int], None]
+
+
+# ----------------------------------------------------------------------------------------------
+# Devices and precision
+# ----------------------------------------------------------------------------------------------
+
+
+def resolve_device(device: "str | torch.device | None" = "auto") -> "torch.device":
+    """``auto`` -> CUDA if available, else CPU; ``cpu``; ``cuda`` / ``cuda:N`` only if present."""
+    import torch
+
+    if isinstance(device, torch.device):
+        device = str(device)
+    name = (device or "auto").strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise GspError(f"device {name!r} requested but no CUDA device is available (use --device cpu or auto)")
+        index = int(name[5:]) if ":" in name else torch.cuda.current_device()
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise GspError(f"device {name!r} requested but only {count} CUDA device(s) found (cuda:0..cuda:{count - 1})")
+        return torch.device("cuda", index)
+    raise UsageError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N")
+
+
+def check_precision(precision: str, device: "torch.device") -> "torch.dtype | None":
+    """The autocast dtype for ``precision`` (None for fp32); reduced precision is CUDA only."""
+    import torch
+
+    p = (precision or "fp32").lower()
+    if p not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+    if p == "fp32":
+        return None
+    if device.type != "cuda":
+        raise UsageError(f"precision {p} needs a CUDA device (got {device.type}); use --precision fp32")
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[p]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tile plan
+# ----------------------------------------------------------------------------------------------
+
+
+def _even_up(n: int) -> int:
+    return n + (n % 2)
+
+
+@dataclass(frozen=True)
+class AxisTile:
+    """One tile along one axis. Input window ``[lo, hi)`` (core plus context); the output pixels
+    ``[out_lo, out_hi)`` it contributes to, with ``weight`` (blend ramp, 1 in the core)."""
+
+    lo: int
+    hi: int
+    core_lo: int
+    core_hi: int
+    out_lo: int
+    out_hi: int
+    weight: np.ndarray
+
+
+def split_axis(n: int, tile: int) -> list[tuple[int, int]]:
+    """Cores covering ``[0, n)``: ``ceil(n / tile)`` of them, evenly spread, boundaries even."""
+    if tile <= 0 or tile >= n:
+        return [(0, n)]
+    k = math.ceil(n / tile)
+    bounds = [0] + [2 * round(i * n / k / 2) for i in range(1, k)] + [n]
+    bounds = sorted(set(bounds))
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def plan_axis(n: int, tile: int, overlap: int, blend: int, scale: int = 1) -> list[AxisTile]:
+    """Tiles along an axis of ``n`` input pixels: cores of about ``tile`` pixels, ``overlap``
+    pixels of context each side (clipped to the image), outputs blended over ``2 * blend`` input
+    pixels around each interior core boundary (raised cosine, weights summing to one)."""
+    cores = split_axis(n, tile)
+    if len(cores) > 1:
+        blend = min(blend, min(b - a for a, b in cores) // 2)
+    else:
+        blend = 0
+    tiles = []
+    for j, (c0, c1) in enumerate(cores):
+        first, last = j == 0, j == len(cores) - 1
+        lo, hi = max(0, c0 - overlap), min(n, c1 + overlap)
+        b_lo = 0 if first else blend
+        b_hi = 0 if last else blend
+        out_lo, out_hi = scale * (c0 - b_lo), scale * (c1 + b_hi)
+        x = np.arange(out_lo, out_hi, dtype=np.float64) + 0.5
+        w = np.ones(out_hi - out_lo, dtype=np.float64)
+        if b_lo:  # rising ramp across [c0 - blend, c0 + blend)
+            t = np.clip((x - scale * (c0 - blend)) / (2 * scale * blend), 0, 1)
+            w *= np.where(x < scale * (c0 + blend), np.sin(0.5 * np.pi * t) ** 2, 1.0)
+        if b_hi:  # falling ramp across [c1 - blend, c1 + blend)
+            t = np.clip((x - scale * (c1 - blend)) / (2 * scale * blend), 0, 1)
+            w *= np.where(x >= scale * (c1 - blend), np.cos(0.5 * np.pi * t) ** 2, 1.0)
+        tiles.append(AxisTile(lo, hi, c0, c1, out_lo, out_hi, w.astype(np.float32)))
+    return tiles
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    rows: list[AxisTile]
+    cols: list[AxisTile]
+    tile: int
+    overlap: int
+    blend: int
+
+    def __len__(self) -> int:
+        return len(self.rows) * len(self.cols)
+
+
+def halo_in(restorer: "Restorer") -> int:
+    """The restorer's halo (given in output pixels) in input pixels."""
+    return math.ceil(max(0, int(restorer.halo)) / SCALE[restorer.task])
+
+
+def default_overlap(restorer: "Restorer") -> int:
+    return _even_up(max(DEFAULT_OVERLAP, halo_in(restorer)))
+
+
+def make_plan(height: int, width: int, tile: int, overlap: int, halo: int, scale: int) -> TilePlan:
+    """Plan the tiles of an ``height x width`` input; ``tile`` and ``overlap`` even, ``halo`` in input pixels."""
+    blend = max(0, min(overlap // 2, overlap - halo)) if overlap >= halo else overlap // 2
+    return TilePlan(plan_axis(height, tile, overlap, blend, scale), plan_axis(width, tile, overlap, blend, scale),
+                    tile, overlap, blend)
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory
+# ----------------------------------------------------------------------------------------------
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation on this machine (no psutil)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def bytes_per_pixel(restorer: "Restorer") -> int:
+    """Working set per output pixel: the method's own estimate, or a default for its kind."""
+    value = restorer.info.get("bytes_per_pixel") if isinstance(restorer.info, dict) else None
+    return int(value) if value else DEFAULT_BYTES_PER_PIXEL.get(restorer.kind, 16384)
+
+
+def tile_for_budget(budget: float, bpp: float, overlap: int, scale: int) -> int:
+    """Largest even core size whose tile (core + 2 overlap, in output pixels) fits ``budget``."""
+    side = math.isqrt(max(1, int(budget / max(bpp, 1.0)))) // scale
+    core = side - 2 * overlap
+    return max(MIN_TILE, core - core % 16)
+
+
+def _measure_cuda_bpp(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
+                      autocast: "torch.dtype | None", overlap: int) -> float:
+    """Peak CUDA memory per output pixel of one probe tile (also warms the kernels up)."""
+    import torch
+
+    side = min(128 + 2 * overlap, y.shape[-2], y.shape[-1])
+    side -= side % 2
+    probe = y[:, :side, :side].unsqueeze(0).to(device)
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = _run(restorer, probe, pattern, device, autocast)
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    pixels = out.shape[-2] * out.shape[-1]
+    del out, probe
+    return max(peak, 1) / pixels * 1.25
+
+
+def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
+              autocast: "torch.dtype | None", overlap: int) -> int:
+    """Tile size for ``tile=0``: the largest that fits the memory budget of the device."""
+    import torch
+
+    scale = SCALE[restorer.task]
+    if device.type == "cuda":
+        bpp = _measure_cuda_bpp(restorer, y, pattern, device, autocast, overlap)
+        free, _total = torch.cuda.mem_get_info(device)
+        budget = 0.6 * (free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    else:
+        bpp = bytes_per_pixel(restorer)
+        budget = min(0.25 * available_memory(), CPU_BUDGET_CAP)
+    return tile_for_budget(budget, bpp, overlap, scale)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc).lower()
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+# ----------------------------------------------------------------------------------------------
+
+
+def _run(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
+         autocast: "torch.dtype | None") -> "torch.Tensor":
+    import torch
+
+    if autocast is not None:
+        with torch.autocast(device_type=device.type, dtype=autocast):
+            out = restorer(y, pattern)
+    else:
+        out = restorer(y, pattern)
+    return out.float()
+
+
+def _mirror_index(n: int, size: int) -> np.ndarray:
+    """Indices extending ``[0, n)`` to ``size`` by whole-sample symmetric reflection (keeps parity)."""
+    i = np.arange(size)
+    if n == 1:
+        return np.zeros(size, dtype=np.int64)
+    period = 2 * (n - 1)
+    i = i % period
+    return np.where(i >= n, period - i, i)
+
+
+def _extend(y: "torch.Tensor", height: int, width: int) -> "torch.Tensor":
+    """Extend a (C, H, W) tensor at the bottom/right to (C, height, width) by mirroring."""
+    import torch
+
+    H, W = y.shape[-2:]
+    if (height, width) == (H, W):
+        return y
+    rows = torch.from_numpy(_mirror_index(H, height))
+    cols = torch.from_numpy(_mirror_index(W, width))
+    return y.index_select(-2, rows).index_select(-1, cols)
+
+
+def restore(
+    restorer: "Restorer",
+    y: "torch.Tensor",
+    pattern: str = "RGGB",
+    *,
+    tile: int = 0,
+    overlap: int | None = None,
+    device: "str | torch.device" = "auto",
+    precision: str = "fp32",
+    progress: ProgressFn | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> "torch.Tensor":
+    """Run ``restorer`` over a CPU ``(C, H, W)`` float tensor tile by tile.
+
+    Returns the ``(H_out, W_out, C_out)`` float32 CPU tensor (``H_out = scale * H``), assembled on the
+    CPU. ``tile`` 0 = automatic; ``overlap`` None = ``max(32, halo)`` rounded up to even. ``progress``
+    is called with ``(tiles done, tiles total)``; ``notice`` with one-line messages (tile size
+    halved after out-of-memory, overlap below the method's halo). Raises :class:`GspError` on
+    non-finite output or when memory runs out even with the smallest tile."""
+    import torch
+
+    from .sampling import check_pattern
+
+    task = restorer.task
+    scale = SCALE[task]
+    pattern = check_pattern(pattern) if task == "demosaic" else pattern
+    dev = resolve_device(device)
+    autocast = check_precision(precision, dev)
+    if y.dim() != 3:
+        raise UsageError(f"restore needs a (C, H, W) tensor, got shape {tuple(y.shape)}")
+    if task == "demosaic" and y.shape[0] != 1:
+        raise UsageError(f"demosaicking needs a single-channel mosaic, got {y.shape[0]} channels")
+    if tile < 0:
+        raise UsageError(f"tile size must be >= 0, got {tile}")
+    tile = _even_up(tile)
+    if tile and tile < 8:
+        raise UsageError(f"tile size must be at least 8 pixels, got {tile}")
+    halo = halo_in(restorer)
+    if overlap is None:
+        overlap = default_overlap(restorer)
+    elif overlap < 0:
+        raise UsageError(f"overlap must be >= 0, got {overlap}")
+    overlap = _even_up(int(overlap))
+    if overlap < halo and notice is not None:
+        notice(f"overlap {overlap} is below the {restorer.name} halo of {halo} px: tiles may differ slightly from one pass")
+
+    H, W = y.shape[-2:]
+    Hp, Wp = max(H, MIN_SIDE), max(W, MIN_SIDE)
+    if task == "demosaic":
+        Hp, Wp = _even_up(Hp), _even_up(Wp)
+    y = _extend(y.float().cpu(), Hp, Wp)
+
+    restorer.to(dev)
+    if restorer.module is not None and hasattr(restorer.module, "eval"):
+        restorer.module.eval()
+
+    automatic = tile == 0
+    with torch.inference_mode():
+        if automatic:
+            tile = auto_tile(restorer, y, pattern, dev, autocast, overlap)
+        while True:
+            try:
+                out = _tiles(restorer, y, pattern, dev, autocast, make_plan(Hp, Wp, tile, overlap, halo, scale),
+                             progress)
+                break
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+                if not automatic:
+                    raise GspError(f"out of memory on {dev} with --tile {tile}; use a smaller --tile or --tile 0") from None
+                if tile <= MIN_TILE:
+                    raise GspError(f"out of memory on {dev} even with {tile}-pixel tiles") from None
+                tile = max(MIN_TILE, (tile // 2) - (tile // 2) % 2)
+                if notice is not None:
+                    notice(f"out of memory on {dev}: retrying with {tile}-pixel tiles")
+    return out[: scale * H, : scale * W]
+
+
+def _tiles(restorer: "Restorer", y: "torch.Tensor", pattern: str, dev: "torch.device",
+           autocast: "torch.dtype | None", plan: TilePlan, progress: ProgressFn | None) -> "torch.Tensor":
+    import torch
+
+    scale = SCALE[restorer.task]
+    H, W = y.shape[-2:]
+    out = None
+    total, done = len(plan), 0
+    if progress is not None:
+        progress(0, total)
+    for ty in plan.rows:
+        wy = torch.from_numpy(ty.weight)[:, None, None]
+        for tx in plan.cols:
+            window = y[:, ty.lo : ty.hi, tx.lo : tx.hi].unsqueeze(0).contiguous().to(dev)
+            res = _run(restorer, window, pattern, dev, autocast)
+            del window
+            if not bool(torch.isfinite(res).all()):
+                raise GspError(f"{restorer.name} produced NaN or Inf values"
+                               + (" (try --precision fp32)" if autocast is not None else ""))
+            r0, c0 = ty.out_lo - scale * ty.lo, tx.out_lo - scale * tx.lo
+            part = res[0, :, r0 : r0 + ty.out_hi - ty.out_lo, c0 : c0 + tx.out_hi - tx.out_lo]
+            part = part.permute(1, 2, 0).cpu()
+            del res
+            if out is None:
+                out = torch.zeros(scale * H, scale * W, part.shape[-1], dtype=torch.float32)
+            wx = torch.from_numpy(tx.weight)[None, :, None]
+            out[ty.out_lo : ty.out_hi, tx.out_lo : tx.out_hi].addcmul_(part, wy * wx)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    # normalise by the (separable) sum of weights: exactly one wherever a single tile contributes
+    sy = torch.zeros(scale * H)
+    sx = torch.zeros(scale * W)
+    for ty in plan.rows:
+        sy[ty.out_lo : ty.out_hi] += torch.from_numpy(ty.weight)
+    for tx in plan.cols:
+        sx[tx.out_lo : tx.out_hi] += torch.from_numpy(tx.weight)
+    if len(plan.rows) > 1:
+        out.div_(sy[:, None, None])
+    if len(plan.cols) > 1:
+        out.div_(sx[None, :, None])
+    return out
+
+
+def restore_array(
+    restorer: "Restorer",
+    y: Any,
+    pattern: str = "RGGB",
+    **kwargs: Any,
+) -> Any:
+    """:func:`restore` for numpy arrays ((H, W) or (H, W, C) -> (H', W', C') float32) and tensors
+    ((C, H, W) -> (C', H', W'), (B, C, H, W) -> (B, C', H', W'), on the input's device)."""
+    import torch
+
+    if isinstance(y, torch.Tensor):
+        if y.dim() == 2:
+            y = y[None]
+        if y.dim() == 3:
+            return restore(restorer, y.detach().cpu(), pattern, **kwargs).permute(2, 0, 1).to(y.device)
+        if y.dim() == 4:
+            outs = [restore(restorer, b.detach().cpu(), pattern, **kwargs).permute(2, 0, 1) for b in y]
+            return torch.stack(outs).to(y.device)
+        raise UsageError(f"expected a (C, H, W) or (B, C, H, W) tensor, got shape {tuple(y.shape)}")
+    a = np.asarray(y)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3:
+        raise UsageError(f"expected an (H, W) or (H, W, C) array, got shape {a.shape}")
+    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).permute(2, 0, 1)
+    return restore(restorer, t, pattern, **kwargs).numpy()
