@@ -203,7 +203,7 @@ def run_benchmark(
     methods_built = [restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev) for n in names]
     space = CHANNEL_SPACE[task]
 
-    acc = {n: {"mse": [], "psnr_8bit": [], "ssim": [], "seconds": 0.0, "pixels": 0, "per_image": []} for n in names}
+    scores: dict[str, list[dict[str, Any]]] = {n: [] for n in names}  # per method, one record per image
     with torch.no_grad():
         for i, path in enumerate(ds.files):
             gt = load_ground_truth(path).to(dev)
@@ -221,36 +221,30 @@ def run_benchmark(
                 if not torch.isfinite(out).all():
                     raise GspError(f"method {r.name} returned NaN or Inf values", path)
                 s = {k: float(v[0]) for k, v in image_scores(out.float(), gt, space).items()}
-                a = acc[r.name]
-                a["mse"].append(s["mse"])
-                a["psnr_8bit"].append(s["psnr_8bit"])
-                a["ssim"].append(s["ssim"])
-                a["seconds"] += dt
-                a["pixels"] += gt.shape[-2] * gt.shape[-1]
-                if per_image:
-                    a["per_image"].append({"file": path.name, **s, "seconds": dt})
+                scores[r.name].append({"file": path.name, **s, "seconds": dt, "pixels": gt.shape[-2] * gt.shape[-1]})
             if progress is not None:
                 progress(i + 1, len(ds), path.name)
 
     results = []
     for r in methods_built:
-        a = acc[r.name]
+        recs = scores[r.name]
+        seconds = sum(x["seconds"] for x in recs)
         row: dict[str, Any] = {
             "method": r.name,
             "task": task,
             "dataset": ds.name,
-            "images": len(ds),
-            "psnr_dataset_mse": psnr_dataset_mse(a["mse"]),
-            "psnr_mean": psnr_mean(a["psnr_8bit"]),
-            "ssim_mean": sum(a["ssim"]) / len(a["ssim"]),
-            "seconds_per_image": a["seconds"] / len(ds),
-            "megapixels_per_second": a["pixels"] / 1e6 / a["seconds"] if a["seconds"] > 0 else float("inf"),
+            "images": len(recs),
+            "psnr_dataset_mse": psnr_dataset_mse([x["mse"] for x in recs]),
+            "psnr_mean": psnr_mean([x["psnr_8bit"] for x in recs]),
+            "ssim_mean": sum(x["ssim"] for x in recs) / len(recs),
+            "seconds_per_image": seconds / len(recs),
+            "megapixels_per_second": sum(x["pixels"] for x in recs) / 1e6 / seconds if seconds > 0 else float("inf"),
             "params": r.num_params,
             "kind": r.kind,
             "noise_sigma": noise_sigma,
         }
         if per_image:
-            row["per_image"] = a["per_image"]
+            row["per_image"] = recs
         results.append(row)
     return {"protocol": protocol(task, ds, pattern, noise_sigma, seed, str(dev)), "results": results}
 
