@@ -32,6 +32,7 @@ from typing import Any
 
 from . import __version__, restorers
 from .datasets import Dataset, find_dataset
+from .engine import resolve_device
 from .errors import GspError, UsageError
 
 CHANNEL_SPACE = {"demosaic": "rgb", "upscale2x": "y"}
@@ -66,24 +67,6 @@ def parse_methods(task: str, methods: str | Iterable[str] | None) -> list[str]:
     if not names:
         raise UsageError("no methods given")
     return list(dict.fromkeys(restorers.method_spec(n, task).name for n in names))
-
-
-def resolve_device(device: str) -> "torch.device":  # noqa: F821
-    """``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (CUDA when available) as a torch device."""
-    import torch
-
-    d = str(device).lower()
-    if d == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(d)
-    except RuntimeError:
-        raise UsageError(f"unknown device {device!r}; expected cpu, cuda, cuda:N or auto") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise GspError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
-    if dev.type not in ("cpu", "cuda"):
-        raise UsageError(f"unsupported device {device!r}; expected cpu, cuda, cuda:N or auto")
-    return dev
 
 
 def load_ground_truth(path: Path) -> "torch.Tensor":  # noqa: F821
@@ -195,7 +178,7 @@ def run_benchmark(
     pattern = sampling.check_pattern(pattern)
     if not noise_sigma >= 0:
         raise UsageError(f"noise sigma must be >= 0, got {noise_sigma}")
-    dev = resolve_device(device)
+    dev = resolve_device(device)  # engine.py: auto | cpu | cuda | cuda:N
     ds = dataset if isinstance(dataset, Dataset) else find_dataset(dataset, data_dir)
     if len(ds) == 0:
         raise GspError("data set has no images", ds.root)
@@ -279,7 +262,6 @@ __all__ = [
     "make_observation",
     "parse_methods",
     "protocol",
-    "resolve_device",
     "run_benchmark",
     "write_json",
 ]

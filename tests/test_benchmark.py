@@ -203,6 +203,8 @@ def test_cli_table_and_json(tiny_kodak, monkeypatch, capsys, tmp_path):
     [
         (["--methods", "nope"], 2, "unknown method"),
         (["--methods", "fake-fill", "--pattern", "XYZW"], 2, "Bayer pattern"),
+        (["--methods", "fake-fill", "--device", "tpu"], 2, "unknown device"),
+        (["--methods", "fake-fill", "--noise-sigma", "-1"], 2, "noise sigma"),
         (["--methods", "fake-fill", "--data-dir", "MISSING"], 1, "no such folder"),
     ],
 )
