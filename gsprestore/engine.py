@@ -20,7 +20,7 @@
   the image restarted.
 * **Sizes**: a demosaicking input with an odd side is extended by one mirrored row/column (whole-
   sample symmetric extension keeps the Bayer phase) and the output cropped back; inputs smaller than
-  :data:`MIN_SIDE` are extended the same way.
+  the method's ``restorer.info["min_side"]`` (if it sets one) are extended the same way.
 * **Devices**: ``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; a requested
   device that is missing is an error. ``precision`` fp32 | bf16 | fp16 (the last two through
   ``torch.autocast``, CUDA only). Every tile's output is checked for NaN/Inf.
@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SCALE = {"demosaic": 1, "upscale2x": 2}
 PRECISIONS = ("fp32", "bf16", "fp16")
-MIN_SIDE = 16  # inputs smaller than this are mirrored up to it (and cropped back)
 MIN_TILE = 32  # automatic tiling never goes below this (input pixels)
 DEFAULT_OVERLAP = 32
 #: Working-set estimate per *output* pixel when a method does not say (``restorer.info["bytes_per_pixel"]``).
@@ -348,7 +347,8 @@ def restore(
         notice(f"overlap {overlap} is below the {restorer.name} halo of {halo} px: tiles may differ slightly from one pass")
 
     H, W = y.shape[-2:]
-    Hp, Wp = max(H, MIN_SIDE), max(W, MIN_SIDE)
+    min_side = int(restorer.info.get("min_side", 1)) if isinstance(restorer.info, dict) else 1
+    Hp, Wp = max(H, min_side), max(W, min_side)
     if task == "demosaic":
         Hp, Wp = _even_up(Hp), _even_up(Wp)
     y = _extend(y.float().cpu(), Hp, Wp)

@@ -32,6 +32,7 @@ _CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # colour type -> samples per pixel
 _COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> colour type
 _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 _KNOWN_CRITICAL = {b"IHDR", b"PLTE", b"IDAT", b"IEND"}
+IDAT_BYTES = 1 << 18  # the encoder writes IDAT chunks of about this size
 
 
 @dataclass
@@ -280,14 +281,17 @@ def encode(
         fh.write(_chunk(b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1")))
     comp = zlib.compressobj(level)
     prev = np.zeros(w * bpp, dtype=np.uint8)
+    pending = bytearray()
     for r0 in range(0, h, rows_per_block):
         blk = a[r0 : r0 + rows_per_block]
         if depth == 16:
             blk = blk.astype(">u2")
         rows = np.ascontiguousarray(blk).view(np.uint8).reshape(blk.shape[0], w * bpp)
-        out = comp.compress(_filter_block(rows, prev, bpp, filter_type).tobytes())
+        pending += comp.compress(_filter_block(rows, prev, bpp, filter_type).tobytes())
         prev = rows[-1].copy()
-        if out:
-            fh.write(_chunk(b"IDAT", out))
-    fh.write(_chunk(b"IDAT", comp.flush()))
+        if len(pending) >= IDAT_BYTES:
+            fh.write(_chunk(b"IDAT", bytes(pending)))
+            pending.clear()
+    pending += comp.flush()
+    fh.write(_chunk(b"IDAT", bytes(pending)))
     fh.write(_chunk(b"IEND", b""))

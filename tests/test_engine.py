@@ -179,6 +179,18 @@ def test_tiny_images(rng, shape):
     assert up.shape == (2 * shape[0], 2 * shape[1], 2)
 
 
+def test_min_side_declared_by_a_method_is_honoured(rng):
+    def fn(y, pattern):
+        assert min(y.shape[-2:]) >= 8, "this method needs 8x8"
+        return y.repeat(1, 3, 1, 1)
+
+    r = Restorer("big-only", "demosaic", fn, halo=0, info={"min_side": 8})
+    y = torch.rand(1, 3, 5, generator=rng)
+    out = engine.restore(r, y)
+    assert out.shape == (3, 5, 3)
+    torch.testing.assert_close(out[..., 0], y[0], atol=0, rtol=0)
+
+
 # --------------------------------------------------------------------------- devices, precision, failures
 
 

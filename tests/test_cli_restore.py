@@ -1,0 +1,414 @@
+"""`gsprestore mosaic | demosaic | upscale2x | demo`: files and folders, depth/alpha/ICC kept,
+skip-existing / overwrite / atomic writes, exit codes, and every bad input of issue 5 as a one-line
+message naming the file and the reason with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gsprestore import pngcodec
+from gsprestore.cli.app import _register, app
+from gsprestore.errors import GspError
+from gsprestore.io import read_image, write_image
+from gsprestore.restorers import get_restorer
+from gsprestore.sampling import mosaic
+
+_register()
+
+
+def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run the app like the console script does (`app.main`): a GspError becomes one
+    `error: ...` line on stderr and its exit code."""
+    old = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(old)
+    exc = result.exception
+    if isinstance(exc, GspError):
+        return exc.exit_code, result.stdout, result.stderr + f"error: {exc}\n"
+    if exc is not None and not isinstance(exc, SystemExit):
+        raise exc
+    return result.exit_code, result.stdout, result.stderr
+
+
+def errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def rgb(path: Path, h: int = 24, w: int = 32, depth: int = 8, seed: int = 0, alpha: bool = False, **kw) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    a = rng.random((h, w, 3)).astype(np.float32)
+    write_image(path, a, depth, alpha=rng.random((h, w)).astype(np.float32) if alpha else None, **kw)
+    return path
+
+
+def raw(path: Path, h: int = 24, w: int = 32, depth: int = 8, seed: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_image(path, np.random.default_rng(seed).random((h, w)), depth)
+    return path
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["demosaic", "--help"]])
+def test_help_and_version_do_not_import_torch(args):
+    code = ("import sys; from gsprestore.cli.app import main; sys.argv = ['gsprestore'] + %r\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+            "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, 'heavy import'" % (args,))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "gsprestore" in proc.stdout
+
+
+def test_console_script_error_is_one_line(tmp_path):
+    (tmp_path / "notes.png").write_text("hello")
+    exe = Path(sys.executable).with_name("gsprestore")
+    proc = subprocess.run([str(exe), "demosaic", "notes.png", "-m", "bilinear", "-q"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == ["error: notes.png: not a PNG image (the file content is not an image)"]
+
+
+# --------------------------------------------------------------------------- mosaic / demosaic / upscale2x
+
+
+@pytest.mark.parametrize("depth", [8, 16])
+def test_mosaic_then_demosaic_keeps_depth(tmp_path, depth):
+    src = rgb(tmp_path / "photo.png", depth=depth)
+    code, _, err = cli("mosaic", src, "-o", tmp_path / "raw.png", "--pattern", "GRBG")
+    assert code == 0, err
+    m = read_image(tmp_path / "raw.png")
+    assert m.channels == 1 and m.bit_depth == depth
+    want = mosaic(torch.from_numpy(read_image(src).array).permute(2, 0, 1), "GRBG")[0].numpy()
+    np.testing.assert_allclose(m.array[:, :, 0], want, atol=0.5 / (2**depth - 1))
+    code, _, err = cli("demosaic", tmp_path / "raw.png", "-o", tmp_path / "out.tif", "-m", "bilinear",
+                       "-p", "GRBG", "--tile", "16", "--overlap", "4")
+    assert code == 0, err
+    out = read_image(tmp_path / "out.tif")
+    assert out.channels == 3 and out.bit_depth == depth
+    ref = get_restorer("bilinear", "demosaic")(torch.from_numpy(m.array).permute(2, 0, 1)[None], "GRBG")
+    np.testing.assert_allclose(out.array, ref[0].permute(1, 2, 0).clamp(0, 1).numpy(), atol=0.51 / (2**depth - 1))
+
+
+def test_demosaic_odd_size_is_mirrored_and_cropped_back(tmp_path):
+    raw(tmp_path / "odd.png", h=25, w=31)
+    code, _, err = cli("demosaic", tmp_path / "odd.png", "-m", "malvar")
+    assert code == 0, err
+    assert "odd size 31x25" in err
+    assert read_image(tmp_path / "odd-demosaic.png").array.shape == (25, 31, 3)
+
+
+def test_upscale2x_keeps_alpha_icc_and_depth(tmp_path):
+    icc = b"\0\0\1\0" + b"x" * 12 + b"RGB " + b"y" * 100
+    src = rgb(tmp_path / "a.png", h=10, w=14, depth=16, alpha=True, icc_profile=icc)
+    code, _, err = cli("upscale2x", src, "-o", tmp_path / "big.png", "-m", "bicubic")
+    assert code == 0, err
+    big, small = read_image(tmp_path / "big.png"), read_image(src)
+    assert big.array.shape == (20, 28, 3) and big.bit_depth == 16 and big.icc_profile == icc
+    alpha = get_restorer("bicubic", "upscale2x")(torch.from_numpy(small.alpha)[None, None])[0, 0]
+    np.testing.assert_allclose(big.alpha, alpha.clamp(0, 1).numpy(), atol=0.6 / 65535)
+    np.testing.assert_array_equal(big.array[::2, ::2], small.array)  # known pixels stay where they are
+
+
+def test_bit_depth_and_ext_overrides(tmp_path):
+    raw(tmp_path / "r.png", depth=16)
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-o", tmp_path / "out", "-m", "bilinear",
+                       "--ext", "tiff", "--bit-depth", "8")
+    assert code == 0, err
+    img = read_image(tmp_path / "out" / "r.tif")
+    assert img.bit_depth == 8 and img.channels == 3
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def _tree(root: Path) -> None:
+    raw(root / "a.png")
+    raw(root / "b.tif", seed=1)
+    raw(root / "sub" / "deep" / "c.png", seed=2)
+    raw(root / ".hidden.png", seed=3)
+    raw(root / ".cache" / "d.png", seed=4)
+    (root / "notes.txt").write_text("not an image")
+
+
+def test_folder_mirroring_recursive(tmp_path):
+    _tree(tmp_path / "in")
+    code, out, err = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-r", "-m", "bilinear", "--json")
+    assert code == 0, err
+    assert listing(tmp_path / "out") == ["a.png", "b.tif", "sub", "sub/deep", "sub/deep/c.png"]
+    assert "skipped 2 hidden file(s)" in err and "skipped 1 non-image file(s): notes.txt" in err
+    summary = json.loads(out)
+    assert summary["written"] == 3 and summary["failed"] == 0 and summary["method"] == "bilinear"
+    assert {Path(f["output"]).name for f in summary["files"]} == {"a.png", "b.tif", "c.png"}
+
+
+def test_folder_without_recursive_skips_subfolders(tmp_path):
+    _tree(tmp_path / "in")
+    code, _, err = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-m", "bilinear")
+    assert code == 0, err
+    assert listing(tmp_path / "out") == ["a.png", "b.tif"]
+    assert "skipped 1 sub-folder(s) (use --recursive)" in err
+
+
+def test_glob_and_suffix(tmp_path):
+    _tree(tmp_path / "in")
+    code, _, err = cli("demosaic", str(tmp_path / "in" / "*.png"), "-o", tmp_path / "out", "--suffix", "_rgb",
+                       "-m", "bilinear", "-q")
+    assert code == 0 and err == ""
+    assert listing(tmp_path / "out") == ["a_rgb.png"]
+
+
+def test_quiet_and_json(tmp_path):
+    raw(tmp_path / "r.png")
+    code, out, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-q", "--json")
+    assert code == 0 and err == ""
+    assert json.loads(out)["files"][0]["status"] == "written"
+
+
+# --------------------------------------------------------------------------- overwrite / skip / atomic
+
+
+def test_refuses_to_overwrite_then_overwrite_and_skip(tmp_path):
+    raw(tmp_path / "r.png")
+    assert cli("demosaic", tmp_path / "r.png", "-m", "bilinear")[0] == 0
+    out = tmp_path / "r-demosaic.png"
+    before = out.read_bytes()
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "malvar")
+    assert code == 1 and errors(err) == [f"error: {out}: output exists (pass --overwrite to replace it, "
+                                         "or --skip-existing)"]
+    assert out.read_bytes() == before
+    code, out_json, _ = cli("demosaic", tmp_path / "r.png", "-m", "malvar", "--skip-existing", "--json")
+    assert code == 0 and json.loads(out_json)["skipped"] == 1 and out.read_bytes() == before
+    assert cli("demosaic", tmp_path / "r.png", "-m", "malvar", "--overwrite")[0] == 0
+    assert out.read_bytes() != before
+    assert cli("demosaic", tmp_path / "r.png", "--overwrite", "--skip-existing")[0] == 2
+
+
+def test_interrupted_batch_rerun_with_skip_existing(tmp_path, monkeypatch):
+    for k in range(3):
+        raw(tmp_path / "in" / f"{k}.png", seed=k)
+    real_encode = pngcodec.encode
+    calls = []
+
+    def dying_encode(fh, array, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the second output dies half-way through being written
+            fh.write(b"\x89PNG half a file")
+            raise KeyboardInterrupt
+        return real_encode(fh, array, **kw)
+
+    monkeypatch.setattr(pngcodec, "encode", dying_encode)
+    code, _, _ = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-m", "bilinear")  # Ctrl-C: "Aborted!"
+    assert code != 0
+    assert listing(tmp_path / "out") == ["0.png"]  # no half-written file under any name
+    monkeypatch.setattr(pngcodec, "encode", real_encode)
+    code, out, err = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-m", "bilinear", "--skip-existing",
+                         "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert (s["skipped"], s["written"]) == (1, 2)
+    for k in range(3):
+        assert read_image(tmp_path / "out" / f"{k}.png").channels == 3
+
+
+# --------------------------------------------------------------------------- bad input (issue 5 list)
+
+
+def _bad_files(folder: Path) -> dict[str, str]:
+    """name -> expected reason fragment."""
+    folder.mkdir(parents=True, exist_ok=True)
+    good = raw(folder / "good_source.png").read_bytes()
+    (folder / "truncated.png").write_bytes(good[: len(good) // 2])
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF  # inside the compressed data: the chunk's CRC no longer matches
+    (folder / "corrupt.png").write_bytes(bytes(bad))
+    (folder / "text.png").write_text("just text")
+    (folder / "empty.png").write_bytes(b"")
+    tiny = folder / "tiny.png"
+    with open(tiny, "wb") as fh:
+        pngcodec.encode(fh, np.zeros((1, 1), np.uint8))
+    tifffile = pytest.importorskip("tifffile")
+    nan = np.full((8, 8), 0.5, np.float16)
+    nan[2, 2] = np.nan
+    tifffile.imwrite(folder / "nan16.tif", nan)
+    (folder / "truncated.tif").write_bytes(b"II*\0" + b"\0" * 3)
+    rgb(folder / "colour.png")
+    (folder / "good_source.png").unlink()
+    return {"truncated.png": "truncated", "corrupt.png": "corrupt PNG", "text.png": "not a PNG image",
+            "empty.png": "empty file", "tiny.png": "too small", "nan16.tif": "NaN",
+            "truncated.tif": "TIFF", "colour.png": "use `gsprestore mosaic` first or give a single-channel mosaic"}
+
+
+def test_each_bad_input_is_one_line_naming_the_file(tmp_path):
+    expected = _bad_files(tmp_path / "bad")
+    for name, fragment in expected.items():
+        path = tmp_path / "bad" / name
+        code, _, err = cli("demosaic", path, "-o", tmp_path / "out.png", "-m", "bilinear")
+        lines = errors(err)
+        assert code == 1, (name, err)
+        assert len(lines) == 1 and str(path) in lines[0] and fragment in lines[0], (name, lines)
+        assert not (tmp_path / "out.png").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bad"]  # nothing partial anywhere
+
+
+def test_batch_with_bad_files_writes_every_good_one(tmp_path):
+    bad = _bad_files(tmp_path / "in")
+    for k in range(3):
+        raw(tmp_path / "in" / f"good{k}.png", seed=k)
+    code, out, err = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-m", "bilinear",
+                         "--continue-on-error", "--json")
+    assert code == 3
+    s = json.loads(out)
+    assert (s["written"], s["failed"]) == (3, len(bad))
+    assert listing(tmp_path / "out") == ["good0.png", "good1.png", "good2.png"]
+    assert len(errors(err)) == len(bad)
+
+
+def test_batch_stops_at_first_failure_and_keeps_earlier_outputs(tmp_path):
+    raw(tmp_path / "in" / "a.png")
+    (tmp_path / "in" / "b.png").write_text("oops")
+    raw(tmp_path / "in" / "c.png")
+    code, out, err = cli("demosaic", tmp_path / "in", "-o", tmp_path / "out", "-m", "bilinear", "--json")
+    assert code == 1
+    assert listing(tmp_path / "out") == ["a.png"]
+    assert read_image(tmp_path / "out" / "a.png").channels == 3
+    assert json.loads(out)["failed"] == 1 and "stopped at the first failure" in err
+
+
+def test_output_equal_to_input_is_refused(tmp_path):
+    r = raw(tmp_path / "r.png")
+    before = r.read_bytes()
+    code, _, err = cli("demosaic", r, "-o", r, "-m", "bilinear", "--overwrite")
+    assert code == 2 and "overwrite the input" in err and str(r) in err
+    code, _, err = cli("demosaic", tmp_path, "-o", tmp_path, "-m", "bilinear")
+    assert code == 2 and "overwrite the input" in err
+    assert r.read_bytes() == before
+
+
+def test_unwritable_output_folder(tmp_path):
+    raw(tmp_path / "r.png")
+    (tmp_path / "file").write_text("in the way")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-o", tmp_path / "file" / "out", "-m", "bilinear")
+    assert code == 1 and len(errors(err)) == 1 and "cannot create the output folder" in err
+    if os.geteuid() != 0:  # root ignores permission bits
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        try:
+            code, _, err = cli("demosaic", tmp_path / "r.png", "-o", ro / "x.png", "-m", "bilinear")
+            assert code == 1 and "not writable" in err and str(ro) in err
+        finally:
+            ro.chmod(0o700)
+
+
+def test_missing_input(tmp_path):
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "nope.png", tmp_path / "r.png", "-o", tmp_path / "o", "-m", "bilinear")
+    assert code == 1 and "no such file or folder" in err and not (tmp_path / "o").exists()
+    code, _, err = cli("demosaic", tmp_path / "nope.png", tmp_path / "r.png", "-o", tmp_path / "o", "-m", "bilinear",
+                       "--continue-on-error")
+    assert code == 3 and (tmp_path / "o" / "r.png").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["--pattern", "RGBG"], ["--bit-depth", "12"], ["--ext", "jpg"], ["--precision", "bf16", "--device", "cpu"],
+    ["-m", "nosuch"], ["-m", "bicubic"], ["--device", "gpu"], ["--tile", "-1"], ["-m", "menon", "--weights", "w.pt"],
+])
+def test_usage_errors_exit_2(tmp_path, args):
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", *args)
+    assert code == 2, err
+    assert not (tmp_path / "r-demosaic.png").exists()
+
+
+def test_several_inputs_to_one_file_is_usage(tmp_path):
+    raw(tmp_path / "a.png")
+    raw(tmp_path / "b.png")
+    code, _, err = cli("demosaic", tmp_path / "a.png", tmp_path / "b.png", "-o", tmp_path / "x.png", "-m", "bilinear")
+    assert code == 2 and "several inputs" in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_missing_cuda_is_an_error_not_a_fallback(tmp_path):
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "--device", "cuda")
+    assert code == 1 and "no CUDA device" in err and not (tmp_path / "r-demosaic.png").exists()
+
+
+@pytest.mark.parametrize("content", [None, b"not a torch file at all"])
+def test_missing_or_tampered_weights(tmp_path, content):
+    raw(tmp_path / "r.png")
+    w = tmp_path / "w.pt"
+    if content is not None:
+        w.write_bytes(content)
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "ugtv", "--weights", w)
+    assert code == 1
+    assert len(errors(err)) == 1 and str(w) in errors(err)[0], err
+    assert not (tmp_path / "r-demosaic.png").exists()
+
+
+def test_prior_shorthand(tmp_path):
+    rgb(tmp_path / "a.png")
+    code, _, err = cli("upscale2x", tmp_path / "a.png", "--prior", "glr", "-m", "bicubic")
+    assert code == 2 and "--prior glr means --method uglr" in err
+    code, _, err = cli("upscale2x", tmp_path / "a.png", "--prior", "xyz")
+    assert code == 2
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_writes_its_png_and_prints_psnr(tmp_path):
+    code, out, err = cli("demo", "-m", "malvar", cwd=tmp_path)
+    assert code == 0, err
+    assert "PSNR" in out and "malvar" in out
+    psnr = float(out.split("PSNR ")[1].split(" dB")[0])
+    assert 20 < psnr < 60
+    img = read_image(tmp_path / "gsprestore-demo.png")
+    assert img.array.shape == (256, 256, 3)
+    assert cli("demo", "-m", "bilinear", cwd=tmp_path)[0] == 0  # replaces its own output
+    (tmp_path / "gsprestore-demo.png").unlink()
+    rgb(tmp_path / "gsprestore-demo.png")  # someone else's file
+    code, _, err = cli("demo", "-m", "bilinear", cwd=tmp_path)
+    assert code == 1 and "not an earlier demo output" in err
+
+
+def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
+    from gsprestore import restorers
+    from gsprestore.errors import WeightsError
+
+    real = restorers.get_restorer
+
+    def no_weights(name, task, **options):
+        if name == "ugtv":
+            raise WeightsError("no pretrained weights for ugtv")
+        return real(name, task, **options)
+
+    monkeypatch.setattr(restorers, "get_restorer", no_weights)
+    code, out, err = cli("demo", cwd=tmp_path)
+    assert code == 0, err
+    assert "using menon instead" in err and "with menon" in out
+
+
+def test_bundled_chart_is_the_generated_one():
+    from gsprestore.chart import chart_path, make_chart
+
+    np.testing.assert_array_equal(np.rint(read_image(chart_path()).array * 255), np.rint(make_chart() * 255))
