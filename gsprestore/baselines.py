@@ -30,6 +30,7 @@ paper's baseline, whose half-pixel convention is a quarter pixel off the decimat
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -69,8 +70,11 @@ STRIP_PIXELS: int = 1 << 21
 
 
 # ----------------------------------------------------------------------------------------------
-# Boundary extension and strided Bayer-site views
+# Boundary extension and Bayer-site planes
 # ----------------------------------------------------------------------------------------------
+
+Site = tuple[int, int]
+SITES: tuple[Site, ...] = ((0, 0), (0, 1), (1, 0), (1, 1))
 
 
 def _source_index(i: int, n: int, mode: str) -> int:
@@ -91,56 +95,141 @@ def _source_index(i: int, n: int, mode: str) -> int:
     raise ValueError(f"unknown boundary mode {mode!r}")
 
 
-def _pad(x: Tensor, top: int, bottom: int, left: int, right: int, mode: str) -> Tensor:
-    """Extend the last two dims of ``x`` by the given amounts with scipy.ndimage's ``mode``
-    (``"constant"`` (zeros), ``"mirror"``, ``"reflect"`` or ``"replicate"``); any size works."""
-    if mode == "constant":
-        return F.pad(x, (left, right, top, bottom))
+def _pad(
+    x: Tensor, top: int, bottom: int, left: int, right: int,
+    row_src: Callable[[int], int], col_src: Callable[[int], int],
+) -> Tensor:
+    """Extend the last two dims of ``x``; the new row ``i`` (< 0 or >= H) copies row
+    ``row_src(i)``, likewise for columns (corners follow from doing rows first)."""
     H, W = x.shape[-2:]
     out = x.new_empty(*x.shape[:-2], H + top + bottom, W + left + right)
     out[..., top : top + H, left : left + W] = x
     for i in [*range(-top, 0), *range(H, H + bottom)]:
-        out[..., top + i, left : left + W] = x[..., _source_index(i, H, mode), :]
+        out[..., top + i, left : left + W] = x[..., row_src(i), :]
     for j in [*range(-left, 0), *range(W, W + right)]:
-        out[..., :, left + j] = out[..., :, left + _source_index(j, W, mode)]
+        out[..., :, left + j] = out[..., :, left + col_src(j)]
     return out
 
 
-class _Padded:
-    """A tensor extended by ``r`` rows / ``c`` columns each side, read at one Bayer site.
+def _pad_mode(x: Tensor, top: int, bottom: int, left: int, right: int, mode: str) -> Tensor:
+    """:func:`_pad` with one of scipy.ndimage's extension modes (any size works)."""
+    if mode == "constant":
+        return F.pad(x, (left, right, top, bottom))
+    H, W = x.shape[-2:]
+    return _pad(x, top, bottom, left, right, lambda i: _source_index(i, H, mode), lambda j: _source_index(j, W, mode))
 
-    ``at(site, di, dj)`` is the strided view of the extended tensor at positions
-    ``(i + di, j + dj)`` for every pixel ``(i, j)`` of the 2x2 phase ``site = (a, b)``, i.e. the same
-    shape as ``x[..., a::2, b::2]``."""
 
-    def __init__(self, x: Tensor, r: int, c: int, mode: str):
-        self.H, self.W = x.shape[-2:]
-        self.r, self.c = r, c
-        self.t = _pad(x, r, r, c, c, mode)
+def _plane_len(n: int, phase: int) -> int:
+    """Length of ``range(phase, n, 2)``."""
+    return (n - phase + 1) // 2
 
-    def at(self, site: tuple[int, int], di: int = 0, dj: int = 0) -> Tensor:
+
+class _Field:
+    """A quantity on the H x W pixel grid stored as one contiguous plane per Bayer site
+    (site ``(a, b)`` holds the pixels ``[a::2, b::2]``); sites without a plane are zero.
+
+    ``at(site, di, dj)`` is, for every pixel ``(i, j)`` of ``site``, the value at ``(i + di, j + dj)``
+    (``|di|, |dj| <= 2``) under the boundary extension ``mode``: a contiguous slice of the
+    neighbour site's extended plane. Either ``planes`` (a dict, or a function ``site -> plane``
+    evaluated lazily once per site) are extended plane by plane, which is exact for the
+    phase-preserving ``"mirror"`` and ``"constant"`` modes, or :meth:`of_image` extends the full
+    image first (any mode, e.g. scipy's ``"reflect"``, which mixes sites at the border)."""
+
+    def __init__(
+        self, planes: dict[Site, Tensor] | Callable[[Site], Tensor | None], H: int, W: int, mode: str,
+        rows: int = 1, cols: int = 1,
+    ):
+        if mode not in ("mirror", "constant"):
+            raise ValueError(f"plane-wise extension needs a phase-preserving mode, got {mode!r}")
+        self.get = planes.get if isinstance(planes, dict) else planes
+        self.H, self.W, self.mode, self.rows, self.cols = H, W, mode, rows, cols
+        self.cache: dict[Site, Tensor | None] = {}
+
+    @classmethod
+    def of_image(cls, x: Tensor, mode: str) -> "_Field":
+        """Extend the full image ``x`` (..., H, W) by 2 pixels with ``mode``, then split it."""
+        H, W = x.shape[-2:]
+        xp = _pad_mode(x, 2, 2, 2, 2, mode)
+        f = cls.__new__(cls)
+        f.H, f.W, f.mode, f.rows, f.cols = H, W, mode, 1, 1
+        f.cache = {site: xp[..., site[0] :: 2, site[1] :: 2].contiguous() for site in SITES}
+        return f
+
+    def plane(self, site: Site) -> Tensor | None:
+        """The extended plane of ``site`` (None: zero)."""
+        if site not in self.cache:
+            p = self.get(site)
+            if p is not None:
+                a, b = site
+                if self.mode == "constant":
+                    p = F.pad(p, (self.cols, self.cols, self.rows, self.rows))
+                else:  # whole-sample mirror keeps the phase: (i -> -i, i -> 2(n-1) - i)
+                    H, W = self.H, self.W
+                    p = _pad(
+                        p, self.rows, self.rows, self.cols, self.cols,
+                        lambda u: (_source_index(2 * u + a, H, "mirror") - a) // 2,
+                        lambda v: (_source_index(2 * v + b, W, "mirror") - b) // 2,
+                    )
+            self.cache[site] = p
+        return self.cache[site]
+
+    def at(self, site: Site, di: int = 0, dj: int = 0) -> Tensor | None:
         a, b = site
-        r0, c0 = self.r + di, self.c + dj
-        return self.t[..., r0 + a : r0 + self.H : 2, c0 + b : c0 + self.W : 2]
+        p = self.plane(((a + di) % 2, (b + dj) % 2))
+        if p is None:
+            return None
+        u0, v0 = self.rows + (a + di) // 2, self.cols + (b + dj) // 2
+        return p[..., u0 : u0 + _plane_len(self.H, a), v0 : v0 + _plane_len(self.W, b)]
 
 
-def _site(x: Tensor, site: tuple[int, int]) -> Tensor:
-    """View of ``x`` at one 2x2 phase (a Bayer site)."""
-    return x[..., site[0] :: 2, site[1] :: 2]
+Taps = tuple[tuple[int, int, float], ...]
 
 
-def _stencil(p: _Padded, site: tuple[int, int], taps: tuple[tuple[int, int, float], ...]) -> Tensor:
-    """``sum_k w_k * x[i + di_k, j + dj_k]`` at one Bayer site (a correlation; every kernel used
-    with it here is symmetric under a 180-degree turn, so it equals scipy's convolution)."""
-    di, dj, w = taps[0]
-    acc = p.at(site, di, dj) * w
-    for di, dj, w in taps[1:]:
-        acc.add_(p.at(site, di, dj), alpha=w)
+def _stencil(f: _Field, site: Site, taps: Taps) -> Tensor:
+    """``sum_k w_k * x[i + di_k, j + dj_k]`` at every pixel of one Bayer site, summed in the order
+    of ``taps`` with each product rounded before it is added (scipy.ndimage's arithmetic; no fused
+    multiply-add unless ``w_k`` is a power of two, where it is exact anyway). A correlation: every
+    kernel used here is either symmetric under a 180-degree turn or written out as offsets."""
+    acc = None
+    for di, dj, w in taps:
+        v = f.at(site, di, dj)
+        if v is None:
+            continue
+        if acc is None:
+            acc = v * w
+        elif w == 1.0:
+            acc.add_(v)
+        elif math.frexp(w)[0] in (0.5, -0.5):
+            acc.add_(v, alpha=w)
+        else:
+            acc.add_(v * w)
+    if acc is None:  # every tap fell on a zero site
+        a, b = site
+        ref = next(p for p in (f.plane(t) for t in SITES) if p is not None)
+        acc = ref.new_zeros(*ref.shape[:-2], _plane_len(f.H, a), _plane_len(f.W, b))
     return acc
 
 
+def _transpose(taps: Taps) -> Taps:
+    return tuple((dj, di, w) for di, dj, w in taps)
+
+
+def _split(x: Tensor) -> dict[Site, Tensor]:
+    """Contiguous per-site planes of ``x`` (..., H, W)."""
+    return {site: x[..., site[0] :: 2, site[1] :: 2].contiguous() for site in SITES}
+
+
+def _merge(channels: list[dict[Site, Tensor]], like: Tensor) -> Tensor:
+    """(B, C, H, W) image from C dicts of per-site planes (each (B, 1, h, w))."""
+    out = like.new_empty(like.shape[0], len(channels), *like.shape[-2:])
+    for c, planes in enumerate(channels):
+        for (a, b), p in planes.items():
+            out[:, c : c + 1, a::2, b::2] = p
+    return out
+
+
 @lru_cache(maxsize=None)
-def _sites(pattern: str) -> dict[str, tuple[int, int]]:
+def _sites(pattern: str) -> dict[str, Site]:
     """The 2x2 phases of a Bayer pattern: ``R``, ``B``, ``Gr`` (green in red rows, i.e. in blue
     columns) and ``Gb`` (green in blue rows / red columns)."""
     p = check_pattern(pattern)
@@ -181,22 +270,21 @@ def _in_strips(fn: Callable[[Tensor], Tensor], raw: Tensor, halo: int, strip_pix
 # Bilinear
 # ----------------------------------------------------------------------------------------------
 
-_CROSS = ((0, 0, 1.0), (-1, 0, 0.25), (1, 0, 0.25), (0, -1, 0.25), (0, 1, 0.25))
-_BOX = tuple((di, dj, (1.0 if di == 0 else 0.5) * (1.0 if dj == 0 else 0.5)) for di in (-1, 0, 1) for dj in (-1, 0, 1))
+_CROSS: Taps = ((0, 0, 1.0), (-1, 0, 0.25), (1, 0, 0.25), (0, -1, 0.25), (0, 1, 0.25))
+_BOX: Taps = tuple(
+    (di, dj, (1.0 if di == 0 else 0.5) * (1.0 if dj == 0 else 0.5)) for di in (-1, 0, 1) for dj in (-1, 0, 1)
+)
 
 
 def _bilinear(raw: Tensor, pattern: str) -> Tensor:
     from .sampling import bayer_masks
 
-    H, W = raw.shape[-2:]
-    masks = bayer_masks(H, W, pattern, device=raw.device, dtype=raw.dtype)
-    out = raw.new_empty(raw.shape[0], 3, H, W)
+    masks = bayer_masks(*raw.shape[-2:], pattern, device=raw.device, dtype=raw.dtype)
+    channels = []
     for c, taps in ((0, _BOX), (1, _CROSS), (2, _BOX)):
-        p = _Padded(raw * masks[c], 1, 1, "reflect")
-        dst = out[:, c : c + 1]
-        for site in ((0, 0), (0, 1), (1, 0), (1, 1)):
-            _site(dst, site).copy_(_stencil(p, site, taps))
-    return out
+        f = _Field.of_image(raw * masks[c], "reflect")
+        channels.append({site: _stencil(f, site, taps) for site in SITES})
+    return _merge(channels, raw)
 
 
 def demosaic_bilinear(raw: Tensor, pattern: str = "RGGB", *, strip_pixels: int | None = STRIP_PIXELS) -> Tensor:
@@ -219,41 +307,31 @@ def demosaic_bilinear(raw: Tensor, pattern: str = "RGGB", *, strip_pixels: int |
 # ----------------------------------------------------------------------------------------------
 
 
-def _taps(kernel: list[list[float]], scale: float) -> tuple[tuple[int, int, float], ...]:
+def _taps(kernel: list[list[float]], scale: float) -> Taps:
     r = len(kernel) // 2
-    return tuple(
-        (i - r, j - r, v / scale) for i, row in enumerate(kernel) for j, v in enumerate(row) if v != 0
-    )
+    return tuple((i - r, j - r, v / scale) for i, row in enumerate(kernel) for j, v in enumerate(row) if v != 0)
 
 
 # Malvar et al. 2004, Fig. 2 (the kernels of colour-demosaicing's implementation).
 _M_G_AT_RB = _taps([[0, 0, -1, 0, 0], [0, 0, 2, 0, 0], [-1, 2, 4, 2, -1], [0, 0, 2, 0, 0], [0, 0, -1, 0, 0]], 8)
-_M_ROW = [[0, 0, 0.5, 0, 0], [0, -1, 0, -1, 0], [-1, 4, 5, 4, -1], [0, -1, 0, -1, 0], [0, 0, 0.5, 0, 0]]
-_M_RB_AT_G_ROW = _taps(_M_ROW, 8)  # colour whose samples are left/right of the green pixel
-_M_RB_AT_G_COL = _taps([list(c) for c in zip(*_M_ROW)], 8)  # colour above/below the green pixel
+_M_RB_AT_G_ROW = _taps(  # the wanted colour is left/right of the green pixel
+    [[0, 0, 0.5, 0, 0], [0, -1, 0, -1, 0], [-1, 4, 5, 4, -1], [0, -1, 0, -1, 0], [0, 0, 0.5, 0, 0]], 8
+)
+_M_RB_AT_G_COL = _transpose(_M_RB_AT_G_ROW)  # the wanted colour is above/below
 _M_RB_AT_BR = _taps([[0, 0, -1.5, 0, 0], [0, 2, 0, 2, 0], [-1.5, 0, 6, 0, -1.5], [0, 2, 0, 2, 0], [0, 0, -1.5, 0, 0]], 8)
 
 
 def _malvar(raw: Tensor, pattern: str) -> Tensor:
     s = _sites(pattern)
-    p = _Padded(raw, 2, 2, "reflect")
-    out = raw.new_empty(raw.shape[0], 3, *raw.shape[-2:])
-    R, G, B = out[:, 0:1], out[:, 1:2], out[:, 2:3]
-    for site in ("Gr", "Gb"):
-        _site(G, s[site]).copy_(_site(raw, s[site]))
-    for site in ("R", "B"):
-        _site(G, s[site]).copy_(_stencil(p, s[site], _M_G_AT_RB))
-    # red: known at R, row kernel at Gr (red left/right), column kernel at Gb, diagonal at B
-    _site(R, s["R"]).copy_(_site(raw, s["R"]))
-    _site(R, s["Gr"]).copy_(_stencil(p, s["Gr"], _M_RB_AT_G_ROW))
-    _site(R, s["Gb"]).copy_(_stencil(p, s["Gb"], _M_RB_AT_G_COL))
-    _site(R, s["B"]).copy_(_stencil(p, s["B"], _M_RB_AT_BR))
-    # blue: the mirror image
-    _site(B, s["B"]).copy_(_site(raw, s["B"]))
-    _site(B, s["Gb"]).copy_(_stencil(p, s["Gb"], _M_RB_AT_G_ROW))
-    _site(B, s["Gr"]).copy_(_stencil(p, s["Gr"], _M_RB_AT_G_COL))
-    _site(B, s["R"]).copy_(_stencil(p, s["R"], _M_RB_AT_BR))
-    return out
+    f = _Field.of_image(raw, "reflect")
+    x = _split(raw)
+    R = {s["R"]: x[s["R"]], s["Gr"]: _stencil(f, s["Gr"], _M_RB_AT_G_ROW),
+         s["Gb"]: _stencil(f, s["Gb"], _M_RB_AT_G_COL), s["B"]: _stencil(f, s["B"], _M_RB_AT_BR)}
+    G = {s["Gr"]: x[s["Gr"]], s["Gb"]: x[s["Gb"]],
+         s["R"]: _stencil(f, s["R"], _M_G_AT_RB), s["B"]: _stencil(f, s["B"], _M_G_AT_RB)}
+    B = {s["B"]: x[s["B"]], s["Gb"]: _stencil(f, s["Gb"], _M_RB_AT_G_ROW),
+         s["Gr"]: _stencil(f, s["Gr"], _M_RB_AT_G_COL), s["R"]: _stencil(f, s["R"], _M_RB_AT_BR)}
+    return _merge([R, G, B], raw)
 
 
 def demosaic_malvar(raw: Tensor, pattern: str = "RGGB", *, strip_pixels: int | None = STRIP_PIXELS) -> Tensor:
@@ -277,105 +355,125 @@ def demosaic_malvar(raw: Tensor, pattern: str = "RGGB", *, strip_pixels: int | N
 # ----------------------------------------------------------------------------------------------
 
 # Classifier sums of |colour-difference gradients| (Menon et al. 2007, eqs. (7)-(8)): the 5x5
-# kernel ``k`` of colour-demosaicing, written as (di, dj, weight) offsets of the convolution.
-_K_H = ((0, 0, 3.0), (0, -2, 3.0), (-1, -1, 1.0), (1, -1, 1.0), (-2, 0, 1.0), (2, 0, 1.0), (-2, -2, 1.0), (2, -2, 1.0))
-_K_V = tuple((dj, di, w) for di, dj, w in _K_H)
+# kernel ``k`` of colour-demosaicing as the offsets of its convolution (it is not symmetric), in
+# the order scipy.ndimage.convolve adds them (raster order of the offsets).
+_K_H: Taps = ((-2, -2, 1.0), (-2, 0, 1.0), (-1, -1, 1.0), (0, -2, 3.0), (0, 0, 3.0), (1, -1, 1.0), (2, -2, 1.0), (2, 0, 1.0))
+_K_V: Taps = tuple(sorted((dj, di, w) for di, dj, w in _K_H))
+_PAIR: Taps = ((0, -1, 0.5), (0, 1, 0.5))  # k_b = [0.5, 0, 0.5]
+_FIR: Taps = ((0, -1, 1 / 3), (0, 0, 1 / 3), (0, 1, 1 / 3))  # ones(3) / 3
+_DIRS = {"h": (0, 1), "v": (1, 0)}  # extension (rows, cols) a 1-D filter of radius 1 needs
+
+
+def _directional(taps: Taps, direction: str) -> Taps:
+    return taps if direction == "h" else _transpose(taps)
 
 
 def _menon(raw: Tensor, pattern: str, refining: bool) -> Tensor:
+    H, W = raw.shape[-2:]
     s = _sites(pattern)
-    RB = ("R", "B")
-    # (1) directional green estimates at the red and blue sites (eq. (3), filters h0 + h1)
-    ph = _Padded(raw, 0, 2, "mirror")
-    pv = _Padded(raw, 2, 0, "mirror")
-    g_h, g_v = {}, {}
-    for k in RB:
-        c = s[k]
-        x = _site(raw, c)
-        g_h[k] = (ph.at(c, 0, -1) + ph.at(c, 0, 1)).mul_(0.5).sub_(ph.at(c, 0, -2).add(ph.at(c, 0, 2)), alpha=0.25).add_(x, alpha=0.5)
-        g_v[k] = (pv.at(c, -1, 0) + pv.at(c, 1, 0)).mul_(0.5).sub_(pv.at(c, -2, 0).add(pv.at(c, 2, 0)), alpha=0.25).add_(x, alpha=0.5)
-    # (2) colour differences, their gradients and the directional classifier (eqs. (4)-(8))
-    decision = {}
-    d = {}
-    for name, g, r, c, shift, taps in (("h", g_h, 0, 2, (0, 2), _K_H), ("v", g_v, 2, 0, (2, 0), _K_V)):
-        chroma = torch.zeros_like(raw)
-        for k in RB:
-            torch.sub(_site(raw, s[k]), g[k], out=_site(chroma, s[k]))
-        pc = _Padded(chroma, r, c, "mirror")
-        grad = torch.zeros_like(raw)
-        for k in RB:
-            torch.sub(_site(chroma, s[k]), pc.at(s[k], *shift), out=_site(grad, s[k])).abs_()
-        del chroma, pc
-        pg = _Padded(grad, 2, 2, "constant")
-        d[name] = {k: _stencil(pg, s[k], taps) for k in RB}
-        del grad, pg
-    M = {k: d["v"][k] >= d["h"][k] for k in RB}  # True: horizontal direction
-    del d
-    # (3) green plane
-    G = raw.clone()
-    for k in RB:
-        torch.where(M[k], g_h[k], g_v[k], out=_site(G, s[k]))
-    del g_h, g_v
-    # (4) red and blue at green sites, then at blue/red sites (eqs. (9)-(11))
-    R = torch.zeros_like(raw)
-    B = torch.zeros_like(raw)
-    _site(R, s["R"]).copy_(_site(raw, s["R"]))
-    _site(B, s["B"]).copy_(_site(raw, s["B"]))
-    _half_sum_update(R, G, G, s["Gr"], "h", sign=1.0)
-    _half_sum_update(R, G, G, s["Gb"], "v", sign=1.0)
-    _half_sum_update(B, G, G, s["Gb"], "h", sign=1.0)
-    _half_sum_update(B, G, G, s["Gr"], "v", sign=1.0)
-    diff = _Padded(R - B, 1, 1, "mirror")  # R - B, read at green sites only
-    _select_update(R, B, diff, s["B"], M["B"], _PAIR, sign=1.0)
-    _select_update(B, R, diff, s["R"], M["R"], _PAIR, sign=-1.0)
-    del diff
+    rb = (s["R"], s["B"])
+    x = _split(raw)
+
+    # (1) horizontal and vertical green estimates at the red and blue sites (eq. (3)) and
+    # (2) the directional classifier (eqs. (4)-(8)), both in float64 with scipy's order of
+    # operations: the decision then equals the reference's, ties included (for float32 input
+    # every step is exact in float64).
+    x64 = {t: p.to(torch.float64) for t, p in x.items()}
+    g = {d: _menon_green(x64, H, W, rb, d) for d in _DIRS}
+    horizontal = _menon_classifier(x64, g, H, W, rb)
+    # (3) green plane: the estimate along the chosen direction
+    G = dict(x)
+    for t in rb:
+        G[t] = torch.where(horizontal[t], g["h"][t], g["v"][t]).to(raw.dtype)
+    del g, x64
+    # (4) red and blue at green sites (eq. (9)), then at blue / red sites (eqs. (10)-(11))
+    R = {s["R"]: x[s["R"]]}
+    B = {s["B"]: x[s["B"]]}
+    R[s["Gr"]] = _add_filtered(G[s["Gr"]], _diff_field(R, G, H, W, "h"), s["Gr"], _PAIR, "h")
+    R[s["Gb"]] = _add_filtered(G[s["Gb"]], _diff_field(R, G, H, W, "v"), s["Gb"], _PAIR, "v")
+    B[s["Gb"]] = _add_filtered(G[s["Gb"]], _diff_field(B, G, H, W, "h"), s["Gb"], _PAIR, "h")
+    B[s["Gr"]] = _add_filtered(G[s["Gr"]], _diff_field(B, G, H, W, "v"), s["Gr"], _PAIR, "v")
+    r_b = _diff_field(R, B, H, W)  # R - B, read at green sites only
+    R[s["B"]] = _add_chosen(B[s["B"]], r_b, s["B"], horizontal[s["B"]], _PAIR, 1.0)
+    B[s["R"]] = _add_chosen(R[s["R"]], r_b, s["R"], horizontal[s["R"]], _PAIR, -1.0)
+    del r_b
     if refining:
-        _menon_refine(R, G, B, s, M)
-    return torch.cat((R, G, B), dim=1)
+        _menon_refine(R, G, B, s, horizontal, H, W)
+    return _merge([R, G, B], raw)
 
 
-_PAIR = ((0, -1, 0.5), (0, 1, 0.5))  # k_b = [0.5, 0, 0.5]
-_FIR = ((0, -1, 1 / 3), (0, 0, 1 / 3), (0, 1, 1 / 3))  # ones(3) / 3
+def _menon_green(x: dict[Site, Tensor], H: int, W: int, rb: tuple[Site, Site], direction: str) -> dict[Site, Tensor]:
+    """Green at the red and blue sites by ``h0 = [0, 1/2, 0, 1/2, 0]`` plus ``h1 = [-1/4, 0, 1/2, 0,
+    -1/4]`` along ``direction`` (Menon et al. 2007, eq. (3)), whole-sample mirror boundary,
+    rounded as ``convolve1d(x, h0) + convolve1d(x, h1)``."""
+    r, c = _DIRS[direction]
+    f = _Field(x, H, W, "mirror", 2 * r, 2 * c)
+    out = {}
+    for t in rb:
+        h0 = (f.at(t, -r, -c) + f.at(t, r, c)).mul_(0.5)
+        h1 = (f.at(t, -2 * r, -2 * c) + f.at(t, 2 * r, 2 * c)).mul_(-0.25).add_(x[t] * 0.5)
+        out[t] = h0.add_(h1)
+    return out
 
 
-def _directional(taps: tuple[tuple[int, int, float], ...], direction: str) -> tuple[tuple[int, int, float], ...]:
-    return taps if direction == "h" else tuple((dj, di, w) for di, dj, w in taps)
+def _menon_classifier(
+    x: dict[Site, Tensor], g: dict[str, dict[Site, Tensor]], H: int, W: int, rb: tuple[Site, Site]
+) -> dict[Site, Tensor]:
+    """``d_V >= d_H`` at the red and blue sites (True: horizontal estimate; ties go horizontal,
+    as in the reference). Chroma and gradients are zero at the green sites."""
+    d = {}
+    for direction, (r, c) in _DIRS.items():
+        chroma = _Field({t: x[t] - g[direction][t] for t in rb}, H, W, "mirror", 2 * r, 2 * c)
+        grad = {t: (chroma.at(t) - chroma.at(t, 2 * r, 2 * c)).abs_() for t in rb}  # |C(i,j) - C(i,j+2)|
+        del chroma
+        summed = _Field(grad, H, W, "constant", 1, 1)
+        d[direction] = {t: _stencil(summed, t, _K_H if direction == "h" else _K_V) for t in rb}
+    return {t: d["v"][t] >= d["h"][t] for t in rb}
 
 
-def _half_sum_update(X: Tensor, base: Tensor, ref: Tensor, site: tuple[int, int], direction: str, sign: float) -> None:
-    """``X[site] = base[site] + sign * conv(X - ref, k_b)[site]`` along ``direction``."""
-    r, c = (0, 1) if direction == "h" else (1, 0)
-    p = _Padded(X - ref, r, c, "mirror")
-    torch.add(_site(base, site), _stencil(p, site, _directional(_PAIR, direction)), alpha=sign, out=_site(X, site))
+def _diff_field(X: dict[Site, Tensor], Y: dict[Site, Tensor], H: int, W: int, direction: str | None = None) -> _Field:
+    """Lazy field ``X - Y`` (at the sites both know), mirror-extended for a radius-1 filter along
+    ``direction`` (both when None). Read it right away: it sees later changes to X and Y."""
+    r, c = _DIRS[direction] if direction else (1, 1)
+
+    def plane(t: Site) -> Tensor | None:
+        return X[t] - Y[t] if t in X and t in Y else None
+
+    return _Field(plane, H, W, "mirror", r, c)
 
 
-def _select_update(
-    X: Tensor, base: Tensor, p: _Padded, site: tuple[int, int], horizontal: Tensor, taps, sign: float
+def _add_filtered(base: Tensor, f: _Field, site: Site, taps: Taps, direction: str, sign: float = 1.0) -> Tensor:
+    """``base + sign * conv(f, taps along direction)`` at ``site``."""
+    return torch.add(base, _stencil(f, site, _directional(taps, direction)), alpha=sign)
+
+
+def _add_chosen(base: Tensor, f: _Field, site: Site, horizontal: Tensor, taps: Taps, sign: float) -> Tensor:
+    """``base + sign * (horizontal ? conv_h(f) : conv_v(f))`` at ``site``."""
+    h = _stencil(f, site, taps)
+    v = _stencil(f, site, _transpose(taps))
+    return torch.add(base, torch.where(horizontal, h, v), alpha=sign)
+
+
+def _menon_refine(
+    R: dict[Site, Tensor], G: dict[Site, Tensor], B: dict[Site, Tensor], s: dict[str, Site],
+    horizontal: dict[Site, Tensor], H: int, W: int,
 ) -> None:
-    """``X[site] = base[site] + sign * (horizontal ? conv_h(p) : conv_v(p))[site]``."""
-    h = _stencil(p, site, _directional(taps, "h"))
-    v = _stencil(p, site, _directional(taps, "v"))
-    torch.add(_site(base, site), torch.where(horizontal, h, v), alpha=sign, out=_site(X, site))
-
-
-def _menon_refine(R: Tensor, G: Tensor, B: Tensor, s: dict[str, tuple[int, int]], M: dict[str, Tensor]) -> None:
-    """Refining step of Menon et al. 2007, Sec. III-C (in place), as colour-demosaicing's
-    ``refining_step_Menon2007``."""
-    # green at red/blue sites from the low-passed (along the chosen direction) colour difference
-    rg = _Padded(R - G, 1, 1, "mirror")
-    bg = _Padded(B - G, 1, 1, "mirror")
-    _select_update(G, R, rg, s["R"], M["R"], _FIR, sign=-1.0)
-    _select_update(G, B, bg, s["B"], M["B"], _FIR, sign=-1.0)
-    del rg, bg
-    # red and blue at green sites from the updated colour differences
-    _half_sum_update(R, G, G, s["Gb"], "v", sign=1.0)
-    _half_sum_update(R, G, G, s["Gr"], "h", sign=1.0)
-    _half_sum_update(B, G, G, s["Gr"], "v", sign=1.0)
-    _half_sum_update(B, G, G, s["Gb"], "h", sign=1.0)
-    # red at blue sites and blue at red sites
-    rb = _Padded(R - B, 1, 1, "mirror")
-    _select_update(R, B, rb, s["B"], M["B"], _FIR, sign=1.0)
-    _select_update(B, R, rb, s["R"], M["R"], _FIR, sign=-1.0)
+    """Refining step of Menon et al. 2007, Sec. III-C (updates the planes in place), as
+    colour-demosaicing's ``refining_step_Menon2007``."""
+    # green at red / blue sites from the colour difference low-passed along the chosen direction
+    g_r = _add_chosen(R[s["R"]], _diff_field(R, G, H, W), s["R"], horizontal[s["R"]], _FIR, -1.0)
+    g_b = _add_chosen(B[s["B"]], _diff_field(B, G, H, W), s["B"], horizontal[s["B"]], _FIR, -1.0)
+    G[s["R"]], G[s["B"]] = g_r, g_b
+    # red and blue at green sites from the updated colour differences (read at red / blue sites)
+    R[s["Gb"]] = _add_filtered(G[s["Gb"]], _diff_field(R, G, H, W, "v"), s["Gb"], _PAIR, "v")
+    R[s["Gr"]] = _add_filtered(G[s["Gr"]], _diff_field(R, G, H, W, "h"), s["Gr"], _PAIR, "h")
+    B[s["Gr"]] = _add_filtered(G[s["Gr"]], _diff_field(B, G, H, W, "v"), s["Gr"], _PAIR, "v")
+    B[s["Gb"]] = _add_filtered(G[s["Gb"]], _diff_field(B, G, H, W, "h"), s["Gb"], _PAIR, "h")
+    # red at blue sites and blue at red sites, from one R - B field
+    r_b = _diff_field(R, B, H, W)
+    r_at_b = _add_chosen(B[s["B"]], r_b, s["B"], horizontal[s["B"]], _FIR, 1.0)
+    b_at_r = _add_chosen(R[s["R"]], r_b, s["R"], horizontal[s["R"]], _FIR, -1.0)
+    R[s["B"]], B[s["R"]] = r_at_b, b_at_r
 
 
 def demosaic_menon(
@@ -431,7 +529,7 @@ def _upsample_dim(x: Tensor, dim: int, phases: tuple[tuple[int, tuple[float, ...
     n = x.shape[dim]
     lo = max(0, -min(o for o, _ in phases))
     hi = max(0, max(o + len(w) - 1 for o, w in phases))
-    xp = _pad(x, lo, hi, 0, 0, "replicate") if dim == -2 else _pad(x, 0, 0, lo, hi, "replicate")
+    xp = _pad_mode(x, lo, hi, 0, 0, "replicate") if dim == -2 else _pad_mode(x, 0, 0, lo, hi, "replicate")
     shape = list(x.shape)
     shape[dim] *= 2
     out = x.new_empty(shape)

@@ -1,0 +1,113 @@
+"""Check the classical baselines against their references on real photographs.
+
+Demosaicking: PSNR between gsprestore's output (float32 by default) and colour-demosaicing 0.2.7's
+(float64) on every image of each dataset folder, for every Bayer pattern, over the WHOLE image
+(borders included, all three channels, no clipping); prints the minimum per method/pattern.
+
+2x interpolation: dataset-MSE PSNR (PROTOCOL.md) on BT.601 studio Y of ``upscale_bicubic`` and
+``upscale_bicubic_halfpixel`` (LR = HR[0::2, 0::2] of the 8-bit image / 255, float, unclipped,
+full image), and the largest difference between ``upscale_bicubic_halfpixel`` and
+``cv2.resize(..., INTER_CUBIC)``.
+
+Usage: python benchmarks/check_baselines.py /work/shared/datasets [--dtype float32|float64]
+(the folder holds ``kodak24/`` and/or ``mcm/``; a dataset folder itself also works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gsprestore import baselines
+from gsprestore.io import read_image
+from gsprestore.sampling import PATTERNS, mosaic
+
+DEMOSAIC = {
+    "bilinear": (baselines.demosaic_bilinear, "demosaicing_CFA_Bayer_bilinear"),
+    "malvar": (baselines.demosaic_malvar, "demosaicing_CFA_Bayer_Malvar2004"),
+    "menon": (baselines.demosaic_menon, "demosaicing_CFA_Bayer_Menon2007"),
+}
+
+
+def dataset_dirs(root: Path) -> list[Path]:
+    subs = [root / n for n in ("mcm", "kodak24") if (root / n).is_dir()]
+    return subs or [root]
+
+
+def load(folder: Path) -> list[tuple[str, np.ndarray]]:
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".tif", ".tiff"))
+    out = []
+    for p in files:
+        a = read_image(p).array[..., :3]
+        h, w = a.shape[:2]
+        out.append((p.name, np.ascontiguousarray(a[: h // 2 * 2, : w // 2 * 2])))  # crop to even
+    return out
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(1 / mse)
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """BT.601 studio Y of an (H, W, 3) float image in [0, 1] (PROTOCOL.md)."""
+    return (16 + 65.481 * rgb[..., 0] + 128.553 * rgb[..., 1] + 24.966 * rgb[..., 2]) / 255
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data_dir", type=Path)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")  # scipy.ndimage.filters deprecation inside colour-demosaicing
+    import colour_demosaicing
+    import cv2
+
+    dtype = getattr(torch, args.dtype)
+    t0 = time.perf_counter()
+    for folder in dataset_dirs(args.data_dir):
+        images = load(folder)
+        print(f"== {folder.name}: {len(images)} images, ours in {args.dtype}")
+        for method, (ours, ref_name) in DEMOSAIC.items():
+            ref_fn = getattr(colour_demosaicing, ref_name)
+            for pattern in PATTERNS:
+                worst, worst_name, worst_diff = math.inf, "", 0.0
+                for name, rgb in images:
+                    x = torch.from_numpy(rgb).permute(2, 0, 1)[None].to(dtype)
+                    raw = mosaic(x, pattern)
+                    out = ours(raw, pattern)[0].permute(1, 2, 0).double().numpy()
+                    ref = ref_fn(raw[0, 0].double().numpy(), pattern)
+                    p = psnr(out, ref)
+                    worst_diff = max(worst_diff, float(np.abs(out - ref).max()))
+                    if p < worst:
+                        worst, worst_name = p, name
+                print(f"{method:9s} {pattern}  min PSNR vs colour-demosaicing {worst:7.2f} dB ({worst_name})"
+                      f"  max |diff| {worst_diff:.2e}")
+        mse = {"bicubic": [], "bicubic-halfpixel": []}
+        cv_diff = 0.0
+        for name, rgb in images:
+            hr = rgb.astype(np.float64)
+            lr = rgb[0::2, 0::2]
+            x = torch.from_numpy(np.ascontiguousarray(lr)).permute(2, 0, 1)[None].to(dtype)
+            for method, fn in (("bicubic", baselines.upscale_bicubic),
+                               ("bicubic-halfpixel", baselines.upscale_bicubic_halfpixel)):
+                up = fn(x)[0].permute(1, 2, 0).double().numpy()
+                mse[method].append(float(np.mean((luma(up) - luma(hr)) ** 2)))
+                if method == "bicubic-halfpixel":
+                    h, w = hr.shape[:2]
+                    cv = cv2.resize(np.ascontiguousarray(lr), (w, h), interpolation=cv2.INTER_CUBIC)
+                    cv_diff = max(cv_diff, float(np.abs(up - cv).max()))
+        for method, m in mse.items():
+            print(f"{method:18s} dataset-MSE Y-PSNR vs ground truth {10 * math.log10(1 / np.mean(m)):.3f} dB")
+        print(f"bicubic-halfpixel  max |ours - cv2.resize INTER_CUBIC| {cv_diff:.2e}")
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
