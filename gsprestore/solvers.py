@@ -1,0 +1,471 @@
+"""Graph-smoothness interpolation solvers of the paper (Secs. 3-4 and the appendix).
+
+* :func:`cg_exact` / :func:`cg_unrolled` - conjugate gradient with computed step sizes, and the
+  unrolled form with learned step sizes of the appendix "Parameters Learning in CG".
+* :func:`glr_interpolate` - GLR interpolation, eq. 9: ``L_{S'S'} x_{S'} = -L_{S'S} y``.
+* :func:`gtv_interpolate` - GTV interpolation, the LP ``min ||C-bar x||_1 s.t. H x = y`` (eq. 10)
+  by the ADMM of Sec. 4.2, eqs. 19-24.
+
+Signals are ``(B, K, C, H, W)`` (K heads sharing nothing, C channels sharing the head's graph);
+observations ``known``/``mask`` are ``(B, C, H, W)`` (broadcast over heads) or ``(B, K, C, H, W)``
+with ``mask == 1`` where a sample is observed (``H^T H = diag(mask)``, ``H^T y = mask * known``).
+Every system is independent per (batch, head): CG reductions run over (C, H, W) only.
+
+GTV state. The ADMM of eqs. 19-24 carries nine edge vectors (z, q1, q2, q~1, q~2 and the
+multipliers mu_a, mu_b, mu_d, mu_e). Only three combinations of them matter for the iterate x
+(derivation in :func:`gtv_interpolate`), so the default solver keeps three edge tensors
+``(D, u, v) = (mu_a + mu_d - mu_b - mu_e, q~1, q~2)``; :func:`gtv_admm_reference` runs the plain
+nine-vector form, one function per equation, and the tests check that both give the same x.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from . import graph as G
+
+__all__ = [
+    "cg_exact",
+    "cg_unrolled",
+    "glr_interpolate",
+    "gtv_interpolate",
+    "gtv_admm_reference",
+]
+
+Operator = Callable[[Tensor], Tensor]
+CGSpec = Union[str, tuple]
+
+_DIMS = (-3, -2, -1)
+
+
+# --------------------------------------------------------------------------------------------
+# conjugate gradient
+# --------------------------------------------------------------------------------------------
+
+
+def _dot(a: Tensor, b: Tensor, dims: Sequence[int]) -> Tensor:
+    return (a * b).sum(dim=tuple(dims), keepdim=True)
+
+
+def _safe_div(num: Tensor, den: Tensor) -> Tensor:
+    """num / den where den > 0, else 0 (a converged system stops moving; no NaN in gradients)."""
+    pos = den > 0
+    return torch.where(pos, num / torch.where(pos, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+def cg_exact(
+    apply_A: Operator,
+    b: Tensor,
+    x0: Optional[Tensor] = None,
+    iters: int = 50,
+    tol: float = 0.0,
+    dims: Sequence[int] = _DIMS,
+) -> Tensor:
+    """Textbook conjugate gradient for ``A x = b`` (A symmetric PD), the solver of eqs. 9 and 20
+    (Shewchuk 1994): ``r = b - A x, p = r``; per step ``alpha = r.r / p.Ap``, ``x += alpha p``,
+    ``r -= alpha Ap``, ``beta = r'.r' / r.r``, ``p = r + beta p``.
+
+    Reductions run over ``dims`` (default C, H, W), so every (batch, head) system is solved
+    independently. ``tol > 0`` stops once every system has ``||r|| <= tol ||b||`` (that check
+    synchronises; ``tol = 0`` runs exactly ``iters`` steps). Differentiable by plain autograd."""
+    x = torch.zeros_like(b) if x0 is None else x0
+    r = b if x0 is None else b - apply_A(x)
+    p = r
+    rr = _dot(r, r, dims)
+    stop = None
+    if tol > 0:
+        stop = (tol**2) * _dot(b, b, dims)
+    for _ in range(iters):
+        if stop is not None and bool((rr <= stop).all()):
+            break
+        Ap = apply_A(p)
+        alpha = _safe_div(rr, _dot(p, Ap, dims))
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr_new = _dot(r, r, dims)
+        p = r + _safe_div(rr_new, rr) * p
+        rr = rr_new
+    return x
+
+
+def _step(param: Tensor, t: int, like: Tensor) -> Tensor:
+    """``param[t]`` shaped to broadcast against ``like`` (B, K, ...): a scalar, or one value per
+    head (``param`` of shape (T, K))."""
+    p = param[t]
+    if p.dim() == 0:
+        return p
+    return p.reshape((1, -1) + (1,) * (like.dim() - 2))
+
+
+def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor) -> Tensor:
+    """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
+    ``A x = b``, ``T = len(alphas)`` steps, no global dot products::
+
+        g^0 = A x^0 - b,   v^{-1} = 0
+        for t = 0 .. T-1:
+            v^t     = g^t + beta_t v^{t-1}          (so v^0 = g^0; beta_0 is unused)
+            x^{t+1} = x^t - alpha_t v^t
+            g^{t+1} = g^t - alpha_t A v^t           (= A x^{t+1} - b exactly; skipped at t = T-1)
+
+    This is the appendix recurrence ``g^t = g^{t-1} - alpha A v^{t-1}, v^t = g^t + beta v^{t-1},
+    x^{t+1} = x^t - alpha v^t`` with the gradient update indexed so that ``g^t`` stays the true
+    gradient ``A x^t - b`` (the printed form uses alpha_t where x moved by alpha_{t-1}; both are
+    identical for constant alpha). ``T`` steps cost ``T`` applications of A. ``alphas``/``betas``
+    are ``(T,)`` (shared) or ``(T, K)`` (one per head, broadcast over ``b``'s dim 1)."""
+    T = alphas.shape[0]
+    if betas.shape[0] != T:
+        raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
+    x = x0
+    g = apply_A(x0) - b
+    v: Optional[Tensor] = None
+    for t in range(T):
+        v = g if v is None else g + _step(betas, t, g) * v
+        a = _step(alphas, t, g)
+        x = x - a * v
+        if t + 1 < T:
+            g = g - a * apply_A(v)
+    return x
+
+
+def _parse_cg(cg: CGSpec):
+    if isinstance(cg, str):
+        if cg != "exact":
+            raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
+        return "exact", None, None
+    if isinstance(cg, (tuple, list)) and len(cg) == 3 and cg[0] == "unrolled":
+        return "unrolled", cg[1], cg[2]
+    raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
+
+
+def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
+    if kind == "exact":
+        return cg_exact(apply_A, b, x0, iters=iters, tol=tol)
+    return cg_unrolled(apply_A, b, x0, alphas, betas)
+
+
+def _as5d(t: Tensor, name: str) -> Tensor:
+    if t.dim() == 4:
+        return t.unsqueeze(1)
+    if t.dim() != 5:
+        raise ValueError(f"{name} must be (B, C, H, W) or (B, K, C, H, W), got {tuple(t.shape)}")
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# GLR interpolation (Sec. 3)
+# --------------------------------------------------------------------------------------------
+
+
+def glr_interpolate(
+    w: Tensor,
+    known: Tensor,
+    mask: Tensor,
+    *,
+    iters: int = 50,
+    cg: CGSpec = "exact",
+    x0: Optional[Tensor] = None,
+    normalized: bool = True,
+    tol: float = 0.0,
+) -> Tensor:
+    """GLR interpolation (eq. 9): ``L_{S'S'} x_{S'} = -L_{S'S} y`` with ``L`` the symmetric
+    normalised Laplacian ``D^-1/2 L D^-1/2`` of the undirected weights ``w`` (B, K|1, 12, H, W)
+    (Sec. 5.2; ``normalized=False``: combinatorial ``L = D - W``), restricted to the unknown
+    nodes ``S'`` of each channel (``mask == 0``).
+
+    With ``P = diag(1 - mask)`` and ``y = mask * known`` the system is solved on the unknowns as
+    ``P L P x = -P L y`` (PD by App. A.2), by exact CG (``iters`` steps, optional relative
+    ``tol``) or unrolled CG (``cg=("unrolled", alphas, betas)``) from ``x0`` (default: 0 on the
+    unknowns). Returns ``(B, K, C, H, W)`` with the known samples kept exactly."""
+    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
+    kind, alphas, betas = _parse_cg(cg)
+    if normalized:
+        wop, diag = G.normalized_weights(w)
+    else:
+        wop, diag = w, G.degree(w)
+    keep = 1.0 - mask5
+    y = mask5 * known5
+    K = max(w.shape[1], known5.shape[1])
+    B, _, C, H, W = known5.shape
+    shape = (B, K, C, H, W)
+
+    def apply_A(v: Tensor) -> Tensor:  # P L P v (v already lives on the unknowns)
+        return keep * G.diag_minus_adjacency_apply(wop, v, diag)
+
+    b = -(keep * G.diag_minus_adjacency_apply(wop, y, diag))
+    b = b.expand(shape) if b.shape != shape else b
+    if x0 is None:
+        xs = torch.zeros(shape, dtype=b.dtype, device=b.device)
+    else:
+        xs = (keep * _as5d(x0, "x0")).expand(shape)
+    xs = _solve(apply_A, b, xs, kind, iters, alphas, betas, tol)
+    return y + keep * xs
+
+
+# --------------------------------------------------------------------------------------------
+# GTV interpolation: ADMM of Sec. 4.2 (eqs. 19-24), compact three-tensor form
+# --------------------------------------------------------------------------------------------
+
+
+def _per_head(gamma: Union[float, Tensor], ndim: int) -> Union[float, Tensor]:
+    """gamma as a scalar or a per-head tensor broadcasting over (B, K, ...) with ``ndim`` dims."""
+    if isinstance(gamma, Tensor) and gamma.dim() > 0:
+        return gamma.reshape((1, -1) + (1,) * (ndim - 2))
+    return gamma
+
+
+@dataclass
+class _GtvProblem:
+    """The fixed parts of one GTV interpolation: graph, observation and the x-update operator."""
+
+    wbar: Tensor  # (B, K|1, 24, H, W)
+    mask: Tensor  # (B, K|1, C, H, W)
+    y: Tensor  # mask * known
+    s: Tensor  # undirected weights of L-bar = C-bar^T C-bar
+    diag: Tensor  # degree(s) + mask: the diagonal of L-bar + H^T H
+
+    def apply_A(self, v: Tensor) -> Tensor:
+        """(C-bar^T C-bar + H^T H) v, the matrix of eq. 20."""
+        return G.diag_minus_adjacency_apply(self.s, v, self.diag)
+
+
+def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor) -> _GtvProblem:
+    s = G.incidence_laplacian_weights(wbar)
+    return _GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=G.degree(s) + mask)
+
+
+def _x_rhs_compact(pb: _GtvProblem, D, u, v, mu_c: Tensor, gamma) -> Tensor:
+    """Right-hand side of eq. 20 in the compact variables:
+    ``C-bar^T (D - gamma (u - v)) / (2 gamma) + H^T (y - mu_c / gamma)`` where
+    ``D = mu_a - mu_b + mu_d - mu_e``, ``u - v = q~1 - q~2`` (``D = u = v = None`` means zero)."""
+    gn = _per_head(gamma, 5)
+    node = pb.y - pb.mask * mu_c / gn
+    if D is None:
+        return node
+    ge = _per_head(gamma, 6)
+    return G.incidence_adjoint(pb.wbar, (D - ge * (u - v)) / (2 * ge)) + node
+
+
+def _qtilde_update_compact(r: Tensor, D, u, v, gamma) -> tuple[Tensor, Tensor]:
+    """Eqs. 19, 21 and 23 with z and q eliminated: with ``r = C-bar x^{t+1}``,
+    ``q1 + mu_d / gamma = a + b`` and ``q2 + mu_e / gamma = a - b`` where
+    ``a = (u + v) / 2 - 1 / (2 gamma)`` and ``b = (D / gamma + u - v) / 4 - r / 2``;
+    the ReLU-like threshold of eq. 23 then gives ``(q~1, q~2) = (relu(a + b), relu(a - b))``."""
+    ge = _per_head(gamma, 6)
+    if D is None:
+        a = -0.5 / ge if isinstance(ge, Tensor) else torch.tensor(-0.5 / ge, dtype=r.dtype, device=r.device)
+        b = -0.5 * r
+    else:
+        a = 0.5 * (u + v) - 0.5 / ge
+        b = 0.25 * (D / ge + u - v) - 0.5 * r
+    return torch.relu(a + b), torch.relu(a - b)
+
+
+def _multiplier_update_compact(r: Tensor, D, u_new: Tensor, v_new: Tensor, gamma) -> Tensor:
+    """Eq. 24 summed into ``D = mu_a + mu_d - mu_b - mu_e``:
+    ``(mu_a + mu_d)' = mu_a + mu_d + gamma (z - r - q~1')`` and
+    ``(mu_b + mu_e)' = mu_b + mu_e + gamma (z + r - q~2')``, so ``D' = D - gamma (2 r + q~1' - q~2')``."""
+    ge = _per_head(gamma, 6)
+    step = ge * (2.0 * r + u_new - v_new)
+    return -step if D is None else D - step
+
+
+def _mu_c_update(pb: _GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
+    """Eq. 24, block c: ``mu_c' = mu_c + gamma (H x - y)`` (kept as ``H^T mu_c``)."""
+    return mu_c + _per_head(gamma, 5) * (pb.mask * x - pb.y)
+
+
+def gtv_interpolate(
+    wbar: Tensor,
+    known: Tensor,
+    mask: Tensor,
+    *,
+    gamma: Union[float, Tensor] = 10.0,
+    admm_iters: int = 5,
+    cg_iters: int = 10,
+    cg: CGSpec = "exact",
+    mu_init: float = 0.1,
+    x0: Optional[Tensor] = None,
+    history: Optional[list] = None,
+    cg_tol: float = 0.0,
+) -> Tensor:
+    """GTV interpolation ``min ||C-bar x||_1 s.t. H x = y`` (eq. 10) by the ADMM of Sec. 4.2.
+
+    ``wbar`` (B, K|1, 24, H, W) are the random-walk weights of eq. 28 (:func:`graph.random_walk_weights`),
+    ``gamma`` the ADMM weight (float, or a (K,) tensor: one per head, learnable), ``mu_init`` the
+    initial value of every multiplier, ``q~`` starts at 0, ``x0`` (default ``mask * known``) is the
+    initial estimate (warm start of the first CG). Each of the ``admm_iters`` iterations runs the
+    x-update (eq. 20) by ``cg_iters`` steps of exact CG, or unrolled CG with ``cg=("unrolled",
+    alphas, betas)`` (``(T,)``/``(T, K)`` shared by all ADMM iterations, or ``(admm_iters, T)``/
+    ``(admm_iters, T, K)``), warm-started from the previous x; then the q~ threshold (eq. 23) and the
+    multiplier update (eq. 24). ``cg_tol > 0`` lets exact CG stop early at that relative residual.
+    Returns the last x (B, K, C, H, W); ``H x = y`` holds only at
+    convergence, so callers that need the samples exactly re-impose them.
+
+    Compact state. Write ``S+ = mu_a + mu_d``, ``S- = mu_b + mu_e``, ``D = S+ - S-``,
+    ``u = q~1``, ``v = q~2``, ``r = C-bar x^{t+1}``. Eq. 20 only needs ``D``, ``u - v`` and ``mu_c``.
+    Substituting z (eq. 19) into q (eq. 21): ``q1 + mu_d/gamma = (z - r)/2 + (mu_a + mu_d)/(2 gamma)
+    + u/2`` and ``z = -1/gamma - (S+ + S-)/(2 gamma) + (u + v)/2``, so the sums cancel and
+    ``q1 + mu_d/gamma = -1/(2 gamma) + D/(4 gamma) + (3u + v)/4 - r/2`` (symmetrically for q2);
+    eq. 24 summed over a+d and b+e gives ``D' = D - gamma (2 r + u' - v')``. Hence (D, u, v, mu_c)
+    evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
+    checked in the tests). Memory: three edge tensors instead of nine.
+
+    If ``history`` is a list, the plain form :func:`gtv_admm_reference` runs instead (it has z and
+    q to report) and appends one dict of per-(batch, head) residuals per iteration."""
+    if history is not None:
+        return gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters,
+                                  cg=cg, mu_init=mu_init, x0=x0, history=history, cg_tol=cg_tol)
+    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
+    kind, alphas, betas = _parse_cg(cg)
+    pb = _make_problem(wbar, known5, mask5)
+    K = max(wbar.shape[1], known5.shape[1])
+    B, _, C, H, W = known5.shape
+    shape = (B, K, C, H, W)
+    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
+    mu_c = (mu_init * mask5).expand(shape)
+    # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
+    D = u = v = None
+    for t in range(admm_iters):
+        a_t, b_t = _cg_params(alphas, betas, t)
+        rhs = _x_rhs_compact(pb, D, u, v, mu_c, gamma)
+        x = _solve(pb.apply_A, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+        if t + 1 == admm_iters:
+            break  # the remaining updates do not change the returned x
+        r = G.incidence_apply(wbar, x)
+        u_new, v_new = _qtilde_update_compact(r, D, u, v, gamma)
+        D = _multiplier_update_compact(r, D, u_new, v_new, gamma)
+        u, v = u_new, v_new
+        mu_c = _mu_c_update(pb, mu_c, x, gamma)
+    return x
+
+
+def _cg_params(alphas, betas, t: int):
+    """Per-ADMM-iteration CG parameters: 3-D (admm, T, K) / 2-D (admm, T) only when marked so."""
+    if alphas is None:
+        return None, None
+    if alphas.dim() == 3:
+        return alphas[t], betas[t]
+    return alphas, betas
+
+
+# --------------------------------------------------------------------------------------------
+# GTV interpolation: the plain nine-vector ADMM, one function per equation (reference)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AdmmState:
+    """All ADMM variables of eqs. 17-24 (edge vectors are (B, K, C, 24, H, W); ``mu_c`` is
+    kept as ``H^T mu_c`` in node space)."""
+
+    x: Tensor
+    z: Tensor
+    q1: Tensor
+    q2: Tensor
+    qt1: Tensor
+    qt2: Tensor
+    mu_a: Tensor
+    mu_b: Tensor
+    mu_c: Tensor
+    mu_d: Tensor
+    mu_e: Tensor
+
+
+def z_update(st: AdmmState, gamma) -> Tensor:
+    """Eq. 19: ``z = -1/gamma - (mu_a + mu_b + mu_d + mu_e) / (2 gamma) + (q~1 + q~2) / 2``."""
+    g = _per_head(gamma, 6)
+    return -1.0 / g - (st.mu_a + st.mu_b + st.mu_d + st.mu_e) / (2 * g) + 0.5 * (st.qt1 + st.qt2)
+
+
+def x_update_rhs(pb: _GtvProblem, st: AdmmState, gamma) -> Tensor:
+    """Right-hand side of eq. 20: ``C^T (mu_a - mu_b + mu_d - mu_e) / (2 gamma) - H^T mu_c / gamma
+    - C^T (q~1 - q~2) / 2 + H^T y`` (its matrix is ``C^T C + H^T H``, :meth:`_GtvProblem.apply_A`)."""
+    ge, gn = _per_head(gamma, 6), _per_head(gamma, 5)
+    e = (st.mu_a - st.mu_b + st.mu_d - st.mu_e) / (2 * ge) - 0.5 * (st.qt1 - st.qt2)
+    return G.incidence_adjoint(pb.wbar, e) - pb.mask * st.mu_c / gn + pb.y
+
+
+def q_update(st: AdmmState, z: Tensor, r: Tensor, gamma) -> tuple[Tensor, Tensor]:
+    """Eq. 21 with ``r = C x^{t+1}``: ``q1 = (z - r)/2 + (mu_a - mu_d + gamma q~1)/(2 gamma)``,
+    ``q2 = (z + r)/2 + (mu_b - mu_e + gamma q~2)/(2 gamma)``."""
+    g = _per_head(gamma, 6)
+    q1 = 0.5 * (z - r) + (st.mu_a - st.mu_d + g * st.qt1) / (2 * g)
+    q2 = 0.5 * (z + r) + (st.mu_b - st.mu_e + g * st.qt2) / (2 * g)
+    return q1, q2
+
+
+def qtilde_update(q1: Tensor, q2: Tensor, st: AdmmState, gamma) -> tuple[Tensor, Tensor]:
+    """Eq. 23, the ReLU-like threshold: ``q~ = max(q + mu_{d,e} / gamma, 0)`` term by term."""
+    g = _per_head(gamma, 6)
+    return torch.relu(q1 + st.mu_d / g), torch.relu(q2 + st.mu_e / g)
+
+
+def _residual_blocks(pb: _GtvProblem, st: AdmmState, r: Tensor) -> tuple[Tensor, ...]:
+    """The blocks of ``B [z; x; q] - [b; q~]`` (eq. 18): ``(z - r - q1, z + r - q2, Hx - y,
+    q1 - q~1, q2 - q~2)`` with ``r = C x``."""
+    return (st.z - r - st.q1, st.z + r - st.q2, pb.mask * st.x - pb.y, st.q1 - st.qt1, st.q2 - st.qt2)
+
+
+def multiplier_update(pb: _GtvProblem, st: AdmmState, r: Tensor, gamma) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+    """Eq. 24: ``mu^{t+1} = mu^t + gamma (B [z; x; q] - [b; q~])`` for the five blocks
+    (a, b, c, d, e) of eq. 18; returns the new multipliers and the residual blocks."""
+    ge, gn = _per_head(gamma, 6), _per_head(gamma, 5)
+    ra, rb, rc, rd, re = _residual_blocks(pb, st, r)
+    mus = (st.mu_a + ge * ra, st.mu_b + ge * rb, st.mu_c + gn * rc, st.mu_d + ge * rd, st.mu_e + ge * re)
+    return mus, (ra, rb, rc, rd, re)
+
+
+def gtv_admm_reference(
+    wbar: Tensor,
+    known: Tensor,
+    mask: Tensor,
+    *,
+    gamma: Union[float, Tensor] = 10.0,
+    admm_iters: int = 5,
+    cg_iters: int = 10,
+    cg: CGSpec = "exact",
+    mu_init: float = 0.1,
+    x0: Optional[Tensor] = None,
+    history: Optional[list] = None,
+    cg_tol: float = 0.0,
+) -> Tensor:
+    """The ADMM of Sec. 4.2 in its plain form, every variable of eqs. 17-24 kept and each step a
+    function: z (eq. 19), x (eq. 20, CG), q (eq. 21), q~ (eq. 23), mu (eq. 24). Same arguments
+    and result as :func:`gtv_interpolate` (which it checks). If ``history`` is a list, one dict
+    per iteration is appended with per-(batch, head) tensors: ``primal_residual``
+    ``||B [z; x; q] - [b; q~]||_2``, ``constraint`` ``||H x - y||_2``, ``objective``
+    ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``."""
+    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
+    kind, alphas, betas = _parse_cg(cg)
+    pb = _make_problem(wbar, known5, mask5)
+    K = max(wbar.shape[1], known5.shape[1])
+    B, _, C, H, W = known5.shape
+    shape = (B, K, C, H, W)
+    eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
+    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
+    zeros = torch.zeros(eshape, dtype=x.dtype, device=x.device)
+    mu = torch.full(eshape, mu_init, dtype=x.dtype, device=x.device)
+    st = AdmmState(x=x, z=zeros, q1=zeros, q2=zeros, qt1=zeros, qt2=zeros,
+                   mu_a=mu, mu_b=mu, mu_c=(mu_init * mask5).expand(shape), mu_d=mu, mu_e=mu)
+    for t in range(admm_iters):
+        a_t, b_t = _cg_params(alphas, betas, t)
+        st.z = z_update(st, gamma)
+        st.x = _solve(pb.apply_A, x_update_rhs(pb, st, gamma), st.x, kind, cg_iters, a_t, b_t, cg_tol)
+        r = G.incidence_apply(wbar, st.x)
+        st.q1, st.q2 = q_update(st, st.z, r, gamma)
+        st.qt1, st.qt2 = qtilde_update(st.q1, st.q2, st, gamma)
+        (st.mu_a, st.mu_b, st.mu_c, st.mu_d, st.mu_e), res = multiplier_update(pb, st, r, gamma)
+        if history is not None:
+            sq = lambda e: e.detach().square().sum(dim=tuple(range(2, e.dim())))  # noqa: E731
+            history.append({
+                "iteration": t + 1,
+                "primal_residual": sum(sq(e) for e in res).sqrt(),
+                "constraint": sq(res[2]).sqrt(),
+                "objective": r.detach().abs().sum(dim=(2, 3, 4, 5)),
+                "lp_objective": st.z.detach().sum(dim=(2, 3, 4, 5)),
+            })
+    return st.x

@@ -1,0 +1,254 @@
+"""Solvers against independent oracles: dense solves (numpy), scipy linprog, hand-written recurrences."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from gsprestore import graph as G
+from gsprestore import solvers as S
+
+DT = torch.float64
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(7)
+
+
+def rand(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=DT)
+
+
+def graph_weights(gen, B, K, h, w, F=3, scale=0.5):
+    f = rand(gen, B, K, F, h, w)
+    return G.edge_weights(f, torch.eye(F, dtype=DT) * scale)
+
+
+def random_mask(gen, shape, frac):
+    m = (torch.rand(*shape, generator=gen) < frac).to(DT)
+    m.view(-1, m.shape[-2] * m.shape[-1])[:, 0] = 1  # at least one sample per channel
+    return m
+
+
+def dense_adjacency(w2d: np.ndarray) -> np.ndarray:
+    _, h, wd = w2d.shape
+    A = np.zeros((h * wd, h * wd))
+    for k, (dy, dx) in enumerate(G.OFFSETS):
+        for i, j in itertools.product(range(h), range(wd)):
+            if 0 <= i + dy < h and 0 <= j + dx < wd:
+                p, q = i * wd + j, (i + dy) * wd + j + dx
+                A[p, q] += w2d[k, i, j]
+                A[q, p] += w2d[k, i, j]
+    return A
+
+
+def dense_incidence(wbar2d: np.ndarray) -> np.ndarray:
+    _, h, wd = wbar2d.shape
+    N = h * wd
+    Cm = np.zeros((24 * N, N))
+    for j, (dy, dx) in enumerate(G.DIRECTED_OFFSETS):
+        for i, jj in itertools.product(range(h), range(wd)):
+            if 0 <= i + dy < h and 0 <= jj + dx < wd:
+                r = j * N + i * wd + jj
+                Cm[r, i * wd + jj] = wbar2d[j, i, jj]
+                Cm[r, (i + dy) * wd + jj + dx] = -wbar2d[j, i, jj]
+    return Cm
+
+
+# ---------------------------------------------------------------- CG
+
+
+def test_cg_exact_equals_dense_solve_per_system(gen):
+    B, K, C, h, w = 2, 3, 2, 5, 6
+    s = graph_weights(gen, B, K, h, w)
+    mask = random_mask(gen, (B, K, C, h, w), 0.3)
+    diag = G.degree(s) + mask
+    A = lambda v: G.diag_minus_adjacency_apply(s, v, diag)  # noqa: E731
+    b = rand(gen, B, K, C, h, w)
+    x = S.cg_exact(A, b, iters=200)
+    for bi, k, c in itertools.product(range(B), range(K), range(C)):
+        Wd = dense_adjacency(s[bi, k].numpy())
+        Ad = np.diag(Wd.sum(1) + mask[bi, k, c].numpy().ravel()) - Wd
+        ref = np.linalg.solve(Ad, b[bi, k, c].numpy().ravel())
+        np.testing.assert_allclose(x[bi, k, c].numpy().ravel(), ref, rtol=1e-6, atol=1e-8)
+    # batched systems do not mix: solving one system alone gives the same iterates
+    x1 = S.cg_exact(lambda v: G.diag_minus_adjacency_apply(s[1:2, 2:3], v, diag[1:2, 2:3]), b[1:2, 2:3], iters=7)
+    x7 = S.cg_exact(A, b, iters=7)
+    torch.testing.assert_close(x7[1:2, 2:3], x1)
+    # early stop by tolerance still solves to that tolerance
+    xt = S.cg_exact(A, b, iters=500, tol=1e-10)
+    assert (A(xt) - b).norm() <= 1e-8 * b.norm()
+
+
+def test_cg_unrolled_matches_reference_recurrence(gen):
+    h, w, T = 4, 5, 6
+    s = graph_weights(gen, 1, 2, h, w)
+    diag = G.degree(s) + 0.5
+    A = lambda v: G.diag_minus_adjacency_apply(s, v, diag)  # noqa: E731
+    b = rand(gen, 1, 2, 1, h, w)
+    x0 = rand(gen, 1, 2, 1, h, w)
+    alphas = torch.rand(T, 2, generator=gen, dtype=DT) * 0.5
+    betas = torch.rand(T, 2, generator=gen, dtype=DT) * 0.5
+    x = S.cg_unrolled(A, b, x0, alphas, betas)
+    for k in range(2):  # hand-written with a dense matrix, per head
+        Wd = dense_adjacency(s[0, k].numpy())
+        Ad = np.diag(Wd.sum(1) + 0.5) - Wd
+        bb, xx = b[0, k, 0].numpy().ravel(), x0[0, k, 0].numpy().ravel()
+        g = Ad @ xx - bb
+        v = np.zeros_like(g)
+        for t in range(T):
+            a, be = alphas[t, k].item(), betas[t, k].item()
+            v = g + be * v
+            xx = xx - a * v
+            g = g - a * Ad @ v
+            np.testing.assert_allclose(g, Ad @ xx - bb, atol=1e-10)  # g stays the true gradient
+        np.testing.assert_allclose(x[0, k, 0].numpy().ravel(), xx, rtol=1e-12, atol=1e-12)
+    # with constant alpha, beta it is literally the appendix recurrence
+    # g^t = g^{t-1} - a A v^{t-1}, v^t = g^t + b v^{t-1}, x^{t+1} = x^t - a v^t, from v^0 = g^0, x^1 = x^0 - a g^0
+    a, be = 0.3, 0.4
+    xc = S.cg_unrolled(A, b, x0, torch.full((T,), a, dtype=DT), torch.full((T,), be, dtype=DT))
+    g = A(x0) - b
+    v = g
+    xx = x0 - a * v
+    for _ in range(1, T):
+        g = g - a * A(v)
+        v = g + be * v
+        xx = xx - a * v
+    torch.testing.assert_close(xc, xx)
+    # and it converges to the solution for a reasonable fixed step
+    xs = S.cg_unrolled(A, b, x0, torch.full((300,), 0.3, dtype=DT), torch.full((300,), 0.3, dtype=DT))
+    torch.testing.assert_close(xs, S.cg_exact(A, b, iters=200), rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- GLR (eq. 9)
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_glr_equals_dense_solve_of_eq9(gen, normalized):
+    B, K, C, h, w = 1, 2, 3, 6, 7
+    wts = graph_weights(gen, B, K, h, w)
+    known = rand(gen, B, C, h, w)
+    mask = random_mask(gen, (B, C, h, w), 0.35)  # per-channel masks, graph shared across channels
+    x = S.glr_interpolate(wts, known, mask, iters=300, normalized=normalized)
+    assert x.shape == (B, K, C, h, w)
+    for k, c in itertools.product(range(K), range(C)):
+        Wd = dense_adjacency(wts[0, k].numpy())
+        D = Wd.sum(1)
+        L = np.diag(D) - Wd
+        if normalized:
+            L = np.diag(D**-0.5) @ L @ np.diag(D**-0.5)
+        m = mask[0, c].numpy().ravel() > 0
+        y = known[0, c].numpy().ravel()[m]
+        U = ~m
+        xu = np.linalg.solve(L[np.ix_(U, U)], -L[np.ix_(U, m)] @ y)
+        xv = x[0, k, c].numpy().ravel()
+        np.testing.assert_allclose(xv[U], xu, rtol=1e-6, atol=1e-8)
+        assert np.array_equal(xv[m], y)  # known samples kept exactly
+
+
+def test_glr_unrolled_and_broadcast(gen):
+    wts = graph_weights(gen, 2, 1, 5, 5)
+    known = rand(gen, 2, 1, 5, 5)
+    mask = random_mask(gen, (2, 1, 5, 5), 0.4)
+    T = 200
+    xu = S.glr_interpolate(wts, known, mask, cg=("unrolled", torch.full((T,), 0.5, dtype=DT), torch.full((T,), 0.3, dtype=DT)))
+    xe = S.glr_interpolate(wts, known, mask, iters=100)
+    torch.testing.assert_close(xu, xe, rtol=1e-6, atol=1e-8)
+    assert torch.equal(xu[mask.unsqueeze(1).expand_as(xu) > 0], known.unsqueeze(1).expand_as(xu)[mask.unsqueeze(1).expand_as(xu) > 0])
+
+
+# ---------------------------------------------------------------- GTV ADMM (eqs. 19-24)
+
+
+def gtv_problem(gen, B=1, K=1, C=1, h=3, w=4, frac=0.4, F=3):
+    f = rand(gen, B, K, F, h, w)
+    wbar = G.random_walk_weights(G.edge_weights(f, torch.eye(F, dtype=DT) * 0.5))
+    known = rand(gen, B, C, h, w)
+    mask = random_mask(gen, (B, C, h, w), frac)
+    return wbar, known * mask, mask
+
+
+def lp_optimum(wbar2d: torch.Tensor, known2d: torch.Tensor, mask2d: torch.Tensor) -> float:
+    """min ||C x||_1 s.t. x_S = y by scipy's HiGHS, variables [x; t] with -t <= C x <= t."""
+    from scipy.optimize import linprog
+
+    Cd = dense_incidence(wbar2d.numpy())
+    Cd = Cd[np.abs(Cd).sum(1) > 0]
+    E, N = Cd.shape
+    S_ = np.nonzero(mask2d.numpy().ravel())[0]
+    A_ub = np.block([[Cd, -np.eye(E)], [-Cd, -np.eye(E)]])
+    A_eq = np.zeros((len(S_), N + E))
+    A_eq[np.arange(len(S_)), S_] = 1
+    res = linprog(np.r_[np.zeros(N), np.ones(E)], A_ub=A_ub, b_ub=np.zeros(2 * E), A_eq=A_eq,
+                  b_eq=known2d.numpy().ravel()[S_], bounds=[(None, None)] * (N + E), method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+def test_admm_reaches_lp_optimum(gen):
+    """Three independent instances in one batch (they must not mix) against scipy linprog."""
+    wbar, known, mask = gtv_problem(gen, B=3, h=3, w=4)
+    x = S.gtv_interpolate(wbar, known, mask, gamma=10.0, admm_iters=400, cg_iters=12)
+    gtv = G.graph_total_variation(wbar, x)
+    for b in range(3):
+        opt = lp_optimum(wbar[b, 0], known[b, 0], mask[b, 0])
+        assert abs(gtv[b, 0].item() - opt) <= 1e-3 * opt
+        assert (mask[b] * (x[b, 0] - known[b])).abs().max() < 1e-4  # H x = y
+
+
+def test_compact_admm_equals_plain_form(gen):
+    """The three-tensor ADMM gives the same iterates as the nine-vector form of eqs. 19-24."""
+    K = 2
+    wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=5, w=6)
+    gamma = torch.tensor([3.0, 10.0], dtype=DT)
+    T = 4
+    alphas = torch.rand(3, T, K, generator=gen, dtype=DT) * 0.3 + 0.2
+    betas = torch.rand(3, T, K, generator=gen, dtype=DT) * 0.3
+    x0 = rand(gen, 2, 2, 5, 6)
+    for cg in ["exact", ("unrolled", alphas, betas), ("unrolled", alphas[0], betas[0])]:
+        for iters in (1, 2, 3):
+            a = S.gtv_interpolate(wbar, known, mask, gamma=gamma, admm_iters=iters, cg_iters=T, cg=cg, x0=x0,
+                                  mu_init=0.25)
+            b = S.gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=iters, cg_iters=T, cg=cg, x0=x0,
+                                     mu_init=0.25)
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_admm_history_and_gradients(gen):
+    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=4, w=4)
+    hist: list = []
+    x = S.gtv_interpolate(wbar, known, mask, gamma=2.0, admm_iters=30, cg_iters=16, history=hist)
+    assert len(hist) == 30 and hist[0]["primal_residual"].shape == (1, 2)
+    assert (hist[-1]["primal_residual"] < 0.1 * hist[0]["primal_residual"]).all()
+    assert (hist[-1]["constraint"] < 0.1 * hist[0]["constraint"]).all()
+    torch.testing.assert_close(x, S.gtv_interpolate(wbar, known, mask, gamma=2.0, admm_iters=30, cg_iters=16))
+    # learnable gamma / alpha / beta and the graph all receive gradients
+    wb = wbar.clone().requires_grad_()
+    gamma = torch.tensor([5.0, 8.0], dtype=DT, requires_grad=True)
+    alphas = torch.full((4, 2), 0.4, dtype=DT, requires_grad=True)
+    betas = torch.full((4, 2), 0.2, dtype=DT, requires_grad=True)
+    out = S.gtv_interpolate(wb, known, mask, gamma=gamma, admm_iters=3, cg=("unrolled", alphas, betas))
+    out.square().sum().backward()
+    for p in (wb, gamma, alphas, betas):
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
+
+
+def test_gradcheck_solvers(gen):
+    """float64 gradcheck through whole solvers (custom ops composed with the solver algebra)."""
+    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=3, w=4)
+    wb = wbar.clone().requires_grad_()
+    gamma = torch.tensor([3.0, 5.0], dtype=DT, requires_grad=True)
+    alphas = torch.full((3, 2), 0.4, dtype=DT, requires_grad=True)
+    betas = torch.full((3, 2), 0.2, dtype=DT, requires_grad=True)
+    fn = lambda w_, g_, a_, b_: S.gtv_interpolate(w_, known, mask, gamma=g_, admm_iters=3,  # noqa: E731
+                                                  cg=("unrolled", a_, b_))
+    assert torch.autograd.gradcheck(fn, (wb, gamma, alphas, betas), fast_mode=True)
+    w = graph_weights(gen, 1, 2, 3, 4).requires_grad_()
+    fn2 = lambda w_, a_, b_: S.glr_interpolate(w_, known, mask, cg=("unrolled", a_, b_))  # noqa: E731
+    assert torch.autograd.gradcheck(fn2, (w, alphas, betas), fast_mode=True)
+    fn3 = lambda w_: S.glr_interpolate(w_, known, mask, iters=5)  # noqa: E731
+    assert torch.autograd.gradcheck(fn3, (w,), fast_mode=True)
