@@ -240,18 +240,21 @@ def write_image(
     a = a if a.ndim == 3 else a[:, :, None]
     if a.shape[2] not in (1, 3):
         raise GspError(f"cannot write an image with {a.shape[2]} colour channels", path)
-    if not np.isfinite(a).all() or (alpha is not None and not np.isfinite(alpha).all()):
-        raise GspError("result contains NaN or Inf values; nothing written", path)
-    if alpha is not None:
-        a = np.concatenate([a, np.asarray(alpha, dtype=a.dtype)[:, :, None]], axis=2)
     if bit_depth == 32 and fmt == "png":
         bit_depth = 16
-    if bit_depth == 32:
-        data = a.astype(np.float32)
-    elif bit_depth in (8, 16):
-        data = to_integer(a, bit_depth)
-    else:
+    if bit_depth not in (8, 16, 32):
         raise GspError(f"bit depth must be 8 or 16, got {bit_depth}", path)
+    h, w, c = a.shape
+    dtype = {8: np.uint8, 16: np.uint16, 32: np.float32}[bit_depth]
+    data = np.empty((h, w, c + (alpha is not None)), dtype=dtype)
+    for r0 in range(0, h, 256):  # convert in row blocks: no full-size float temporaries
+        planes = [(a[r0 : r0 + 256], slice(0, c))]
+        if alpha is not None:
+            planes.append((np.asarray(alpha)[r0 : r0 + 256, :, None], slice(c, c + 1)))
+        for block, channels in planes:
+            if not np.isfinite(block).all():
+                raise GspError("result contains NaN or Inf values; nothing written", path)
+            data[r0 : r0 + 256, :, channels] = block if bit_depth == 32 else to_integer(block, bit_depth)
     parent = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=parent)

@@ -246,7 +246,8 @@ def _filter_block(block: np.ndarray, prev: np.ndarray, bpp: int, force: int | No
         filt = cands[force]
     else:
         keys = sorted(cands)
-        cost = np.stack([np.abs(cands[k].view(np.int8).astype(np.int32)).sum(axis=1) for k in keys])
+        # libpng's heuristic: smallest sum of |filtered byte| read as signed (abs(-128) wraps, harmless)
+        cost = np.stack([np.abs(cands[k].view(np.int8)).sum(axis=1, dtype=np.int64) for k in keys])
         choice = np.argmin(cost, axis=0)
         ft = np.asarray(keys, dtype=np.uint8)[choice]
         stacked = np.stack([cands[k] for k in keys])
@@ -260,7 +261,7 @@ def encode(
     *,
     icc_profile: bytes | None = None,
     text: dict[str, str] | None = None,
-    level: int = 6,
+    level: int = 3,
     rows_per_block: int = 64,
     filter_type: int | None = None,
 ) -> None:

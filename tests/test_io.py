@@ -4,6 +4,7 @@ and every bad file a one-line error naming the file and the reason."""
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import zlib
@@ -29,7 +30,8 @@ def _ints(rng, shape, depth):
     return rng.integers(0, 2**depth, size=shape, dtype=np.uint8 if depth == 8 else np.uint16)
 
 
-def _icc() -> bytes:
+@functools.lru_cache(maxsize=None)
+def _icc() -> bytes:  # cached: the profile carries its creation time
     try:
         from PIL import ImageCms
 
