@@ -10,6 +10,7 @@ full image), and the largest difference between ``upscale_bicubic_halfpixel`` an
 ``cv2.resize(..., INTER_CUBIC)``.
 
 Usage: python benchmarks/check_baselines.py /work/shared/datasets [--dtype float32|float64]
+       [--methods bilinear,malvar,menon,bicubic] [--reference-input same|exact8bit]
 (the folder holds ``kodak24/`` and/or ``mcm/``; a dataset folder itself also works).
 """
 
@@ -41,12 +42,15 @@ def dataset_dirs(root: Path) -> list[Path]:
 
 
 def load(folder: Path) -> list[tuple[str, np.ndarray]]:
+    """(name, float64 (H, W, 3) array of the integer pixel values / (2**bits - 1)), cropped to even."""
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".tif", ".tiff"))
     out = []
     for p in files:
-        a = read_image(p).array[..., :3]
+        im = read_image(p)
+        peak = 2**im.bit_depth - 1
+        a = np.round(im.array[..., :3].astype(np.float64) * peak) / peak
         h, w = a.shape[:2]
-        out.append((p.name, np.ascontiguousarray(a[: h // 2 * 2, : w // 2 * 2])))  # crop to even
+        out.append((p.name, np.ascontiguousarray(a[: h // 2 * 2, : w // 2 * 2])))
     return out
 
 
@@ -64,17 +68,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data_dir", type=Path)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--methods", default="bilinear,malvar,menon,bicubic",
+                    help="comma list among bilinear, malvar, menon, bicubic (= both bicubics)")
+    ap.add_argument("--reference-input", default="same", choices=["same", "exact8bit"],
+                    help="same: the reference gets our mosaic cast to float64; exact8bit: it gets the "
+                         "8-bit values / 255 computed in float64 (as PROTOCOL.md's measured rows)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")  # scipy.ndimage.filters deprecation inside colour-demosaicing
     import colour_demosaicing
     import cv2
 
     dtype = getattr(torch, args.dtype)
+    methods = set(args.methods.split(","))
     t0 = time.perf_counter()
     for folder in dataset_dirs(args.data_dir):
         images = load(folder)
-        print(f"== {folder.name}: {len(images)} images, ours in {args.dtype}")
+        print(f"== {folder.name}: {len(images)} images, ours in {args.dtype}, reference input: {args.reference_input}")
         for method, (ours, ref_name) in DEMOSAIC.items():
+            if method not in methods:
+                continue
             ref_fn = getattr(colour_demosaicing, ref_name)
             for pattern in PATTERNS:
                 worst, worst_name, worst_diff = math.inf, "", 0.0
@@ -82,26 +94,33 @@ def main() -> None:
                     x = torch.from_numpy(rgb).permute(2, 0, 1)[None].to(dtype)
                     raw = mosaic(x, pattern)
                     out = ours(raw, pattern)[0].permute(1, 2, 0).double().numpy()
-                    ref = ref_fn(raw[0, 0].double().numpy(), pattern)
+                    if args.reference_input == "exact8bit":
+                        ref_raw = mosaic(torch.from_numpy(rgb).permute(2, 0, 1)[None], pattern)
+                    else:
+                        ref_raw = raw.double()
+                    ref = ref_fn(ref_raw[0, 0].numpy(), pattern)
                     p = psnr(out, ref)
                     worst_diff = max(worst_diff, float(np.abs(out - ref).max()))
                     if p < worst:
                         worst, worst_name = p, name
                 print(f"{method:9s} {pattern}  min PSNR vs colour-demosaicing {worst:7.2f} dB ({worst_name})"
                       f"  max |diff| {worst_diff:.2e}")
+        if "bicubic" not in methods:
+            continue
         mse = {"bicubic": [], "bicubic-halfpixel": []}
         cv_diff = 0.0
         for name, rgb in images:
-            hr = rgb.astype(np.float64)
-            lr = rgb[0::2, 0::2]
-            x = torch.from_numpy(np.ascontiguousarray(lr)).permute(2, 0, 1)[None].to(dtype)
+            hr = rgb
+            lr = np.ascontiguousarray(rgb[0::2, 0::2])
+            x = torch.from_numpy(lr).permute(2, 0, 1)[None].to(dtype)
             for method, fn in (("bicubic", baselines.upscale_bicubic),
                                ("bicubic-halfpixel", baselines.upscale_bicubic_halfpixel)):
                 up = fn(x)[0].permute(1, 2, 0).double().numpy()
                 mse[method].append(float(np.mean((luma(up) - luma(hr)) ** 2)))
-                if method == "bicubic-halfpixel":
+                if method == "bicubic-halfpixel" and dtype == torch.float32:
                     h, w = hr.shape[:2]
-                    cv = cv2.resize(np.ascontiguousarray(lr), (w, h), interpolation=cv2.INTER_CUBIC)
+                    lr32 = lr.astype(np.float32)
+                    cv = cv2.resize(lr32, (w, h), interpolation=cv2.INTER_CUBIC)
                     cv_diff = max(cv_diff, float(np.abs(up - cv).max()))
         for method, m in mse.items():
             print(f"{method:18s} dataset-MSE Y-PSNR vs ground truth {10 * math.log10(1 / np.mean(m)):.3f} dB")
