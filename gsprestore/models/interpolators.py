@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from .estimate import initial_estimate
+from .unrolled import GLR_LAPLACIANS, glr_solve
 
 GRAPH_METHODS: dict[str, str] = {"iglr": "glr", "igtv": "gtv"}
 CG_MODES: tuple[str, ...] = ("unrolled", "exact")
@@ -39,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "beta": 0.3,
     "gamma": 10.0,
     "mu_init": 0.1,
+    "glr_laplacian": "normalized",  # the paper's x^T L_n x; "preconditioned" = x^T L x via L_n
     "glr_iters": 50,  # unrolled CG steps for iGLR (same CG budget as iGTV's 5 x 10)
     "exact_iters": 300,  # iteration cap of exact CG (iGLR stops earlier at ``tol``)
     "tol": 1e-6,
@@ -68,6 +70,8 @@ class GraphInterpolator(nn.Module):
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown i{prior} options: {', '.join(sorted(unknown))}")
+        if options.get("glr_laplacian", DEFAULTS["glr_laplacian"]) not in GLR_LAPLACIANS:
+            raise ValueError(f"unknown glr_laplacian {options['glr_laplacian']!r}; expected one of {GLR_LAPLACIANS}")
         self.config: dict[str, Any] = {"prior": prior, "cg": cg, **DEFAULTS, **options}
 
     @property
@@ -118,13 +122,11 @@ class GraphInterpolator(nn.Module):
             exact = c["cg"] == "exact"
             iters = c["exact_iters"] if exact else c["glr_iters"]
             kw = {"tol": c["tol"]} if exact else {}
-            x = solvers.glr_interpolate(
-                w, known5, mask5, iters=iters, cg=self._cg((iters,), x0), x0=x05, normalized=True, **kw
-            )
+            x = glr_solve(w, known5, mask5, x05, self._cg((iters,), x0), iters, c["glr_laplacian"], **kw)
         else:
             x = solvers.gtv_interpolate(
                 w, known5, mask5, gamma=c["gamma"], admm_iters=c["admm_iters"],
-                cg_iters=c["cg_iters"], cg=self._cg((c["admm_iters"], c["cg_iters"]), x0),
+                cg_iters=c["cg_iters"], cg=self._cg((c["cg_iters"],), x0),  # shared by the ADMM iterations
                 mu_init=c["mu_init"], x0=x05,
             )
         return x[:, 0]

@@ -48,6 +48,7 @@ PAPER_PARAMS: dict[tuple[str, str], int] = {
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
+GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
 
 
 def default_config(prior: str, task: str) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
         "beta_init": 0.3,
     }
     if prior == "glr":
-        cfg.update(cg_iters=50)
+        cfg.update(cg_iters=50, glr_laplacian="preconditioned")
     else:
         cfg.update(admm_iters=5, cg_iters=10, gamma_init=10.0, mu_init=0.1)
     return cfg
@@ -89,6 +90,32 @@ def luma(x: Tensor) -> Tensor:
         w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
         return (x * w).sum(dim=-3, keepdim=True)
     return x.mean(dim=-3, keepdim=True)
+
+
+def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any, iters: int,
+              laplacian: str = "preconditioned", tol: float = 0.0) -> Tensor:
+    """GLR interpolation (eq. 9) on the graphs ``w`` ``(B, K, 12, H, W)``, ``known``/``mask``/``x0``
+    ``(B, 1|K, C, H, W)``, three ways (``laplacian``):
+
+    * ``"normalized"``: the objective x^T L_n x with L_n = D^-1/2 L D^-1/2 (Sec. 5.2 as written);
+      its minimiser does not reproduce constants where degrees vary (edges, borders);
+    * ``"preconditioned"``: the objective x^T L x (combinatorial), solved in the variable
+      z = D^1/2 x, where the system L_{S'S'} x = -L_{S'S} y becomes exactly the normalized one,
+      (L_n)_{S'S'} z = -(L_n)_{S'S} (D^1/2 y). CG then runs on L_n (eigenvalues in [0, 2], so
+      the same step sizes fit every graph) and x = D^-1/2 z reproduces constants;
+    * ``"combinatorial"``: x^T L x with CG on L itself (step sizes must scale with the degrees).
+
+    Returns ``(B, K, C, H, W)``; known samples are exact up to rounding in the preconditioned
+    form (callers re-impose them)."""
+    from .. import graph, solvers
+
+    if laplacian == "preconditioned":
+        s = graph.degree(w).clamp_min(1e-12).sqrt()  # (B, K, 1, H, W)
+        z = solvers.glr_interpolate(w, s * known, mask, iters=iters, cg=cg,
+                                    x0=None if x0 is None else s * x0, normalized=True, tol=tol)
+        return z / s
+    return solvers.glr_interpolate(w, known, mask, iters=iters, cg=cg, x0=x0,
+                                   normalized=laplacian == "normalized", tol=tol)
 
 
 class FeatureCNN(nn.Module):
@@ -142,6 +169,7 @@ class UnrolledBlock(nn.Module):
         cnn_layers: int = 4,
         cnn_input: str = "estimate",
         cg_iters: int = 10,
+        glr_laplacian: str = "preconditioned",
         admm_iters: int = 5,
         metric_init: float = 0.5,
         alpha_init: float = 0.5,
@@ -156,7 +184,9 @@ class UnrolledBlock(nn.Module):
             raise ValueError(f"unknown cnn_input {cnn_input!r}; expected one of {CNN_INPUTS}")
         if heads * features != width:
             raise ValueError(f"heads x features ({heads} x {features}) must equal the CNN width {width}")
-        self.prior, self.heads, self.features = prior, heads, features
+        if glr_laplacian not in GLR_LAPLACIANS:
+            raise ValueError(f"unknown glr_laplacian {glr_laplacian!r}; expected one of {GLR_LAPLACIANS}")
+        self.prior, self.heads, self.features, self.glr_laplacian = prior, heads, features, glr_laplacian
         self.cnn_input, self.cg_iters, self.admm_iters, self.mu_init = cnn_input, cg_iters, admm_iters, mu_init
         self.cnn = FeatureCNN(cnn_in, width, cnn_layers)
         eye = torch.eye(features).expand(heads, features, features)
@@ -198,22 +228,16 @@ class UnrolledBlock(nn.Module):
         return torch.softmax(self.mix_logits, dim=0)
 
     # -- solver ----------------------------------------------------------------------------
-    def _per_head(self, p: Tensor) -> Tensor:
-        # (..., K) -> (..., K, 1, 1, 1): broadcasts against (B, K, C, H, W)
-        return p.reshape(*p.shape, 1, 1, 1)
-
     def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
         """Per-head interpolation on the graphs ``w`` of :meth:`graph_weights`, warm-started at
         ``x0``: ``(B, K, C, H, W)``."""
         from .. import solvers
 
         known5, mask5, x05 = known.unsqueeze(1), mask.unsqueeze(1), x0.unsqueeze(1)
-        cg = ("unrolled", self._per_head(self.alpha), self._per_head(self.beta))
+        cg = ("unrolled", self.alpha, self.beta)  # (T, K) or (admm, T, K): one step size per head
         if self.prior == "glr":
-            return solvers.glr_interpolate(
-                w, known5, mask5, iters=self.cg_iters, cg=cg, x0=x05, normalized=True
-            )
-        gamma = self._per_head(torch.exp(self.log_gamma))
+            return glr_solve(w, known5, mask5, x05, cg, self.cg_iters, self.glr_laplacian)
+        gamma = torch.exp(self.log_gamma)  # (K,)
         return solvers.gtv_interpolate(
             w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
             cg=cg, mu_init=self.mu_init, x0=x05,
@@ -251,6 +275,8 @@ class UnrolledNet(nn.Module):
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
         block_kw = {k: cfg[k] for k in ("heads", "features", "width", "cnn_layers", "cnn_input",
                                         "cg_iters", "metric_init", "alpha_init", "beta_init")}
+        if prior == "glr":
+            block_kw.update(glr_laplacian=cfg["glr_laplacian"])
         if prior == "gtv":
             block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"])
         self.blocks = nn.ModuleList(UnrolledBlock(prior, cnn_in=cnn_in, **block_kw) for _ in range(cfg["blocks"]))

@@ -1,0 +1,202 @@
+"""Speed and memory of the unrolled networks on the CPU (issue "Speed and memory").
+
+(a) inference: one uGTV forward (paper-size default config, random initialisation; the timing
+    does not depend on the weights) on a 768 x 512 mosaic, against one full-resolution
+    48 -> 48 channel 3x3 convolution timed in the same run; prints both and their ratio
+    (target: <= 60x) and where the time goes (CNNs, graph weights, solvers).
+(b) training: peak resident memory (``ru_maxrss`` of a fresh subprocess) for one training step
+    (forward, backward, Adam step) on a batch of 16 64 x 64 patches (target: <= 4 GB), with and
+    without per-block checkpointing.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/bench_models.py                 # both parts, uGTV demosaic
+    .venv/bin/python benchmarks/bench_models.py --part inference --method uglr
+    .venv/bin/python benchmarks/bench_models.py --part training --batch 16 --patch 64 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gsprestore import sampling  # noqa: E402
+from gsprestore.models import build_model  # noqa: E402
+from gsprestore.models.unrolled import UnrolledBlock  # noqa: E402
+from gsprestore.restorers import observation  # noqa: E402
+
+
+def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
+    """Smooth colour texture with edges (a stand-in for a photo; timing is data-independent)."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.rand(batch, 3, h // 8 + 1, w // 8 + 1, generator=g)
+    img = torch.nn.functional.interpolate(base, size=(h, w), mode="bilinear", align_corners=False)
+    edges = (torch.rand(batch, 1, h // 32 + 1, w // 32 + 1, generator=g) > 0.5).float()
+    edges = torch.nn.functional.interpolate(edges, size=(h, w), mode="nearest")
+    return (0.7 * img + 0.3 * edges).clamp(0, 1)
+
+
+def best_of(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+@contextmanager
+def timed_methods(acc: dict[str, float]):
+    """Accumulate wall time of the block stages: CNN features, graph weights, solver."""
+    originals = {
+        "cnn": UnrolledBlock.head_features,
+        "graph": UnrolledBlock.graph_weights,
+        "solver": UnrolledBlock.solve,
+    }
+
+    def wrap(key, fn):
+        def inner(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            acc[key] = acc.get(key, 0.0) + time.perf_counter() - t0
+            return out
+
+        return inner
+
+    UnrolledBlock.head_features = wrap("cnn", originals["cnn"])
+    UnrolledBlock.graph_weights = wrap("graph_incl_cnn", originals["graph"])
+    UnrolledBlock.solve = wrap("solver", originals["solver"])
+    try:
+        yield
+    finally:
+        for name, key in (("head_features", "cnn"), ("graph_weights", "graph"), ("solve", "solver")):
+            setattr(UnrolledBlock, name, originals[key])
+
+
+def inference(args) -> dict:
+    torch.manual_seed(0)
+    H, W = args.height, args.width
+    conv = torch.nn.Conv2d(48, 48, 3, padding=1)
+    feat = torch.randn(1, 48, H, W)
+    with torch.inference_mode():
+        conv(feat)  # warm-up
+        t_conv = best_of(lambda: conv(feat), 5)
+    model = build_model(args.method, args.task).eval()
+    rgb = synthetic_rgb(H, W)
+    y = sampling.mosaic(rgb) if args.task == "demosaic" else sampling.decimate(rgb)
+    known, mask = observation(args.task, y)
+    acc: dict[str, float] = {}
+    with torch.inference_mode():
+        with timed_methods(acc):
+            t0 = time.perf_counter()
+            out = model(known, mask)
+            t_model = time.perf_counter() - t0
+    assert out.shape == known.shape and torch.isfinite(out).all()
+    t_conv_after = None
+    with torch.inference_mode():
+        t_conv_after = best_of(lambda: conv(feat), 3)
+    t_ref = min(t_conv, t_conv_after)
+    breakdown = {
+        "cnn_s": acc.get("cnn", 0.0),
+        "graph_weights_s": acc.get("graph_incl_cnn", 0.0) - acc.get("cnn", 0.0),
+        "solver_s": acc.get("solver", 0.0),
+    }
+    breakdown["other_s"] = t_model - sum(breakdown.values())
+    res = {
+        "part": "inference", "method": args.method, "task": args.task, "size": [H, W],
+        "threads": torch.get_num_threads(), "conv48_s": t_ref, "model_s": t_model,
+        "ratio": t_model / t_ref, "target_ratio": 60, "breakdown": breakdown,
+        "params": model.num_params(),
+    }
+    print(f"one 48->48 3x3 conv at {W}x{H}: {t_ref * 1e3:.1f} ms")
+    print(f"{args.method} ({args.task}) forward at {W}x{H}: {t_model:.2f} s  =  {res['ratio']:.1f} x the conv"
+          f"  (target <= 60x)")
+    for k, v in breakdown.items():
+        print(f"  {k[:-2]:>14}: {v:7.2f} s  ({v / t_ref:6.1f} conv)")
+    return res
+
+
+def _training_child(args) -> None:
+    """Run in a fresh process: one training step, print JSON with ru_maxrss."""
+    torch.manual_seed(0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = build_model(args.method, args.task, checkpoint=args.checkpoint)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    rgb = synthetic_rgb(args.patch, args.patch, batch=args.batch)
+    y = sampling.mosaic(rgb) if args.task == "demosaic" else sampling.decimate(rgb)
+    known, mask = observation(args.task, y)
+    t0 = time.perf_counter()
+    out = model(known, mask)
+    t_fwd = time.perf_counter() - t0
+    loss = torch.nn.functional.mse_loss(out, rgb)
+    loss.backward()
+    opt.step()
+    t_step = time.perf_counter() - t0
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({
+        "part": "training", "method": args.method, "task": args.task, "batch": args.batch,
+        "patch": args.patch, "checkpoint": args.checkpoint, "threads": torch.get_num_threads(),
+        "peak_rss_gb": peak_kb / 2**20, "baseline_rss_gb": before / 2**20,
+        "forward_s": t_fwd, "step_s": t_step, "loss": float(loss),
+    }))
+
+
+def training(args) -> list[dict]:
+    results = []
+    for ck in ([False, True] if args.checkpoint_both else [args.checkpoint]):
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", args.method, "--task", args.task,
+               "--batch", str(args.batch), "--patch", str(args.patch)] + (["--checkpoint"] if ck else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"training step (checkpoint={ck}) failed (exit {proc.returncode}; killed for memory?):\n"
+                  f"{proc.stderr[-2000:]}")
+            results.append({"part": "training", "checkpoint": ck, "failed": proc.returncode})
+            continue
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{args.method} ({args.task}) training step, batch {args.batch} x {args.patch}x{args.patch}, "
+              f"checkpoint={ck}: peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
+              f"forward {res['forward_s']:.1f} s, step {res['step_s']:.1f} s")
+        results.append(res)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=["inference", "training", "both"], default="both")
+    ap.add_argument("--method", choices=["uglr", "ugtv"], default="ugtv")
+    ap.add_argument("--task", choices=["demosaic", "upscale2x"], default="demosaic")
+    ap.add_argument("--height", type=int, default=512)
+    ap.add_argument("--width", type=int, default=768)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--patch", type=int, default=64)
+    ap.add_argument("--checkpoint", action="store_true", help="training: checkpoint every block")
+    ap.add_argument("--checkpoint-both", action="store_true", help="training: run with and without checkpointing")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _training_child(args)
+        return
+    out = []
+    if args.part in ("inference", "both"):
+        out.append(inference(args))
+    if args.part in ("training", "both"):
+        out.extend(training(args))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

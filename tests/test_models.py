@@ -1,0 +1,392 @@
+"""The graph models: initial estimate, iGLR / iGTV, uGLR / uGTV, Bayer alignment, restorer factory.
+
+Oracles: the paper's parameter counts, exact reproduction of linear ramps by linear interpolation,
+the sampling operator H (``H x == y``), the plain-RGGB run of the same scene, the initial estimate
+as the baseline the graph solvers must beat. Tiny configurations keep each test under a second or
+two on a CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gsprestore import sampling
+from gsprestore.errors import UsageError, WeightsError
+from gsprestore.models import (
+    PAPER_PARAMS,
+    UnrolledNet,
+    build_interpolator,
+    build_model,
+    initial_estimate,
+    make_restorer,
+    to_rggb,
+)
+from gsprestore.restorers import get_restorer, observation
+
+TINY = dict(blocks=1, heads=2, features=3, width=6, cg_iters=3)
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(7)
+
+
+def smooth_image(h: int, w: int, c: int = 3, *, edge: bool = True) -> torch.Tensor:
+    """A smooth colour image (low-frequency sinusoids), optionally with one straight edge."""
+    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                            indexing="ij")
+    chans = []
+    for k in range(c):
+        v = 0.5 + 0.25 * torch.sin(xx / (5.0 + k) + 0.3 * k) * torch.cos(yy / (6.0 + k))
+        if edge:
+            v = v + 0.3 * (xx + 0.5 * yy > 0.6 * w).float() * (1 if k % 2 == 0 else -1)
+        chans.append(v)
+    return torch.stack(chans).unsqueeze(0)
+
+
+def mse(a, b):
+    return float(((a - b) ** 2).mean())
+
+
+# ------------------------------------------------------------------------- parameter counts
+
+
+@pytest.mark.parametrize("method,task", list(PAPER_PARAMS))
+def test_parameter_count_within_one_percent_of_paper(method, task):
+    n = build_model(method, task).num_params()
+    paper = PAPER_PARAMS[(method, task)]
+    assert abs(n - paper) / paper < 0.01, (n, paper)
+
+
+def test_parameter_count_breakdown():
+    """5 CNNs of 4 layers (C_in = 3 or 1), 5 x 4 full 12x12 metric factors, the rest scalars."""
+    cnn = lambda cin: 9 * 48 * cin + 48 + 3 * (9 * 48 * 48 + 48)  # noqa: E731
+    for task, cin in (("demosaic", 3), ("upscale2x", 1)):
+        glr, gtv = build_model("uglr", task), build_model("ugtv", task)
+        assert sum(p.numel() for p in glr.blocks[0].cnn.parameters()) == cnn(cin)
+        assert sum(b.metric_factor.numel() for b in glr.blocks) == 5 * 4 * 144
+        scalars_glr = glr.num_params() - 5 * cnn(cin) - 2880
+        assert scalars_glr == 5 * (2 * 4 * 50 + 4)  # alpha, beta per head per CG step; 4 mix logits
+        assert gtv.num_params() - glr.num_params() == 5 * 4  # one gamma per head
+
+
+# ------------------------------------------------------------------------- initial estimate
+
+
+def test_initial_estimate_keeps_samples_and_reproduces_ramps():
+    h, w = 12, 14
+    yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64),
+                            indexing="ij")
+    ramp = (0.1 + 0.03 * xx - 0.02 * yy).expand(1, 3, h, w)
+    for task in ("demosaic", "upscale2x"):
+        y = sampling.mosaic(ramp) if task == "demosaic" else sampling.decimate(ramp)
+        known, mask = observation(task, y)
+        x0 = initial_estimate(known, mask)
+        assert torch.equal(x0[mask > 0], known[mask > 0])
+        # linear interpolation is exact on a linear ramp away from the borders
+        inner = (slice(None), slice(None), slice(2, h - 2), slice(2, w - 2))
+        torch.testing.assert_close(x0[inner], ramp[inner], atol=1e-12, rtol=0)
+
+
+def test_initial_estimate_is_bilinear_on_the_2x_grid(gen):
+    lr = torch.rand(1, 1, 5, 6, generator=gen, dtype=torch.float64)
+    known, mask = observation("upscale2x", lr)
+    x0 = initial_estimate(known, mask)
+    # (odd, even): mean of the vertical neighbours; (odd, odd): mean of the four diagonal ones
+    torch.testing.assert_close(x0[..., 1, 2], (lr[..., 0, 1] + lr[..., 1, 1]) / 2)
+    torch.testing.assert_close(x0[..., 3, 5], lr[..., 1:3, 2:4].mean(dim=(-2, -1)))
+
+
+@pytest.mark.parametrize("pattern", sampling.PATTERNS)
+def test_initial_estimate_is_bilinear_demosaicking(pattern, gen):
+    """Oracle: the classical bilinear demosaicker (baselines, checked against colour-demosaicing)
+    away from the one-pixel rim where its reflected border differs from our in-image average."""
+    from gsprestore.baselines import demosaic_bilinear
+
+    raw = torch.rand(1, 1, 9, 12, generator=gen, dtype=torch.float64)
+    x0 = initial_estimate(*observation("demosaic", raw, pattern))
+    ref = demosaic_bilinear(raw, pattern)
+    torch.testing.assert_close(x0[..., 1:-1, 1:-1], ref[..., 1:-1, 1:-1])
+
+
+def test_initial_estimate_uses_the_5x5_window_for_sparse_masks():
+    known = torch.zeros(1, 1, 7, 7, dtype=torch.float64)
+    mask = torch.zeros_like(known)
+    known[..., 1, 1], known[..., 5, 5] = 2.0, 4.0
+    mask[..., 1, 1] = mask[..., 5, 5] = 1
+    x0 = initial_estimate(known, mask)
+    assert float(x0[..., 3, 3]) == pytest.approx(3.0)  # 2 px from both samples: 5x5 fallback
+    assert float(x0[..., 2, 2]) == pytest.approx(2.0)  # 3x3 sees only the (1, 1) sample
+
+
+# ------------------------------------------------------------------------- unrolled networks
+
+
+@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+@pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
+def test_every_parameter_gets_a_gradient(method, task, gen):
+    extra = dict(admm_iters=2) if method == "ugtv" else {}
+    model = build_model(method, task, **TINY, **extra)
+    gt = torch.rand(2, 3, 8, 8, generator=gen)
+    y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
+    known, mask = observation(task, y)
+    out = model(known, mask)
+    assert out.shape == gt.shape
+    ((out - gt) ** 2).mean().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+def test_known_samples_reproduced_exactly(method, gen):
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4)
+    gt = torch.rand(1, 3, 10, 12, generator=gen)
+    y = sampling.mosaic(gt)
+    known, mask = observation("demosaic", y)
+    with torch.no_grad():
+        xs = model(known, mask, return_all=True)
+    assert len(xs) == 3
+    for x in xs:
+        assert x.shape == gt.shape
+        assert torch.equal(sampling.mosaic(x), y)  # H x = y after every block
+
+
+def test_upscale_model_takes_any_channel_count(gen):
+    model = build_model("ugtv", "upscale2x", **TINY, admm_iters=1)
+    for c in (1, 3, 4):
+        lr = torch.rand(1, c, 5, 6, generator=gen)
+        known, mask = observation("upscale2x", lr)
+        with torch.no_grad():
+            out = model(known, mask)
+        assert out.shape == (1, c, 10, 12)
+        assert torch.equal(sampling.decimate(out), lr)
+
+
+def test_config_rebuilds_the_same_network():
+    model = build_model("ugtv", "demosaic", blocks=2, cg_iters=3, cnn_input="luma")
+    clone = UnrolledNet(**model.config)
+    assert clone.config == model.config
+    clone.load_state_dict(model.state_dict(), strict=True)
+    import json
+
+    json.dumps(model.config)  # JSON-able
+    with pytest.raises(TypeError):
+        build_model("ugtv", "demosaic", nonsense=1)
+
+
+def test_block_checkpointing_gives_the_same_gradients(gen):
+    torch.manual_seed(0)
+    model = build_model("ugtv", "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=2, admm_iters=1)
+    gt = torch.rand(1, 3, 8, 8, generator=gen)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    grads = []
+    for ck in (False, True):
+        model.zero_grad()
+        model.checkpoint = ck
+        ((model(known, mask) - gt) ** 2).mean().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_untrained_network_is_a_sane_interpolator():
+    """With the initial values (CG steps as iGLR/iGTV, gamma 10, M = 0.25 I, equal heads) the
+    untrained network is a finite, plausible interpolator (within 3x the MSE of the bilinear
+    estimate on a smooth image; the learned graph starts without iGLR's location features)."""
+    torch.manual_seed(0)
+    gt = smooth_image(24, 24)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    base = mse(initial_estimate(known, mask), gt)
+    for method in ("uglr", "ugtv"):
+        model = build_model(method, "demosaic", blocks=2)
+        with torch.no_grad():
+            out = model(known, mask)
+        assert torch.isfinite(out).all()
+        assert mse(out, gt) < 3 * base, method
+
+
+# ------------------------------------------------------------------------- iGLR / iGTV
+
+
+def _dense_laplacian(w2d):
+    """Dense combinatorial Laplacian (N x N) of undirected weights (12, h, w), entry by entry."""
+    import itertools
+
+    import numpy as np
+
+    from gsprestore.graph import OFFSETS
+
+    _, h, wd = w2d.shape
+    A = np.zeros((h * wd, h * wd))
+    for k, (dy, dx) in enumerate(OFFSETS):
+        for i, j in itertools.product(range(h), range(wd)):
+            if 0 <= i + dy < h and 0 <= j + dx < wd:
+                p, q = i * wd + j, (i + dy) * wd + j + dx
+                A[p, q] += w2d[k, i, j]
+                A[q, p] += w2d[k, i, j]
+    return np.diag(A.sum(1)) - A
+
+
+@pytest.mark.parametrize("laplacian", ["normalized", "preconditioned"])
+@pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
+def test_iglr_solves_eq9_on_its_graph(laplacian, task):
+    """Oracle: a dense solve of L_{S'S'} x = -L_{S'S} y (eq. 9) on the graph iGLR builds from the
+    initial estimate (RGB + location features, M = 1.5 I), per channel; L = D^-1/2 L D^-1/2
+    ("normalized", the paper) or D - W ("preconditioned": same minimiser as combinatorial GLR).
+    Exact CG matches it to 1e-6 and the paper's unrolled CG (alpha 0.5, beta 0.3, 50 steps) to 1e-3."""
+    import numpy as np
+
+    gt = smooth_image(10, 12).double()
+    y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
+    known, mask = observation(task, y)
+    m = build_interpolator("iglr", glr_laplacian=laplacian)
+    w = m.graph_weights(initial_estimate(known, mask))[0, 0].numpy()
+    L = _dense_laplacian(w)
+    if laplacian == "normalized":
+        dis = 1 / np.sqrt(np.diag(L))
+        L = dis[:, None] * L * dis[None, :]
+    ref = known[0].reshape(3, -1).numpy().copy()
+    for c in range(ref.shape[0]):
+        S = mask[0, c].reshape(-1).numpy() > 0
+        U = ~S
+        ref[c, U] = np.linalg.solve(L[np.ix_(U, U)], -L[np.ix_(U, S)] @ ref[c, S])
+    ref = torch.from_numpy(ref).reshape(gt.shape)
+    exact = build_interpolator("iglr", cg="exact", glr_laplacian=laplacian, tol=1e-12)(known, mask)
+    torch.testing.assert_close(exact, ref, atol=1e-6, rtol=0)
+    unrolled = build_interpolator("iglr", glr_laplacian=laplacian)(known, mask)
+    torch.testing.assert_close(unrolled, ref, atol=1e-3, rtol=0)
+
+
+def test_preconditioned_glr_reproduces_constants_normalized_does_not():
+    """Why uGLR defaults to the preconditioned form: x^T L x has the constants in its null space,
+    x^T L_n x does not (its minimiser leans towards sqrt(degree) where degrees vary)."""
+    gt = torch.full((1, 3, 12, 12), 0.5)
+    gt[..., :, 6:] = 0.9  # a colour edge makes the degrees vary
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    flat = torch.full_like(gt, 0.5)
+    kf, mf = observation("demosaic", sampling.mosaic(flat))
+    pre = build_interpolator("iglr", cg="exact", glr_laplacian="preconditioned", tol=1e-10)
+    nrm = build_interpolator("iglr", cg="exact", glr_laplacian="normalized", tol=1e-10)
+    torch.testing.assert_close(pre(kf, mf), flat, atol=1e-5, rtol=0)
+    assert (nrm(kf, mf) - flat).abs().max() > 1e-3  # border degrees differ: bias
+    assert mse(pre(known, mask), gt) < mse(nrm(known, mask), gt)
+
+
+@pytest.mark.parametrize("cg", ["unrolled", "exact"])
+@pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
+def test_graph_interpolators_lower_their_objective(cg, task):
+    """iGLR lowers the GLR of its graph below the initial estimate's (it minimises it subject to
+    H x = y, which the estimate satisfies); iGTV's ADMM lowers the GTV ||C-bar x||_1 once it runs
+    long enough (20 iterations; the paper's 5 stop early, see docs/architecture.md). Both keep
+    H x = y exactly, have no parameters, and stay close to the estimate in MSE (sane; on this
+    smooth image neither beats bilinear, like the paper's iGLR on McM and Kodak)."""
+    from gsprestore import graph
+
+    gt = smooth_image(16, 16)
+    y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
+    known, mask = observation(task, y)
+    x0 = initial_estimate(known, mask)
+    H = sampling.mosaic if task == "demosaic" else sampling.decimate
+    r = get_restorer("iglr", task, cg=cg)
+    w = r.module.graph_weights(x0)
+    energy = lambda x: float((x.unsqueeze(1) * graph.normalized_laplacian_apply(w, x.unsqueeze(1))).sum())  # noqa
+    out = r(y)
+    assert r.num_params == 0 and torch.equal(H(out), y)
+    assert energy(out) < 0.8 * energy(x0)
+    r = get_restorer("igtv", task, cg=cg, admm_iters=20)
+    wbar = r.module.graph_weights(x0)
+    gtv = lambda x: float(graph.graph_total_variation(wbar, x.unsqueeze(1)).sum())  # noqa: E731
+    out = r(y)
+    assert torch.equal(H(out), y)
+    assert gtv(out) < 0.97 * gtv(x0)
+    paper = get_restorer("igtv", task, cg=cg)(y)  # 5 x 10
+    assert torch.equal(H(paper), y) and mse(paper, gt) < 1.25 * mse(x0, gt)
+
+
+def test_graph_interpolator_options_and_errors():
+    m = build_interpolator("iglr", passes=2, glr_iters=5)
+    assert m.config["passes"] == 2 and m.receptive_field() == 2 + 2 * (4 + 10)
+    assert build_interpolator("igtv", cg="exact").receptive_field() is None
+    with pytest.raises(UsageError):
+        get_restorer("iglr", "demosaic", cg="fastest")
+    with pytest.raises(UsageError):
+        get_restorer("igtv", "demosaic", weights="x.pt")
+
+
+# ------------------------------------------------------------------------- Bayer alignment
+
+
+@pytest.mark.parametrize("pattern", sampling.PATTERNS)
+@pytest.mark.parametrize("size", [(8, 10), (7, 9), (8, 9), (7, 10)])
+def test_pattern_alignment_is_exact(pattern, size, gen):
+    """The aligned mosaic is exactly the RGGB mosaic of the same transform of the scene, and
+    ``undo`` inverts the transform (flip for even sizes, mirrored line for odd ones)."""
+    rgb = torch.rand(1, 3, *size, generator=gen)
+    y = sampling.mosaic(rgb, pattern)
+    y_rggb, undo = to_rggb(y, pattern)
+    rgb_t, undo_rgb = to_rggb(rgb, pattern)
+    assert torch.equal(y_rggb, sampling.mosaic(rgb_t, "RGGB"))
+    assert torch.equal(undo(rgb_t), rgb)
+    assert torch.equal(undo_rgb(rgb_t), rgb)
+    if pattern == "RGGB":
+        assert torch.equal(y_rggb, y)
+
+
+def _save_tiny(tmp_path, method, task, **cfg):
+    from gsprestore.weights import save_weights
+
+    torch.manual_seed(3)
+    model = build_model(method, task, **cfg)
+    path = tmp_path / f"{method}_{task}.pt"
+    save_weights(path, model, {"method": method, "task": task})
+    return model, path
+
+
+@pytest.mark.parametrize("pattern", sampling.PATTERNS)
+def test_learned_restorer_any_pattern(pattern, tmp_path, gen):
+    """A learned demosaicker on any pattern = the same model on the RGGB-aligned scene, mapped
+    back; the observed samples are kept in the caller's pattern."""
+    model, path = _save_tiny(tmp_path, "uglr", "demosaic", **TINY)
+    r = make_restorer("uglr", "demosaic", weights=path)
+    rgb = torch.rand(1, 3, 8, 10, generator=gen)
+    y = sampling.mosaic(rgb, pattern)
+    out = r(y, pattern)
+    assert out.shape == rgb.shape
+    assert torch.equal(sampling.mosaic(out, pattern), y)
+    rgb_t, undo = to_rggb(rgb, pattern)
+    with torch.no_grad():
+        ref = undo(model(*observation("demosaic", sampling.mosaic(rgb_t, "RGGB"))))
+    torch.testing.assert_close(out, ref)
+    assert r.halo > 0 and r.info["receptive_field"] >= r.halo
+
+
+# ------------------------------------------------------------------------- no random weights
+
+
+@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+@pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
+def test_learned_methods_refuse_to_run_without_weights(method, task, tmp_path, monkeypatch):
+    (tmp_path / "manifest.json").write_text('{"models": []}')
+    monkeypatch.setenv("GSPRESTORE_WEIGHTS", str(tmp_path))
+    with pytest.raises(WeightsError) as exc:
+        get_restorer(method, task)
+    msg = str(exc.value)
+    assert msg == (f"no pretrained weights for {method} ({task}): weights/manifest.json has none; "
+                   "train with `gsprestore train` or pass --weights PATH")
+    assert "\n" not in msg
+
+
+def test_learned_restorer_rejects_cg_override(tmp_path):
+    _, path = _save_tiny(tmp_path, "ugtv", "upscale2x", **TINY, admm_iters=1)
+    with pytest.raises(UsageError):
+        make_restorer("ugtv", "upscale2x", weights=path, cg="exact")
+    r = make_restorer("ugtv", "upscale2x", weights=path)
+    lr = torch.rand(1, 3, 4, 5)
+    out = r(lr)
+    assert out.shape == (1, 3, 8, 10) and torch.equal(out[..., 0::2, 0::2], lr)
+    assert not math.isnan(float(out.sum()))
