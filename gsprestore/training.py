@@ -625,7 +625,7 @@ def train(
     total_steps = cfg.epochs * spe
     stop_at = total_steps if max_steps is None else min(total_steps, max_steps)
     status = "finished"
-    last_val: dict[str, Any] | None = history[-1].get("val") if history else None
+    last_psnr: float | None = history[-1].get("val_psnr") if history else None
     stopper = GracefulStop()
 
     def checkpoint() -> None:
@@ -637,7 +637,7 @@ def train(
         }, run_dir / "last.pt")
 
     def validate_and_keep(partial: bool) -> dict[str, Any]:
-        nonlocal last_val
+        nonlocal last_psnr
         t0 = time.perf_counter()
         val = evaluate(model, cfg.task, val_x, batch_size=max(cfg.batch_size, 32), device=dev) \
             if val_x.shape[0] else None
@@ -650,7 +650,7 @@ def train(
             atomic_save({"format": CHECKPOINT_FORMAT, "model": model.state_dict(), "best": dict(best),
                          "val": val, "model_config": _model_config(model), "recipe": cfg.to_json()},
                         run_dir / "best.pt")
-        last_val = val
+        last_psnr = None if val is None else val["psnr"]
         return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
 
     bar = _Bar(console, enabled=progress, total=stop_at, completed=min(state["step"], stop_at))
@@ -739,7 +739,7 @@ def train(
         checkpoint()
         log.write("stop", reason=stopper.name, epoch=state["epoch"], batch=state["batch"], step=state["step"])
         return TrainResult(run_dir, status, state["epoch"], state["step"], best["psnr"], best["epoch"],
-                           last_val["psnr"] if last_val else None, pps, None, stopper.name)
+                           last_psnr, pps, None, stopper.name)
 
     # ---- export the best weights with the full recipe
     best_ck = load_checkpoint(run_dir / "best.pt")
@@ -762,7 +762,7 @@ def train(
     summary = {
         "status": status, "epochs_done": state["epoch"], "epochs": cfg.epochs, "steps": state["step"],
         "best_val_psnr": best["psnr"], "best_epoch": best["epoch"],
-        "last_val_psnr": last_val["psnr"] if last_val else None, "val_space": score_space(cfg.task),
+        "last_val_psnr": last_psnr, "val_space": score_space(cfg.task),
         "patches_per_s": pps, "train_time_s": state["train_time"], "elapsed_s": state["elapsed"],
         "params": meta["params"], "device": str(dev), "model": str(model_path),
     }
@@ -813,7 +813,7 @@ class _Bar:
             self.progress = Progress(
                 TextColumn("[bold]epoch {task.fields[epoch]}/{task.fields[epochs]}"), BarColumn(),
                 MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.5f}"),
-                TextColumn("{task.fields[pps]:.1f} patches/s"), TimeElapsedColumn(), TextColumn("ETA"),
+                TextColumn("{task.fields[pps]:.3g} patches/s"), TimeElapsedColumn(), TextColumn("ETA"),
                 TimeRemainingColumn(), console=console, transient=False)
             self.task = self.progress.add_task("train", total=total, completed=completed, epoch="-",
                                                epochs="-", loss=float("nan"), pps=0.0)
@@ -852,7 +852,7 @@ def summary_table(result: TrainResult):
     t.add_row("best val PSNR", fmt(result.best_psnr, "{:.3f} dB") + (f" (epoch {result.best_epoch})"
                                                                     if result.best_epoch else ""))
     t.add_row("last val PSNR", fmt(result.last_psnr, "{:.3f} dB"))
-    t.add_row("training speed", fmt(result.patches_per_s, "{:.1f} patches/s"))
+    t.add_row("training speed", fmt(result.patches_per_s, "{:.3g} patches/s"))
     if result.summary:
         t.add_row("train time", fmt(result.summary.get("train_time_s"), "{:.1f} s"))
         t.add_row("parameters", f"{result.summary.get('params', 0):,}")

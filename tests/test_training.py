@@ -309,6 +309,7 @@ def test_resume_equals_uninterrupted(photos, stand, reference, tmp_path, stop_st
     assert (ck["epoch"], ck["batch"]) == divmod(stop_step, 5)
     done = T.train(None, tmp_path / "part", resume=True, progress=False, device="cpu")
     assert done.status == "finished" and done.step == full.step
+    assert done.last_psnr == full.last_psnr and done.best_psnr == full.best_psnr
     a, b = T.load_checkpoint(full.run_dir / "last.pt"), T.load_checkpoint(tmp_path / "part/last.pt")
     assert _same_state(a["model"], b["model"])
     assert all(torch.equal(x, y) for x, y in zip(a["optimizer"]["state"][0].values(),
