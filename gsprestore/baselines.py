@@ -102,13 +102,15 @@ def _pad(
     """Extend the last two dims of ``x``; the new row ``i`` (< 0 or >= H) copies row
     ``row_src(i)``, likewise for columns (corners follow from doing rows first)."""
     H, W = x.shape[-2:]
-    out = x.new_empty(*x.shape[:-2], H + top + bottom, W + left + right)
-    out[..., top : top + H, left : left + W] = x
-    for i in [*range(-top, 0), *range(H, H + bottom)]:
-        out[..., top + i, left : left + W] = x[..., row_src(i), :]
-    for j in [*range(-left, 0), *range(W, W + right)]:
-        out[..., :, left + j] = out[..., :, left + col_src(j)]
-    return out
+    if top or bottom:
+        rows = [x[..., row_src(i) : row_src(i) + 1, :] for i in range(-top, 0)]
+        rows += [x] + [x[..., row_src(i) : row_src(i) + 1, :] for i in range(H, H + bottom)]
+        x = torch.cat(rows, dim=-2)
+    if left or right:
+        cols = [x[..., col_src(j) : col_src(j) + 1] for j in range(-left, 0)]
+        cols += [x] + [x[..., col_src(j) : col_src(j) + 1] for j in range(W, W + right)]
+        x = torch.cat(cols, dim=-1)
+    return x
 
 
 def _pad_mode(x: Tensor, top: int, bottom: int, left: int, right: int, mode: str) -> Tensor:
