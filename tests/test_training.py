@@ -480,3 +480,17 @@ def test_cli_smoke_run_with_the_real_model(photos, tmp_path):
     res = _cli(["train", "--resume", str(run), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert json.loads((run / "summary.json").read_text())["epochs_done"] == 2
+
+
+def test_real_uglr_upscale2x_trains_and_exports(photos, tmp_path):
+    pytest.importorskip("gsprestore.models")
+    cfg = _cfg(photos, task="upscale2x", prior="glr", patches=8, val_patches=4, batch_size=4, epochs=1,
+               model={"blocks": 1, "heads": 1, "width": 8, "features": 8, "cg_iters": 2})
+    res = _run(cfg, tmp_path / "run")
+    assert res.status == "finished" and res.step == 2 and np.isfinite(res.best_psnr)
+    from gsprestore import weights
+
+    model = weights.load_model("uglr", "upscale2x", tmp_path / "run/model.pt", verify=False)
+    assert model.config["cg_iters"] == 2
+    epoch = [r for r in T.read_log(tmp_path / "run/log.jsonl") if r["event"] == "epoch"][0]
+    assert epoch["val_space"] == "y" and epoch["val_psnr"] == pytest.approx(res.best_psnr)
