@@ -169,8 +169,8 @@ class _EdgeWeights(torch.autograd.Function):
             if need_f:
                 mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
                 t = _sum_to(2.0 * g * mdiff, gf[..., P[0], P[1]].shape)
-                gf[..., P[0], P[1]] += t
-                gf[..., Q[0], Q[1]] -= t
+                gf[..., P[0], P[1]].add_(t)
+                gf[..., Q[0], Q[1]].sub_(t)
             if need_m:
                 gdiff = g * diff  # (B, Kout, F, h, w)
                 gm += torch.matmul(gdiff.flatten(3), diff.expand_as(gdiff).flatten(3).transpose(-1, -2))
@@ -210,8 +210,8 @@ def degree(w: Tensor) -> Tensor:
     deg = w.new_zeros(B, K, 1, H, W)
     for k, P, Q in _regions(H, W):
         wk = w[:, :, k : k + 1, P[0], P[1]]
-        deg[..., P[0], P[1]] += wk
-        deg[..., Q[0], Q[1]] += wk
+        deg[..., P[0], P[1]].add_(wk)
+        deg[..., Q[0], Q[1]].add_(wk)
     return deg
 
 
@@ -262,7 +262,7 @@ class _DiagMinusAdjacency(torch.autograd.Function):
             for k, P, Q in _regions(H, W):
                 t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
                 t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])
-                gw[:, :, k : k + 1, P[0], P[1]] -= _sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape)
+                gw[:, :, k : k + 1, P[0], P[1]].sub_(_sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape))
         return gw, ga, gx
 
 
@@ -382,8 +382,8 @@ def _incidence_t(wbar: Tensor, e: Tensor) -> Tensor:
     for k, P, Q in _regions(H, W):
         t = wbar[:, :, k : k + 1, P[0], P[1]] * e[:, :, :, k, P[0], P[1]]
         t.addcmul_(wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]], e[:, :, :, _NU + k, Q[0], Q[1]], value=-1.0)
-        out[..., P[0], P[1]] += t
-        out[..., Q[0], Q[1]] -= t
+        out[..., P[0], P[1]].add_(t)
+        out[..., Q[0], Q[1]].sub_(t)
     return out
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "glr_interpolate",
     "gtv_interpolate",
     "gtv_admm_reference",
+    "admm_edge_step",
 ]
 
 Operator = Callable[[Tensor], Tensor]
@@ -237,45 +238,167 @@ def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor) -> _GtvProblem:
     return _GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=G.degree(s) + mask)
 
 
-def _x_rhs_compact(pb: _GtvProblem, D, u, v, mu_c: Tensor, gamma) -> Tensor:
-    """Right-hand side of eq. 20 in the compact variables:
-    ``C-bar^T (D - gamma (u - v)) / (2 gamma) + H^T (y - mu_c / gamma)`` where
-    ``D = mu_a - mu_b + mu_d - mu_e``, ``u - v = q~1 - q~2`` (``D = u = v = None`` means zero)."""
-    gn = _per_head(gamma, 5)
-    node = pb.y - pb.mask * mu_c / gn
-    if D is None:
-        return node
-    ge = _per_head(gamma, 6)
-    return G.incidence_adjoint(pb.wbar, (D - ge * (u - v)) / (2 * ge)) + node
-
-
-def _qtilde_update_compact(r: Tensor, D, u, v, gamma) -> tuple[Tensor, Tensor]:
-    """Eqs. 19, 21 and 23 with z and q eliminated: with ``r = C-bar x^{t+1}``,
-    ``q1 + mu_d / gamma = a + b`` and ``q2 + mu_e / gamma = a - b`` where
-    ``a = (u + v) / 2 - 1 / (2 gamma)`` and ``b = (D / gamma + u - v) / 4 - r / 2``;
-    the ReLU-like threshold of eq. 23 then gives ``(q~1, q~2) = (relu(a + b), relu(a - b))``."""
-    ge = _per_head(gamma, 6)
-    if D is None:
-        a = -0.5 / ge if isinstance(ge, Tensor) else torch.tensor(-0.5 / ge, dtype=r.dtype, device=r.device)
-        b = -0.5 * r
-    else:
-        a = 0.5 * (u + v) - 0.5 / ge
-        b = 0.25 * (D / ge + u - v) - 0.5 * r
-    return torch.relu(a + b), torch.relu(a - b)
-
-
-def _multiplier_update_compact(r: Tensor, D, u_new: Tensor, v_new: Tensor, gamma) -> Tensor:
-    """Eq. 24 summed into ``D = mu_a + mu_d - mu_b - mu_e``:
-    ``(mu_a + mu_d)' = mu_a + mu_d + gamma (z - r - q~1')`` and
-    ``(mu_b + mu_e)' = mu_b + mu_e + gamma (z + r - q~2')``, so ``D' = D - gamma (2 r + q~1' - q~2')``."""
-    ge = _per_head(gamma, 6)
-    step = ge * (2.0 * r + u_new - v_new)
-    return -step if D is None else D - step
-
-
 def _mu_c_update(pb: _GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
     """Eq. 24, block c: ``mu_c' = mu_c + gamma (H x - y)`` (kept as ``H^T mu_c``)."""
     return mu_c + _per_head(gamma, 5) * (pb.mask * x - pb.y)
+
+
+# ---- fused edge step: eqs. 19, 21, 23, 24 and the edge part of the next eq. 20, one custom op
+
+
+def _gamma_tensor(gamma, like: Tensor) -> Tensor:
+    """gamma as a tensor broadcasting over (B, K, C, h, w) node-shaped slices."""
+    if isinstance(gamma, Tensor):
+        return gamma.reshape((1, -1, 1, 1, 1)) if gamma.dim() > 0 else gamma
+    return torch.tensor(float(gamma), dtype=like.dtype, device=like.device)
+
+
+def _edge_step_forward(x: Tensor, wbar: Tensor, D, u, v, g: Tensor, inplace: bool):
+    """Forward of :class:`_AdmmEdgeStep`, one directed offset j at a time (temporaries are
+    1/24 of an edge tensor). With ``inplace`` the new state overwrites D, u, v."""
+    B, K, C, H, W = x.shape
+    nu = len(G.OFFSETS)
+    first = D is None
+    if first or not inplace:
+        shape = (B, K, C, 2 * nu, H, W)
+        D2, u2, v2 = (x.new_zeros(shape) for _ in range(3))
+    else:
+        D2, u2, v2 = D, u, v
+    n = x.new_zeros(B, K, C, H, W)
+    half_inv = 0.5 / g
+    for k, P, Q in G._regions(H, W):
+        for j, tail, head in ((k, P, Q), (nu + k, Q, P)):
+            ty, tx = tail
+            hy, hx = head
+            wj = wbar[:, :, j : j + 1, ty, tx]
+            r = torch.sub(x[..., ty, tx], x[..., hy, hx]).mul_(wj)  # r = C-bar x on edge j
+            if first:
+                a = -half_inv.expand_as(r) if half_inv.dim() else torch.full_like(r, -float(half_inv))
+                b = r.mul(-0.5)
+            else:
+                Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
+                a = torch.add(uj, vj).mul_(0.5).sub_(half_inv)
+                b = torch.sub(uj, vj).addcmul_(Dj, 1.0 / g).mul_(0.25).sub_(r, alpha=0.5)
+            U, V, Dn = u2[:, :, :, j, ty, tx], v2[:, :, :, j, ty, tx], D2[:, :, :, j, ty, tx]
+            torch.add(a, b, out=U).relu_()  # a, b are fresh temporaries: safe in place
+            torch.sub(a, b, out=V).relu_()
+            diff = torch.sub(U, V)  # u' - v'
+            step = torch.add(diff, r, alpha=2.0)
+            if first:
+                torch.mul(step, g, out=Dn).neg_()
+            else:
+                torch.addcmul(Dj, g, step, value=-1.0, out=Dn)
+            e = torch.mul(Dn, half_inv).sub_(diff, alpha=0.5).mul_(wj)  # wbar * (D'/(2g) - (u'-v')/2)
+            n[..., ty, tx].add_(e)
+            n[..., hy, hx].sub_(e)
+    return D2, u2, v2, n
+
+
+class _AdmmEdgeStep(torch.autograd.Function):
+    """(x, wbar, D, u, v, gamma) -> (D', u', v', n) with r = C-bar x,
+    a = (u + v)/2 - 1/(2 gamma), b = (D/gamma + u - v)/4 - r/2 (eqs. 19, 21),
+    u' = relu(a + b), v' = relu(a - b) (eq. 23), D' = D - gamma (2 r + u' - v') (eq. 24),
+    n = C-bar^T (D' - gamma (u' - v')) / (2 gamma) (the edge part of eq. 20's right-hand side).
+    Saves only its inputs; the backward pass recomputes r, a, b per directed offset."""
+
+    @staticmethod
+    def forward(ctx, x, wbar, D, u, v, gamma):  # type: ignore[override]
+        ctx.first = D is None
+        ctx.save_for_backward(x, wbar, D, u, v, gamma)
+        return _edge_step_forward(x, wbar, D, u, v, gamma, inplace=False)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gD2, gu2, gv2, gn):  # type: ignore[override]
+        x, wbar, D, u, v, g = ctx.saved_tensors
+        first = ctx.first
+        B, K, C, H, W = x.shape
+        nu = len(G.OFFSETS)
+        need_x, need_w, need_D, need_u, need_v, need_g = ctx.needs_input_grad
+        gx = torch.zeros_like(x) if need_x else None
+        gw = torch.zeros(B, K, 2 * nu, H, W, dtype=x.dtype, device=x.device) if need_w else None
+        gD = torch.zeros_like(D) if (need_D and not first) else None
+        gu = torch.zeros_like(u) if (need_u and not first) else None
+        gv = torch.zeros_like(v) if (need_v and not first) else None
+        gg = torch.zeros_like(g) if need_g else None
+        inv = 1.0 / g
+        half_inv = 0.5 * inv
+        for k, P, Q in G._regions(H, W):
+            for j, tail, head in ((k, P, Q), (nu + k, Q, P)):
+                ty, tx = tail
+                hy, hx = head
+                wj = wbar[:, :, j : j + 1, ty, tx]
+                dx_ = x[..., ty, tx] - x[..., hy, hx]
+                r = dx_ * wj
+                if first:
+                    a = -half_inv * torch.ones_like(r)
+                    b = -0.5 * r
+                else:
+                    Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
+                    a = 0.5 * (uj + vj) - half_inv
+                    b = 0.25 * (Dj * inv + uj - vj) - 0.5 * r
+                U, V = torch.relu(a + b), torch.relu(a - b)
+                diff = U - V
+                Dn = (-g * (2 * r + diff)) if first else Dj - g * (2 * r + diff)
+                e0 = Dn * half_inv - 0.5 * diff  # n = C-bar^T e0 on edge j
+                z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731
+                ggn = (gn[..., ty, tx] - gn[..., hy, hx]) if gn is not None else torch.zeros_like(r)
+                ge = ggn * wj
+                gDn = z(gD2) + ge * half_inv
+                gU = z(gu2) - 0.5 * ge - g * gDn
+                gV = z(gv2) + 0.5 * ge + g * gDn
+                gr = -2.0 * g * gDn
+                s1 = gU * (a + b > 0)
+                s2 = gV * (a - b > 0)
+                ga, gb = s1 + s2, s1 - s2
+                gr = gr - 0.5 * gb
+                if need_w:
+                    gw[:, :, j, ty, tx].add_(_sum_c(ggn * e0 + gr * dx_, wbar))
+                if need_x:
+                    t = gr * wj
+                    gx[..., ty, tx].add_(t)
+                    gx[..., hy, hx].sub_(t)
+                if not first:
+                    if gD is not None:
+                        gD[:, :, :, j, ty, tx] = gDn + 0.25 * gb * inv
+                    if gu is not None:
+                        gu[:, :, :, j, ty, tx] = 0.5 * ga + 0.25 * gb
+                    if gv is not None:
+                        gv[:, :, :, j, ty, tx] = 0.5 * ga - 0.25 * gb
+                if need_g:
+                    # d e0/dg = -Dn/(2 g^2); dDn/dg = -(2r + diff); da/dg = 1/(2 g^2); db/dg = -D/(4 g^2)
+                    t = -ge * Dn * half_inv * inv - gDn * (2 * r + diff) + ga * half_inv * inv
+                    if not first:
+                        t = t - gb * Dj * 0.25 * inv * inv
+                    gg += G._sum_to(t, gg.shape if gg.dim() else torch.Size([1] * t.dim())).reshape(gg.shape)
+        if need_w:
+            gw = G._sum_to(gw, wbar.shape)
+        return gx, gw, gD, gu, gv, gg
+
+
+def _sum_c(t: Tensor, wbar: Tensor) -> Tensor:
+    """Sum an edge-slice gradient (B, K, C, h, w) over channels (and heads if wbar has K = 1)."""
+    t = t.sum(dim=2)
+    if wbar.shape[1] == 1 and t.shape[1] != 1:
+        t = t.sum(dim=1, keepdim=True)
+    return t
+
+
+def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma):
+    """One fused ADMM edge step in the compact variables (see :func:`gtv_interpolate`):
+    eqs. 19, 21, 23 (``u' = relu(a + b)``, ``v' = relu(a - b)``), eq. 24 (``D' = D - gamma (2 r
+    + u' - v')``) and the edge term ``n = C-bar^T (D' - gamma (u' - v')) / (2 gamma)`` of the next
+    x-update (eq. 20), with ``r = C-bar x``. ``D = u = v = None`` is the zero initial state.
+    Returns ``(D', u', v', n)``. A custom autograd op (saves its inputs only); without autograd
+    the state is updated in place."""
+    g = _gamma_tensor(gamma, x)
+    K = max(x.shape[1], wbar.shape[1])
+    if x.shape[1] != K:
+        x = x.expand(x.shape[0], K, *x.shape[2:])
+    tensors = [t for t in (x, wbar, D, u, v, g) if isinstance(t, Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _AdmmEdgeStep.apply(x, wbar, D, u, v, g)
+    return _edge_step_forward(x, wbar, D, u, v, g, inplace=True)
 
 
 def gtv_interpolate(
@@ -328,18 +451,17 @@ def gtv_interpolate(
     x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
     mu_c = (mu_init * mask5).expand(shape)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
-    D = u = v = None
+    D = u = v = n = None
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
-        rhs = _x_rhs_compact(pb, D, u, v, mu_c, gamma)
+        rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
+        if n is not None:
+            rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
         x = _solve(pb.apply_A, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
-        r = G.incidence_apply(wbar, x)
-        u_new, v_new = _qtilde_update_compact(r, D, u, v, gamma)
-        D = _multiplier_update_compact(r, D, u_new, v_new, gamma)
-        u, v = u_new, v_new
-        mu_c = _mu_c_update(pb, mu_c, x, gamma)
+        D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma)  # eqs. 19, 21, 23, 24 (edge blocks)
+        mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
 
 
