@@ -153,6 +153,7 @@ class _Field:
         H, W = x.shape[-2:]
         xp = _pad_mode(x, 2, 2, 2, 2, mode)
         f = cls.__new__(cls)
+        f.get = lambda site: None  # never called: every site is cached below
         f.H, f.W, f.mode, f.rows, f.cols = H, W, mode, 1, 1
         f.cache = {site: xp[..., site[0] :: 2, site[1] :: 2].contiguous() for site in SITES}
         return f
@@ -409,7 +410,7 @@ def _menon_green(x: dict[Site, Tensor], H: int, W: int, rb: tuple[Site, Site], d
     -1/4]`` along ``direction`` (Menon et al. 2007, eq. (3)), whole-sample mirror boundary,
     rounded as ``convolve1d(x, h0) + convolve1d(x, h1)``."""
     r, c = _DIRS[direction]
-    f = _Field(x, H, W, "mirror", 2 * r, 2 * c)
+    f = _Field(x, H, W, "mirror", r, c)
     out = {}
     for t in rb:
         h0 = (f.at(t, -r, -c) + f.at(t, r, c)).mul_(0.5)
@@ -425,7 +426,7 @@ def _menon_classifier(
     as in the reference). Chroma and gradients are zero at the green sites."""
     d = {}
     for direction, (r, c) in _DIRS.items():
-        chroma = _Field({t: x[t] - g[direction][t] for t in rb}, H, W, "mirror", 2 * r, 2 * c)
+        chroma = _Field({t: x[t] - g[direction][t] for t in rb}, H, W, "mirror", r, c)
         grad = {t: (chroma.at(t) - chroma.at(t, 2 * r, 2 * c)).abs_() for t in rb}  # |C(i,j) - C(i,j+2)|
         del chroma
         summed = _Field(grad, H, W, "constant", 1, 1)
