@@ -313,3 +313,15 @@ def test_make_restorer_options():
     r = get_restorer("bicubic", "upscale2x", a=-0.5)
     assert torch.equal(r(y), baselines.upscale_bicubic(y, -0.5))
     assert r.info["a"] == -0.5
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    gen = torch.Generator().manual_seed(9)
+    raw = torch.rand(2, 1, 34, 40, generator=gen)
+    for method, fn in OURS.items():
+        torch.testing.assert_close(fn(raw.cuda(), "GRBG").cpu(), fn(raw, "GRBG"), rtol=0, atol=1e-5)
+    lr = torch.rand(2, 3, 9, 11, generator=gen)
+    for fn in (baselines.upscale_bicubic, baselines.upscale_bicubic_halfpixel):
+        torch.testing.assert_close(fn(lr.cuda()).cpu(), fn(lr), rtol=0, atol=1e-6)
