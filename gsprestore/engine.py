@@ -243,7 +243,13 @@ def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "to
 
     scale = SCALE[restorer.task]
     if device.type == "cuda":
-        bpp = _measure_cuda_bpp(restorer, y, pattern, device, autocast, overlap)
+        try:
+            bpp = _measure_cuda_bpp(restorer, y, pattern, device, autocast, overlap)
+        except Exception as exc:  # the probe itself ran out of memory: fall back to the estimate
+            if not _is_oom(exc):
+                raise
+            torch.cuda.empty_cache()
+            bpp = bytes_per_pixel(restorer)
         free, _total = torch.cuda.mem_get_info(device)
         budget = 0.6 * (free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
     else:

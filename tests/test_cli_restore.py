@@ -365,6 +365,21 @@ def test_missing_or_tampered_weights(tmp_path, content):
     assert not (tmp_path / "r-demosaic.png").exists()
 
 
+def test_default_method_without_weights_suggests_another(tmp_path, monkeypatch):
+    from gsprestore import restorers
+    from gsprestore.errors import WeightsError
+
+    def no_weights(name, task, **options):
+        raise WeightsError(f"no pretrained weights for {name}")
+
+    monkeypatch.setattr(restorers, "get_restorer", no_weights)
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png")
+    assert code == 1 and errors(err) == ["error: no pretrained weights for ugtv (or choose another method, "
+                                         "e.g. --method menon)"]
+    assert not (tmp_path / "r-demosaic.png").exists()
+
+
 def test_prior_shorthand(tmp_path):
     rgb(tmp_path / "a.png")
     code, _, err = cli("upscale2x", tmp_path / "a.png", "--prior", "glr", "-m", "bicubic")

@@ -274,6 +274,7 @@ def _restore_batch(
     continue_on_error: bool,
     quiet: bool,
     as_json: bool,
+    method_given: bool = True,
 ) -> None:
     from ..engine import check_precision, resolve_device
     from ..errors import UsageError
@@ -297,8 +298,16 @@ def _restore_batch(
         from ..io import read_image, write_image
         from ..restorers import get_restorer
 
+        from ..errors import WeightsError
+
         options = {"weights": weights} if weights is not None else {}
-        restorer = get_restorer(spec.name, task, **options)
+        try:
+            restorer = get_restorer(spec.name, task, **options)
+        except WeightsError as exc:
+            if method_given:
+                raise
+            fallback = "menon" if task == "demosaic" else "bicubic"
+            raise WeightsError(f"{exc.reason} (or choose another method, e.g. --method {fallback})", exc.path) from None
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
         run = dict(tile=tile, overlap=overlap, device=dev, precision=precision, notice=reporter.notice)
 
@@ -358,6 +367,7 @@ def demosaic_cmd(
     from ..sampling import check_pattern
 
     _restore_batch("demosaic", inputs=inputs, output=output, method=method or DEFAULT_METHOD["demosaic"],
+                   method_given=method is not None,
                    pattern=check_pattern(pattern), weights=weights, tile=tile, overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
@@ -401,6 +411,7 @@ def upscale2x_cmd(
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
     _restore_batch("upscale2x", inputs=inputs, output=output, method=method or DEFAULT_METHOD["upscale2x"],
+                   method_given=method is not None,
                    pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
