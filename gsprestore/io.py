@@ -30,6 +30,7 @@ from .errors import GspError
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
 MIN_SIDE = 2
+MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
 
 @dataclass
@@ -74,6 +75,7 @@ def sniff(data: bytes) -> str | None:
 def _from_pillow(data: bytes) -> np.ndarray:
     from PIL import Image as PILImage
 
+    PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS  # our own limit, checked on the header before this
     with PILImage.open(_io.BytesIO(data)) as im:
         im.load()
         mode = im.mode
@@ -94,6 +96,11 @@ def _from_pillow(data: bytes) -> np.ndarray:
     return arr
 
 
+def _check_pixels(width: int, height: int) -> None:
+    if width * height > MAX_PIXELS:
+        raise ValueError(f"unsupported image size {width}x{height} (more than {MAX_PIXELS // 2**20} megapixels)")
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text
@@ -111,6 +118,7 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
     try:
         if fmt == "png":
             info = pngcodec.read_chunks(data)
+            _check_pixels(info.width, info.height)
             meta["text"] = info.text
             icc = info.icc_profile
             if info.bit_depth == 16:
@@ -121,6 +129,7 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
                 depth = 8
         else:
             info = tiffcodec.read_ifd(data)
+            _check_pixels(info.width, info.height)
             icc = info.icc_profile
             if info.sample_format == 1 and info.bits == 8:
                 arr, depth = _from_pillow(data), 8

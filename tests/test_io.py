@@ -315,3 +315,13 @@ def test_missing_output_folder_and_bad_suffix(tmp_path):
         write_image(tmp_path / "no" / "x.png", np.zeros((4, 4)), 8)
     with pytest.raises(GspError, match="unsupported output format"):
         write_image(tmp_path / "x.jpg", np.zeros((4, 4)), 8)
+
+
+def test_huge_header_is_refused_before_decoding(tmp_path):
+    def chunk(t, b):
+        return struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+
+    data = (pngcodec.SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b""))
+    (tmp_path / "bomb.png").write_bytes(data)
+    _one_line_error(tmp_path / "bomb.png", "unsupported image size 100000x100000")
