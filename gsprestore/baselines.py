@@ -16,11 +16,14 @@ Demosaicking reproduces colour-demosaicing 0.2.7 (``demosaicing_CFA_Bayer_biline
   extension ``d c b | a b c d | c b a`` (torch's ``"reflect"``), which keeps the Bayer phase, and
   zero extension (``mode="constant"``) for the classifier sums.
 
-The implementation differs from the reference only in being computed per Bayer site (each output
-value is evaluated once, at the 2x2-block phase where it is needed, with strided views instead of
-full-image ``np.where``), in float32 when the input is float32, and, for large mosaics, strip by
-strip with the exact halo (results identical to one pass). Agreement with the reference is tested
-in ``tests/test_baselines.py`` and measured on Kodak/McM by ``benchmarks/check_baselines.py``.
+The implementation differs from the reference only in being computed per Bayer site: the mosaic
+is split into four contiguous planes (one per 2x2 phase), each output value is evaluated once, at
+the site where it is needed, from shifted slices of boundary-extended planes (no full-image
+``np.where``); in float32 when the input is float32 (except Menon's direction classifier, which runs
+in float64 with scipy's order of operations so its decisions, ties included, are the reference's);
+and, for large mosaics, strip by strip with the exact halo (identical results, bounded memory).
+Agreement with the reference is tested in ``tests/test_baselines.py`` and measured on Kodak/McM by
+``benchmarks/check_baselines.py`` (see docs/baselines.md).
 
 2x interpolation follows PROTOCOL.md: the low-resolution input is ``HR[0::2, 0::2]``.
 :func:`upscale_bicubic` is aligned to that grid (known pixels stay exactly where they are);
