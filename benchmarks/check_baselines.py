@@ -10,7 +10,7 @@ full image), and the largest difference between ``upscale_bicubic_halfpixel`` an
 ``cv2.resize(..., INTER_CUBIC)``.
 
 Usage: python benchmarks/check_baselines.py /work/shared/datasets [--dtype float32|float64]
-       [--methods bilinear,malvar,menon,bicubic] [--reference-input same|exact8bit]
+       [--methods bilinear,malvar,menon,bicubic] [--reference-input same|exact8bit] [--bicubic-search]
 (the folder holds ``kodak24/`` and/or ``mcm/``; a dataset folder itself also works).
 """
 
@@ -64,12 +64,43 @@ def luma(rgb: np.ndarray) -> np.ndarray:
     return (16 + 65.481 * rgb[..., 0] + 128.553 * rgb[..., 1] + 24.966 * rgb[..., 2]) / 255
 
 
+def _extend(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "mirror":  # whole-sample symmetric (d c b | a b c d)
+        p = 2 * (n - 1)
+        i = np.mod(i, p)
+        return np.where(i >= n, p - i, i)
+    p = 2 * n  # "reflect": half-sample symmetric (c b a | a b c d)
+    i = np.mod(i, p)
+    return np.where(i >= n, p - 1 - i, i)
+
+
+def aligned_cubic_numpy(lr: np.ndarray, a: float, mode: str) -> np.ndarray:
+    """Independent numpy version of a grid-aligned 2x cubic with any border: even outputs copy
+    ``lr``, odd ones use Keys' weights ``[a, 4 - a, 4 - a, a] / 8`` (for the parameter search)."""
+    w = np.array([a, 4 - a, 4 - a, a]) / 8
+    out = lr
+    for axis in (0, 1):
+        x = np.moveaxis(out, axis, 0)
+        n = x.shape[0]
+        xp = x[_extend(n, 1, 2, mode)]
+        odd = sum(w[k] * xp[k : k + n] for k in range(4))
+        y = np.empty((2 * n,) + x.shape[1:])
+        y[0::2], y[1::2] = x, odd
+        out = np.moveaxis(y, 0, axis)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data_dir", type=Path)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--methods", default="bilinear,malvar,menon,bicubic",
                     help="comma list among bilinear, malvar, menon, bicubic (= both bicubics)")
+    ap.add_argument("--bicubic-search", action="store_true",
+                    help="also print the aligned-cubic Y-PSNR for a in {-0.5, -0.75} x border modes")
     ap.add_argument("--reference-input", default="same", choices=["same", "exact8bit"],
                     help="same: the reference gets our mosaic cast to float64; exact8bit: it gets the "
                          "8-bit values / 255 computed in float64 (as PROTOCOL.md's measured rows)")
@@ -124,7 +155,16 @@ def main() -> None:
                     cv_diff = max(cv_diff, float(np.abs(up - cv).max()))
         for method, m in mse.items():
             print(f"{method:18s} dataset-MSE Y-PSNR vs ground truth {10 * math.log10(1 / np.mean(m)):.3f} dB")
-        print(f"bicubic-halfpixel  max |ours - cv2.resize INTER_CUBIC| {cv_diff:.2e}")
+        if dtype == torch.float32:
+            print(f"bicubic-halfpixel  max |ours - cv2.resize INTER_CUBIC| {cv_diff:.2e}")
+        if args.bicubic_search:
+            for a in (-0.5, -0.75):
+                row = []
+                for mode in ("replicate", "mirror", "reflect"):
+                    m = [float(np.mean((luma(aligned_cubic_numpy(im[0::2, 0::2], a, mode)) - luma(im)) ** 2))
+                         for _, im in images]
+                    row.append(f"{mode} {10 * math.log10(1 / np.mean(m)):.3f}")
+                print(f"aligned cubic a={a:+.2f} (numpy) Y-PSNR by border: " + ", ".join(row))
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
