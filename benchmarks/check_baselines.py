@@ -2,7 +2,8 @@
 
 Demosaicking: PSNR between gsprestore's output (float32 by default) and colour-demosaicing 0.2.7's
 (float64) on every image of each dataset folder, for every Bayer pattern, over the WHOLE image
-(borders included, all three channels, no clipping); prints the minimum per method/pattern.
+(borders included, all three channels, no clipping); prints the minimum per method/pattern, and
+the dataset-MSE PSNR (PROTOCOL.md) of ours and of the reference against the ground truth.
 
 2x interpolation: dataset-MSE PSNR (PROTOCOL.md) on BT.601 studio Y of ``upscale_bicubic`` and
 ``upscale_bicubic_halfpixel`` (LR = HR[0::2, 0::2] of the 8-bit image / 255, float, unclipped,
@@ -121,6 +122,7 @@ def main() -> None:
             ref_fn = getattr(colour_demosaicing, ref_name)
             for pattern in PATTERNS:
                 worst, worst_name, worst_diff = math.inf, "", 0.0
+                gt_mse: dict[str, list[float]] = {"ours": [], "ref": []}
                 for name, rgb in images:
                     x = torch.from_numpy(rgb).permute(2, 0, 1)[None].to(dtype)
                     raw = mosaic(x, pattern)
@@ -131,11 +133,15 @@ def main() -> None:
                         ref_raw = raw.double()
                     ref = ref_fn(ref_raw[0, 0].numpy(), pattern)
                     p = psnr(out, ref)
+                    gt_mse["ours"].append(float(np.mean((out - rgb) ** 2)))
+                    gt_mse["ref"].append(float(np.mean((ref - rgb) ** 2)))
                     worst_diff = max(worst_diff, float(np.abs(out - ref).max()))
                     if p < worst:
                         worst, worst_name = p, name
+                gt = {k: 10 * math.log10(1 / np.mean(v)) for k, v in gt_mse.items()}
                 print(f"{method:9s} {pattern}  min PSNR vs colour-demosaicing {worst:7.2f} dB ({worst_name})"
-                      f"  max |diff| {worst_diff:.2e}")
+                      f"  max |diff| {worst_diff:.2e}  | dataset-MSE PSNR vs ground truth: ours {gt['ours']:.3f},"
+                      f" reference {gt['ref']:.3f}")
         if "bicubic" not in methods:
             continue
         mse = {"bicubic": [], "bicubic-halfpixel": []}
