@@ -13,6 +13,12 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_models.py                 # both parts, uGTV demosaic
     .venv/bin/python benchmarks/bench_models.py --part inference --method uglr
     .venv/bin/python benchmarks/bench_models.py --part training --batch 16 --patch 64 --json out.json
+    .venv/bin/python benchmarks/bench_models.py --part halo [--weights model.pt]   # tiling halo check
+
+(c) halo: how far a pixel's output depends on the input, for choosing ``Restorer.halo``: the
+    central 32x32 of a 128x128 synthetic mosaic computed from crops with halo h = 8..48 against
+    the full image (max abs difference), for iGLR/iGTV and for uGLR/uGTV (``--weights`` files, or
+    untrained networks when none are given).
 """
 
 from __future__ import annotations
@@ -171,9 +177,44 @@ def training(args) -> list[dict]:
     return results
 
 
+def halo(args) -> list[dict]:
+    from gsprestore.models import make_restorer
+    from gsprestore.restorers import get_restorer
+    from gsprestore.weights import save_weights
+
+    rgb = synthetic_rgb(128, 128, seed=3)
+    y = sampling.mosaic(rgb)
+    restorers = {"iglr": get_restorer("iglr", "demosaic"), "igtv": get_restorer("igtv", "demosaic"),
+                 "iglr-exact": get_restorer("iglr", "demosaic", cg="exact")}
+    files = list(args.weights or [])
+    if not files:
+        import tempfile
+
+        tmp = tempfile.mkdtemp()
+        for m in ("uglr", "ugtv"):
+            torch.manual_seed(0)
+            files.append(os.path.join(tmp, f"{m}-untrained.pt"))
+            save_weights(files[-1], build_model(m, "demosaic"), {})
+    for f in files:
+        method = torch.load(f, weights_only=True)["method"]
+        restorers[f"{method} ({os.path.basename(f)})"] = make_restorer(method, "demosaic", weights=f)
+    c0, c1 = 48, 80
+    out = []
+    for name, r in restorers.items():
+        full = r(y)[..., c0:c1, c0:c1]
+        diffs = {}
+        for h in (8, 16, 32, 48):
+            part = r(y[..., c0 - h:c1 + h, c0 - h:c1 + h])[..., h:h + 32, h:h + 32]
+            diffs[h] = float((part - full).abs().max())
+        print(f"{name:>28}: " + "  ".join(f"h={h}: {d:.1e}" for h, d in diffs.items()), flush=True)
+        out.append({"part": "halo", "method": name, "max_abs_diff": diffs})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=["inference", "training", "both"], default="both")
+    ap.add_argument("--part", choices=["inference", "training", "both", "halo"], default="both")
+    ap.add_argument("--weights", nargs="*", help="halo: weight files of uglr/ugtv demosaickers")
     ap.add_argument("--method", choices=["uglr", "ugtv"], default="ugtv")
     ap.add_argument("--task", choices=["demosaic", "upscale2x"], default="demosaic")
     ap.add_argument("--height", type=int, default=512)
@@ -193,6 +234,8 @@ def main() -> None:
         out.append(inference(args))
     if args.part in ("training", "both"):
         out.extend(training(args))
+    if args.part == "halo":
+        out.extend(halo(args))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
