@@ -50,7 +50,7 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("menon", ("demosaic",), "classical", "gsprestore.baselines:make_restorer",
                    "Menon, Andriani & Calvagno 2007 DDFAPD with refining step"),
         MethodSpec("bicubic", ("upscale2x",), "classical", "gsprestore.baselines:make_restorer",
-                   "bicubic (Keys a=-0.5) aligned to the sampling grid: known pixels kept"),
+                   "bicubic (Keys a=-0.75, edge replication) aligned to the sampling grid: known pixels kept"),
         MethodSpec("bicubic-halfpixel", ("upscale2x",), "classical", "gsprestore.baselines:make_restorer",
                    "bicubic with OpenCV INTER_CUBIC's half-pixel convention (the paper's baseline)"),
         MethodSpec("iglr", TASKS, "graph", "gsprestore.models:make_restorer",
