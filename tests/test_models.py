@@ -348,12 +348,13 @@ def _save_tiny(tmp_path, method, task, **cfg):
 
 
 @pytest.mark.parametrize("pattern", sampling.PATTERNS)
-def test_learned_restorer_any_pattern(pattern, tmp_path, gen):
+@pytest.mark.parametrize("size", [(8, 10), (7, 9)])
+def test_learned_restorer_any_pattern(pattern, size, tmp_path, gen):
     """A learned demosaicker on any pattern = the same model on the RGGB-aligned scene, mapped
     back; the observed samples are kept in the caller's pattern."""
     model, path = _save_tiny(tmp_path, "uglr", "demosaic", **TINY)
     r = make_restorer("uglr", "demosaic", weights=path)
-    rgb = torch.rand(1, 3, 8, 10, generator=gen)
+    rgb = torch.rand(1, 3, *size, generator=gen)
     y = sampling.mosaic(rgb, pattern)
     out = r(y, pattern)
     assert out.shape == rgb.shape
