@@ -5,8 +5,8 @@
     48 -> 48 channel 3x3 convolution timed in the same run; prints both and their ratio
     (target: <= 60x) and where the time goes (CNNs, graph weights, solvers).
 (b) training: peak resident memory (``ru_maxrss`` of a fresh subprocess) for one training step
-    (forward, backward, Adam step) on a batch of 16 64 x 64 patches (target: <= 4 GB), with and
-    without per-block checkpointing.
+    (forward, backward, Adam step) on a batch of 16 64 x 64 patches (target: <= 4 GB), for each
+    checkpoint mode of ``UnrolledNet`` asked for (default: none and per-head).
 
 Usage (from the repository root)::
 
@@ -136,7 +136,8 @@ def _training_child(args) -> None:
     """Run in a fresh process: one training step, print JSON with ru_maxrss."""
     torch.manual_seed(0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    model = build_model(args.method, args.task, checkpoint=args.checkpoint)
+    mode = "" if args.checkpoint == "none" else args.checkpoint
+    model = build_model(args.method, args.task, checkpoint=mode)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     rgb = synthetic_rgb(args.patch, args.patch, batch=args.batch)
@@ -160,9 +161,9 @@ def _training_child(args) -> None:
 
 def training(args) -> list[dict]:
     results = []
-    for ck in ([False, True] if args.checkpoint_both else [args.checkpoint]):
+    for ck in args.checkpoint.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", args.method, "--task", args.task,
-               "--batch", str(args.batch), "--patch", str(args.patch)] + (["--checkpoint"] if ck else [])
+               "--batch", str(args.batch), "--patch", str(args.patch), "--checkpoint", ck]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"training step (checkpoint={ck}) failed (exit {proc.returncode}; killed for memory?):\n"
@@ -221,8 +222,9 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--patch", type=int, default=64)
-    ap.add_argument("--checkpoint", action="store_true", help="training: checkpoint every block")
-    ap.add_argument("--checkpoint-both", action="store_true", help="training: run with and without checkpointing")
+    ap.add_argument("--checkpoint", default="none,head",
+                    help="training: comma-separated checkpoint modes to measure, each in a fresh process "
+                         "(none, head, block, block+head)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

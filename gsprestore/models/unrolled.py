@@ -49,6 +49,7 @@ LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
 GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
+CHECKPOINT_MODES: tuple[str, ...] = ("", "head", "block", "block+head")
 
 
 def default_config(prior: str, task: str) -> dict[str, Any]:
@@ -228,24 +229,37 @@ class UnrolledBlock(nn.Module):
         return torch.softmax(self.mix_logits, dim=0)
 
     # -- solver ----------------------------------------------------------------------------
-    def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
+    def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, heads: slice | None = None) -> Tensor:
         """Per-head interpolation on the graphs ``w`` of :meth:`graph_weights`, warm-started at
-        ``x0``: ``(B, K, C, H, W)``."""
+        ``x0``: ``(B, K, C, H, W)``. ``heads`` restricts it to a slice of the heads (``w`` is
+        then already that slice)."""
         from .. import solvers
 
+        hs = slice(None) if heads is None else heads
         known5, mask5, x05 = known.unsqueeze(1), mask.unsqueeze(1), x0.unsqueeze(1)
-        cg = ("unrolled", self.alpha, self.beta)  # (T, K) or (admm, T, K): one step size per head
+        # one step size per head: (T, K) for GLR, (admm, T, K) for GTV
+        cg = ("unrolled", self.alpha[..., hs], self.beta[..., hs])
         if self.prior == "glr":
             return glr_solve(w, known5, mask5, x05, cg, self.cg_iters, self.glr_laplacian)
-        gamma = torch.exp(self.log_gamma)  # (K,)
+        gamma = torch.exp(self.log_gamma[hs])  # (K,)
         return solvers.gtv_interpolate(
             w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
             cg=cg, mu_init=self.mu_init, x0=x05,
         )
 
-    def forward(self, x: Tensor, known: Tensor, mask: Tensor) -> Tensor:
-        """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``."""
-        xk = self.solve(self.graph_weights(x), known, mask, x)
+    def _solve_head(self, k: int, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
+        return self.solve(w[:, k : k + 1], known, mask, x0, heads=slice(k, k + 1))
+
+    def forward(self, x: Tensor, known: Tensor, mask: Tensor, *, checkpoint_heads: bool = False) -> Tensor:
+        """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``.
+        ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
+        keeping its solver's intermediates (training memory: one head's solver at a time)."""
+        w = self.graph_weights(x)
+        if checkpoint_heads and torch.is_grad_enabled():
+            xk = torch.cat([checkpoint(self._solve_head, k, w, known, mask, x, use_reentrant=False)
+                            for k in range(self.heads)], dim=1)
+        else:
+            xk = self.solve(w, known, mask, x)
         pi = self.mix_weights().view(1, -1, 1, 1, 1)
         out = (pi * xk).sum(dim=1)
         return torch.where(mask.expand_as(out) > 0, known.expand_as(out), out)
@@ -255,12 +269,16 @@ class UnrolledNet(nn.Module):
     """uGLR (``prior="glr"``) or uGTV (``prior="gtv"``) for ``task``; ``forward(known, mask) -> x``.
 
     ``config`` is a JSON-able dict with every architectural choice; ``UnrolledNet(**config)``
-    rebuilds the same network (that is what weight files store). ``checkpoint`` (not part of the
-    architecture) recomputes each block in the backward pass instead of keeping its
-    intermediates: training memory then holds one block's graph at a time.
+    rebuilds the same network (that is what weight files store).
+
+    ``checkpoint`` (training memory; not part of the architecture, settable any time):
+    ``False`` keeps every intermediate; ``True`` or ``"head"`` recomputes each head's solver in
+    the backward pass (autograd then holds one head's ADMM/CG intermediates at a time; the CNNs
+    and graphs stay saved); ``"block"`` recomputes whole blocks (one block's intermediates at a
+    time); ``"block+head"`` both (least memory, the solvers run three times).
     """
 
-    def __init__(self, prior: str, task: str, *, checkpoint: bool = False, **overrides: Any):
+    def __init__(self, prior: str, task: str, *, checkpoint: bool | str = False, **overrides: Any):
         super().__init__()
         cfg = default_config(prior, task)
         unknown = set(overrides) - set(cfg)
@@ -323,12 +341,15 @@ class UnrolledNet(nn.Module):
         mask = mask.expand_as(known)
         x = initial_estimate(known, mask)
         xs = [x]
-        use_ckpt = self.checkpoint and torch.is_grad_enabled()
+        mode = {False: "", None: "", True: "head"}.get(self.checkpoint, self.checkpoint)
+        if mode not in CHECKPOINT_MODES:
+            raise ValueError(f"unknown checkpoint mode {self.checkpoint!r}; expected one of {CHECKPOINT_MODES}")
+        heads = "head" in mode
         for block in self.blocks:
-            if use_ckpt:
-                x = checkpoint(block, x, known, mask, use_reentrant=False)
+            if "block" in mode and torch.is_grad_enabled():
+                x = checkpoint(block, x, known, mask, checkpoint_heads=heads, use_reentrant=False)
             else:
-                x = block(x, known, mask)
+                x = block(x, known, mask, checkpoint_heads=heads)
             xs.append(x)
         return xs if return_all else x
 
