@@ -8,7 +8,13 @@ images themselves never ship: they are read from the first of
    ``kodak24/``, ``mcm/``, ``urban100/``;
 2. the folder named by the environment variable ``GSPRESTORE_DATA_DIR`` (same two layouts);
 3. the per-user cache, ``platformdirs.user_cache_dir("gsprestore")/datasets``, where
-   :func:`download` will put them (downloading is not implemented yet; see that function).
+   :func:`download` puts them (``--download``): each file is fetched from the data set's public
+   source (``DatasetSpec.url_template``; a mirror with the same ``<folder>/<file>`` layout can be
+   named by ``GSPRESTORE_DATASET_URL`` or the ``base_url`` argument), written to a temporary file,
+   checked against its SHA-256 and only then renamed into place.
+
+Any other folder of PNG / TIFF images is a *custom* data set (:func:`custom_dataset`): no
+checksums, natural file order.
 
 Only the first location that is *given* is looked at: an explicit ``--data-dir`` that does not
 hold the data set is an error, never a silent fall-back to another copy.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -31,6 +38,8 @@ from pathlib import Path
 from .errors import DatasetError, UsageError
 
 ENV_VAR = "GSPRESTORE_DATA_DIR"
+URL_ENV_VAR = "GSPRESTORE_DATASET_URL"
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class DatasetSpec:
     folder: str
     checksum_file: str
     description: str
+    url_template: str = ""
     role: str = "test"
 
     @property
@@ -53,9 +63,13 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in [
-        DatasetSpec("kodak", "kodak24", "kodak24.sha256", "Kodak PhotoCD, 24 PNG images 768x512 / 512x768"),
-        DatasetSpec("mcm", "mcm", "mcm.sha256", "McMaster (McM), 18 TIFF images 500x500"),
-        DatasetSpec("urban100", "urban100", "urban100.sha256", "Urban100 HR, 100 PNG images"),
+        # Sources: the public copies the registered checksums were taken from (shared/datasets/README.md).
+        DatasetSpec("kodak", "kodak24", "kodak24.sha256", "Kodak PhotoCD, 24 PNG images 768x512 / 512x768",
+                    "https://raw.githubusercontent.com/EccHui/Kodak_compression_performance/HEAD/Kodak/{name}"),
+        DatasetSpec("mcm", "mcm", "mcm.sha256", "McMaster (McM), 18 TIFF images 500x500",
+                    "https://raw.githubusercontent.com/cszn/FFDNet/HEAD/testsets/McMaster/{name}"),
+        DatasetSpec("urban100", "urban100", "urban100.sha256", "Urban100 HR, 100 PNG images",
+                    "https://raw.githubusercontent.com/majedelhelou/denoising_datasets/HEAD/CUrban100/{name}"),
     ]
 }
 
@@ -63,8 +77,8 @@ DATASETS: dict[str, DatasetSpec] = {
 @dataclass(frozen=True)
 class Dataset:
     """A located data set: ``files`` in natural order (``2.tif`` before ``10.tif``).
-    ``verified`` says whether every file matched its registered SHA-256 (a user's custom folder,
-    planned for a later release, would have ``spec=None`` and ``verified=False``)."""
+    ``verified`` says whether every file matched its registered SHA-256 (a user's custom folder
+    has ``spec=None`` and ``verified=False``)."""
 
     name: str
     root: Path
@@ -72,11 +86,16 @@ class Dataset:
     spec: DatasetSpec | None = None
     verified: bool = False
 
+    @property
+    def custom(self) -> bool:
+        return self.spec is None
+
     def __len__(self) -> int:
         return len(self.files)
 
 
 def get_spec(name: str) -> DatasetSpec:
+    """The registered data set ``name`` (case-insensitive); :class:`UsageError` if unknown."""
     spec = DATASETS.get(str(name).lower())
     if spec is None:
         raise UsageError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
@@ -175,15 +194,94 @@ def verify(spec: DatasetSpec, folder: Path, *, checksums: bool = True) -> tuple[
     return tuple(folder / n for n in names)
 
 
-def download(spec: DatasetSpec, dest: Path) -> Path:
-    """Fetch ``spec`` into ``dest/<folder>`` with checksum verification.
+def file_url(spec: DatasetSpec, name: str, base_url: str | None = None) -> str:
+    """Where file ``name`` of ``spec`` is downloaded from: ``<base_url>/<folder>/<name>`` when a
+    mirror is given (argument, else ``$GSPRESTORE_DATASET_URL``), else the registered public source."""
+    base = base_url if base_url is not None else os.environ.get(URL_ENV_VAR) or None
+    if base:
+        return f"{base.rstrip('/')}/{spec.folder}/{name}"
+    return spec.url_template.format(name=name)
 
-    Hook for the ``--download`` option (issue 6): not implemented yet, so it says what to do."""
-    raise DatasetError(
-        f"downloading {spec.name} is not available in this version; get the {spec.folder} images "
-        f"yourself and {_hint(spec)}",
-        dest / spec.folder,
-    )
+
+def _fetch(url: str, target: Path, expected: str, *, timeout: float) -> None:
+    """Stream ``url`` into a temporary file beside ``target``, check its SHA-256 against
+    ``expected``, then rename it to ``target`` (so ``target`` is either absent or complete)."""
+    import urllib.error
+    import urllib.request
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        h = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=timeout) as resp:
+                for block in iter(lambda: resp.read(1 << 20), b""):
+                    h.update(block)
+                    f.write(block)
+        except urllib.error.HTTPError as exc:
+            raise DatasetError(f"download failed: HTTP {exc.code} {exc.reason} from {url}", target) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise DatasetError(f"download failed: {reason} ({url})", target) from None
+        got = h.hexdigest()
+        if got != expected:
+            raise DatasetError(
+                f"checksum mismatch: downloaded SHA-256 {got[:12]}... differs from the registered "
+                f"{expected[:12]}... ({url}); file not saved",
+                target,
+            )
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def download(
+    spec: DatasetSpec,
+    dest: Path | None = None,
+    *,
+    base_url: str | None = None,
+    timeout: float = 60.0,
+    progress=None,
+) -> Path:
+    """Fetch every file of ``spec`` into ``dest/<folder>`` (default: :func:`cache_dir`), verifying
+    each against its registered SHA-256. Files already present with the right digest are kept;
+    a present file with the wrong digest is fetched again. ``progress(done, total, name)`` is
+    called after each file. Returns the data-set folder; raises a one-line :class:`DatasetError`
+    naming the file on a network error or a checksum mismatch (nothing partial is left behind)."""
+    dest = Path(dest) if dest is not None else cache_dir()
+    return _download_into(spec, dest / spec.folder, base_url=base_url, timeout=timeout, progress=progress)
+
+
+def _download_into(spec: DatasetSpec, folder: Path, *, base_url: str | None = None, timeout: float = 60.0,
+                   progress=None) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatasetError(f"cannot create the download folder: {exc.strerror}", folder) from None
+    expected = read_checksums(spec)
+    names = sorted(expected, key=natural_key)
+    for i, name in enumerate(names):
+        target = folder / name
+        if not (target.is_file() and sha256_file(target) == expected[name]):
+            _fetch(file_url(spec, name, base_url), target, expected[name], timeout=timeout)
+        if progress is not None:
+            progress(i + 1, len(names), name)
+    return folder
+
+
+def custom_dataset(folder: str | Path) -> Dataset:
+    """Any folder of PNG / TIFF images as an unverified data set named after the folder
+    (natural file order, sub-folders and other files ignored)."""
+    root = Path(folder).expanduser()
+    if not root.exists():
+        raise DatasetError("no such folder (given by --data-dir)", root)
+    if not root.is_dir():
+        raise DatasetError("not a folder (given by --data-dir)", root)
+    files = sorted((p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+                    and not p.name.startswith(".")), key=lambda p: natural_key(p.name))
+    if not files:
+        raise DatasetError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in this folder", root)
+    return Dataset(name=root.resolve().name or "custom", root=root, files=tuple(files), spec=None, verified=False)
 
 
 def find_dataset(
@@ -192,10 +290,16 @@ def find_dataset(
     *,
     checksums: bool = True,
     download_missing: bool = False,
+    base_url: str | None = None,
 ) -> Dataset:
-    """Locate and verify the registered data set ``name`` (see the module docstring for the
-    search order). ``download_missing`` fetches it into the cache when the cache is the place
-    looked at and the data set is not there."""
+    """Locate and verify the data set ``name`` (see the module docstring for the search order).
+    ``name`` ``"custom"`` (or ``None``) takes ``data_dir`` as a folder of images
+    (:func:`custom_dataset`). With ``download_missing`` the data set is downloaded (into
+    ``data_dir`` when given, else the cache) unless it is already there and complete."""
+    if name is None or str(name).lower() == "custom":
+        if data_dir is None:
+            raise UsageError("a custom data set needs --data-dir pointing at a folder of images")
+        return custom_dataset(data_dir)
     spec = get_spec(name)
     if data_dir is not None:
         root, origin = Path(data_dir).expanduser(), "--data-dir"
@@ -203,8 +307,11 @@ def find_dataset(
         root, origin = Path(os.environ[ENV_VAR]).expanduser(), ENV_VAR
     else:
         root, origin = cache_dir(), "the default cache folder"
-        if download_missing and not (root / spec.folder).is_dir():
-            download(spec, root)
+    if download_missing:
+        target = next((root / f for f in spec.folder_names if (root / f).is_dir()), None)
+        if target is None:
+            target = root if root.name in spec.folder_names else root / spec.folder
+        _download_into(spec, target, base_url=base_url)
     folder = _dataset_folder(spec, root, origin)
     files = verify(spec, folder, checksums=checksums)
     return Dataset(name=spec.name, root=folder, files=files, spec=spec, verified=checksums)
@@ -215,8 +322,12 @@ __all__ = [
     "ENV_VAR",
     "Dataset",
     "DatasetSpec",
+    "IMAGE_SUFFIXES",
+    "URL_ENV_VAR",
     "cache_dir",
+    "custom_dataset",
     "download",
+    "file_url",
     "find_dataset",
     "get_spec",
     "natural_key",

@@ -113,11 +113,118 @@ def test_checksum_mismatch_names_the_file(monkeypatch, tmp_path):
     assert not ds.verified and len(ds) == 3
 
 
-def test_unknown_dataset_and_download_hook(tmp_path):
+def test_unknown_dataset(tmp_path):
     with pytest.raises(UsageError, match="unknown dataset"):
         datasets.find_dataset("set14", tmp_path)
-    with pytest.raises(DatasetError, match="downloading kodak is not available"):
-        datasets.find_dataset("kodak", download_missing=True)
+
+
+@pytest.fixture
+def mirror(monkeypatch, tmp_path):
+    """A local HTTP server on 127.0.0.1 (ephemeral port, own thread) serving a generated fixture
+    data set at ``<base>/kodak24/<file>``; the registered kodak checksums become the fixture's.
+    Yields (base_url, {name: bytes}, request log)."""
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    src = make_fake(monkeypatch, served)
+    blobs = {p.name: p.read_bytes() for p in src.iterdir()}
+    log = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            log.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", blobs, log
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_download_into_cache_and_reuse(mirror, monkeypatch, tmp_path):
+    base, blobs, log = mirror
+    monkeypatch.setenv(datasets.URL_ENV_VAR, base + "/")
+    ds = datasets.find_dataset("kodak", download_missing=True)
+    cached = tmp_path / "cache" / "datasets" / "kodak24"
+    assert ds.root == cached and ds.verified and [p.name for p in ds.files] == ["kodim01.png", "kodim02.png",
+                                                                                "kodim10.png"]
+    assert {p.name: p.read_bytes() for p in cached.iterdir()} == blobs  # no temp files left
+    n = len(log)
+    datasets.find_dataset("kodak", download_missing=True)
+    assert len(log) == n  # complete and verified: nothing fetched again
+    (cached / "kodim02.png").write_bytes(b"damaged")
+    datasets.find_dataset("kodak", download_missing=True)
+    assert len(log) == n + 1 and (cached / "kodim02.png").read_bytes() == blobs["kodim02.png"]
+
+
+def test_download_into_data_dir_with_base_url(mirror, tmp_path):
+    base, blobs, _ = mirror
+    progress = []
+    folder = datasets.download(datasets.get_spec("kodak"), tmp_path / "mine", base_url=base,
+                               progress=lambda d, t, n: progress.append((d, t, n)))
+    assert folder == tmp_path / "mine" / "kodak24" and progress[-1] == (3, 3, "kodim10.png")
+    ds = datasets.find_dataset("kodak", tmp_path / "mine2", download_missing=True, base_url=base)
+    assert ds.root == tmp_path / "mine2" / "kodak24" and len(ds) == 3
+
+
+def test_download_checksum_mismatch_names_the_file(mirror, monkeypatch, tmp_path):
+    base, _, _ = mirror
+    sums = dict(datasets.read_checksums(datasets.get_spec("kodak")))
+    sums["kodim02.png"] = "0" * 64
+    monkeypatch.setattr(datasets, "read_checksums", lambda s: sums)
+    with pytest.raises(DatasetError) as e:
+        datasets.find_dataset("kodak", tmp_path / "d", download_missing=True, base_url=base)
+    msg = str(e.value)
+    target = tmp_path / "d" / "kodak24" / "kodim02.png"
+    assert msg.startswith(f"{target}: checksum mismatch") and "\n" not in msg
+    assert sorted(p.name for p in target.parent.iterdir()) == ["kodim01.png"]  # nothing partial kept
+
+
+def test_download_network_errors(mirror, tmp_path):
+    base, _, _ = mirror
+    spec = datasets.get_spec("mcm")  # not served: HTTP 404
+    with pytest.raises(DatasetError, match=r"1\.tif: download failed: HTTP 404") as e:
+        datasets.download(spec, tmp_path / "d", base_url=base)
+    assert "\n" not in str(e.value) and list((tmp_path / "d" / "mcm").iterdir()) == []
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DatasetError, match="download failed: .*refused"):
+        datasets.download(spec, tmp_path / "d", base_url=f"http://127.0.0.1:{port}", timeout=5)
+
+
+def test_registered_sources():
+    for spec in datasets.DATASETS.values():
+        first = sorted(datasets.read_checksums(spec), key=datasets.natural_key)[0]
+        url = datasets.file_url(spec, first, base_url="")
+        assert url.startswith("https://") and url.endswith("/" + first)
+    assert datasets.file_url(datasets.get_spec("mcm"), "1.tif", "http://h/x/") == "http://h/x/mcm/1.tif"
+
+
+def test_custom_folder(tmp_path):
+    d = tmp_path / "shots"
+    d.mkdir()
+    for name in ["b10.png", "b2.TIF", "a.tiff", "notes.txt", ".hidden.png"]:
+        (d / name).write_bytes(b"x")
+    (d / "sub.png").mkdir()
+    for ds in (datasets.find_dataset("custom", d), datasets.find_dataset(None, d)):
+        assert [p.name for p in ds.files] == ["a.tiff", "b2.TIF", "b10.png"]
+        assert ds.custom and not ds.verified and ds.name == "shots"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match="no images"):
+        datasets.find_dataset("custom", tmp_path / "empty")
+    with pytest.raises(UsageError, match="needs --data-dir"):
+        datasets.find_dataset("custom")
+    with pytest.raises(DatasetError, match="no such folder"):
+        datasets.find_dataset("custom", tmp_path / "nope")
 
 
 def test_sha256_file(tmp_path):
