@@ -26,6 +26,8 @@ multiply-accumulate per offset and direction), never materialising 24 shifted co
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Optional
 
 import torch
@@ -86,6 +88,53 @@ def _regions(height: int, width: int):
         yield k, (slice(py, py + h), slice(px, px + w)), (slice(qy, qy + h), slice(qx, qx + w))
 
 
+_BAND_ELEMENTS = 1 << 19  # elements per operand slice when an operator runs in row bands
+
+
+def set_band_elements(n: int) -> None:
+    """Tune the row-band size of the slice-accumulate kernels (elements per band slice; 0 turns
+    banding off). Bands keep each fused multiply-accumulate's operands in cache."""
+    global _BAND_ELEMENTS
+    _BAND_ELEMENTS = int(n)
+
+
+def _band_rows(numel_per_row: int, height: int) -> int:
+    if _BAND_ELEMENTS <= 0:
+        return height
+    return max(4, min(height, _BAND_ELEMENTS // max(1, numel_per_row)))
+
+
+@functools.lru_cache(maxsize=256)
+def _directed_regions(height: int, width: int, r0: int, r1: int):
+    """The 24 directed edge sets whose tails lie in rows ``[r0, r1)``: tuples
+    ``(j, k, tail, head, at)`` of slice pairs, ``tail`` the tails p, ``head`` = p + o_j (inside the
+    image), ``k`` the undirected offset and ``at`` where its weight is stored (the tail for
+    ``j < 12``, the head for the reversed offsets)."""
+    out = []
+    for k, (dy, dx) in enumerate(OFFSETS):
+        n = width - abs(dx)
+        if n <= 0 or height - dy <= 0:
+            continue
+        px, qx = max(0, -dx), max(0, dx)
+        # forward j = k: tails p in rows [0, H - dy), head p + o
+        a, b = max(r0, 0), min(r1, height - dy)
+        if b > a:
+            tail = (slice(a, b), slice(px, px + n))
+            head = (slice(a + dy, b + dy), slice(qx, qx + n))
+            out.append((k, k, tail, head, tail))
+        # reverse j = 12 + k: tails q in rows [dy, H), head q - o
+        a, b = max(r0, dy), min(r1, height)
+        if b > a:
+            tail = (slice(a, b), slice(qx, qx + n))
+            head = (slice(a - dy, b - dy), slice(px, px + n))
+            out.append((_NU + k, k, tail, head, head))
+    return tuple(out)
+
+
+def _bands(height: int, rows: int):
+    return [(r0, min(height, r0 + rows)) for r0 in range(0, height, rows)]
+
+
 def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:
     """Sum ``t`` over the dimensions in which ``shape`` was broadcast (same number of dims)."""
     dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
@@ -104,6 +153,267 @@ def _check_signal(w: Tensor, x: Tensor) -> None:
         raise ValueError(
             f"signal must have shape (B, K, C, H, W) matching weights {tuple(w.shape)}, got {tuple(x.shape)}"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# optional native CPU kernels (C++, built on first use with torch.utils.cpp_extension)
+# --------------------------------------------------------------------------------------------
+#
+# The two hottest loops of the solvers - ``a * x - W x`` (every CG step) and the fused ADMM
+# edge step (eqs. 19-24, :func:`solvers.admm_edge_step`) - run through ~25 resp. ~550 PyTorch
+# ops per call, each a full pass over memory. The kernels below do the same arithmetic row by
+# row in one pass (contiguous rows, auto-vectorised inner loops, threads over rows/planes).
+# They are an accelerator only: forward values equal the PyTorch path to rounding (tested),
+# gradients always use the PyTorch formulas, CUDA tensors never use them, and if no compiler is
+# available (or GSPRESTORE_NATIVE=0) everything silently stays on the PyTorch path.
+
+_NATIVE_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <algorithm>
+#include <vector>
+
+static const int NU = 12;
+static const int OFF[12][2] = {{0,1},{0,2},{1,-2},{1,-1},{1,0},{1,1},{1,2},{2,-2},{2,-1},{2,0},{2,1},{2,2}};
+
+// max(s, 0) exactly, written without a branch so that the loops vectorise
+template <typename T> static inline T relu(T s) { return T(0.5) * (s + std::abs(s)); }
+
+// stride of dim d, 0 where the tensor broadcasts (size 1)
+static inline int64_t bst(const at::Tensor& t, int d) { return t.size(d) == 1 ? 0 : t.stride(d); }
+
+// One row segment of the fused ADMM edge step (restrict-qualified parameters let GCC vectorise).
+// first: D = u = v = 0. Writes the new state U, V, Dn and e = wbar (Dn/(2g) - (U - V)/2).
+template <typename T>
+static void edge_row(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
+                     const T* __restrict__ Dr, const T* __restrict__ ur, const T* __restrict__ vr,
+                     T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
+                     int64_t n, T gam, T hi, T inv) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T r = wr[t] * (xt[t] - xh[t]);
+    const T d0 = Dr[t], u0 = ur[t], v0 = vr[t];
+    const T a = T(0.5) * (u0 + v0) - hi;
+    const T bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
+    const T uu = relu(a + bb), vv = relu(a - bb);
+    const T diff = uu - vv;
+    const T dn = d0 - gam * (T(2) * r + diff);
+    U[t] = uu; V[t] = vv; Dn[t] = dn;
+    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
+  }
+}
+
+template <typename T>
+static void edge_row_first(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
+                           T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
+                           int64_t n, T gam, T hi) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T r = wr[t] * (xt[t] - xh[t]);
+    const T a = -hi, bb = T(-0.5) * r;
+    const T uu = relu(a + bb), vv = relu(a - bb);
+    const T diff = uu - vv;
+    const T dn = -gam * (T(2) * r + diff);
+    U[t] = uu; V[t] = vv; Dn[t] = dn;
+    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
+  }
+}
+
+template <typename T>
+static void scatter_row(T* __restrict__ nt, T* __restrict__ nh, const T* __restrict__ e, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) nt[t] += e[t];
+  for (int64_t t = 0; t < n; ++t) nh[t] -= e[t];
+}
+
+template <typename T>
+static void fma_row(T* __restrict__ o, const T* __restrict__ w, const T* __restrict__ x, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) o[t] -= w[t] * x[t];
+}
+
+// out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
+// contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
+template <typename T>
+static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const at::Tensor& x, at::Tensor& out) {
+  const int64_t B = out.size(0), K = out.size(1), C = out.size(2), H = out.size(3), W = out.size(4);
+  const T* wp = w.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const T* ap = has_a ? a.data_ptr<T>() : nullptr;
+  T* op = out.data_ptr<T>();
+  const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
+  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
+  int64_t asb = 0, ask = 0, asc = 0, asr = 0;
+  if (has_a) { asb = bst(a, 0); ask = bst(a, 1); asc = bst(a, 2); asr = a.stride(3); }
+  // threads over (b, k, row); the channels of a row run back to back so the 24 weight rows
+  // they share stay in cache
+  at::parallel_for(0, B * K * H, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
+      const T* wb = wp + b * wsb + k * wsk;
+      for (int64_t c = 0; c < C; ++c) {
+        T* __restrict__ o = op + (((b * K + k) * C + c) * H + i) * W;
+        const T* xb = xp + b * xsb + k * xsk + c * xsc;
+        const T* __restrict__ xr = xb + i * xsr;
+        if (has_a) {
+          const T* __restrict__ ar = ap + b * asb + k * ask + c * asc + i * asr;
+          for (int64_t j = 0; j < W; ++j) o[j] = ar[j] * xr[j];
+        } else {
+          for (int64_t j = 0; j < W; ++j) o[j] = xr[j];
+        }
+        for (int kk = 0; kk < NU; ++kk) {
+          const int dy = OFF[kk][0], dx = OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0) continue;
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          if (i + dy < H) {  // tail p in this row: o[p] -= w_k[p] x[p + o]
+            const T* __restrict__ wr = wb + kk * wsj + i * wsr + px;
+            const T* __restrict__ xh = xb + (i + dy) * xsr + qx;
+            fma_row<T>(o + px, wr, xh, n);
+          }
+          if (i - dy >= 0) {  // tail q in this row, head p = q - o: o[q] -= w_k[p] x[p]
+            const T* __restrict__ wr = wb + kk * wsj + (i - dy) * wsr + px;
+            const T* __restrict__ xh = xb + (i - dy) * xsr + px;
+            fma_row<T>(o + qx, wr, xh, n);
+          }
+        }
+      }
+    }
+  });
+}
+
+at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, at::Tensor x, at::Tensor out) {
+  const bool has_a = a_opt.has_value() && a_opt->defined();
+  at::Tensor a = has_a ? *a_opt : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_dma", [&] { dma_impl<scalar_t>(w, a, has_a, x, out); });
+  return out;
+}
+
+// Fused ADMM edge step. x (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous,
+// D/u/v and D2/u2/v2 (B, K, C, 24, H, W) contiguous (D2 may alias D etc.), g (K) per head,
+// n (B, K, C, H, W) zero-initialised. One thread per (b, k, c) plane: the scatter into n
+// stays inside the plane.
+template <typename T>
+static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
+                      const at::Tensor& u, const at::Tensor& v, at::Tensor& D2, at::Tensor& u2,
+                      at::Tensor& v2, const at::Tensor& g, at::Tensor& n) {
+  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t HW = H * W;
+  const T* xp = x.data_ptr<T>();
+  const T* wp = wbar.data_ptr<T>();
+  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
+  const T* gp = g.data_ptr<T>();
+  const bool g_per_head = g.numel() > 1;
+  const T* Dp = first ? nullptr : D.data_ptr<T>();
+  const T* up = first ? nullptr : u.data_ptr<T>();
+  const T* vp = first ? nullptr : v.data_ptr<T>();
+  T* D2p = D2.data_ptr<T>();
+  T* u2p = u2.data_ptr<T>();
+  T* v2p = v2.data_ptr<T>();
+  T* np_ = n.data_ptr<T>();
+  at::parallel_for(0, B * K * C, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> buf(4 * W);  // e and copies of the old D, u, v rows (the new ones may overwrite them)
+    T* __restrict__ e = buf.data();
+    T* __restrict__ d_old = e + W;
+    T* __restrict__ u_old = e + 2 * W;
+    T* __restrict__ v_old = e + 3 * W;
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t k = (plane / C) % K, b = plane / (C * K);
+      const T gam = g_per_head ? gp[k] : gp[0];
+      const T hi = T(0.5) / gam, inv = T(1) / gam;
+      const T* xb = xp + plane * HW;
+      T* nb = np_ + plane * HW;
+      const T* wb = wp + b * wsb + k * wsk;
+      const int64_t eb = plane * 2 * NU * HW;
+      for (int jj = 0; jj < 2 * NU; ++jj) {  // edge plane by edge plane: the state streams
+        const int kk = jj % NU;
+        const int sgn = jj < NU ? 1 : -1;
+        const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+        const int64_t n_ = W - std::abs(dx);
+        if (n_ <= 0) continue;
+        for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
+          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
+          const int64_t to = eb + jj * HW + i * W + tx;  // edge-tensor offset of the tails
+          const T* __restrict__ xt = xb + i * W + tx;
+          const T* __restrict__ xh = xb + (i + dy) * W + hx;
+          const T* __restrict__ wr = wb + jj * HW + i * W + tx;
+          T* __restrict__ U = u2p + to;
+          T* __restrict__ V = v2p + to;
+          T* __restrict__ Dn = D2p + to;
+          if (first) {
+            edge_row_first<T>(wr, xt, xh, U, V, Dn, e, n_, gam, hi);
+          } else {
+            std::copy(Dp + to, Dp + to + n_, d_old);  // D2 may be D (in place)
+            std::copy(up + to, up + to + n_, u_old);
+            std::copy(vp + to, vp + to + n_, v_old);
+            edge_row<T>(wr, xt, xh, d_old, u_old, v_old, U, V, Dn, e, n_, gam, hi, inv);
+          }
+          scatter_row<T>(nb + i * W + tx, nb + (i + dy) * W + hx, e, n_);
+        }
+      }
+    }
+  });
+}
+
+void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, c10::optional<at::Tensor> u,
+                    c10::optional<at::Tensor> v, at::Tensor D2, at::Tensor u2, at::Tensor v2, at::Tensor g,
+                    at::Tensor n) {
+  const bool first = !D.has_value();
+  at::Tensor Dt = first ? at::Tensor() : *D, ut = first ? at::Tensor() : *u, vt = first ? at::Tensor() : *v;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge", [&] {
+    edge_impl<scalar_t>(x, wbar, first, Dt, ut, vt, D2, u2, v2, g, n);
+  });
+}
+"""
+
+_native_state: dict = {}
+
+
+def _native():
+    """The compiled kernels, or None (not built, no compiler, disabled by GSPRESTORE_NATIVE=0)."""
+    if "mod" in _native_state:
+        return _native_state["mod"]
+    mod = None
+    if os.environ.get("GSPRESTORE_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off"):
+        try:
+            import hashlib
+            import warnings
+
+            from torch.utils import cpp_extension
+
+            cap = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX2": the build is specific to it
+            flags = ["-O3", "-fopenmp"] + (["-mavx2", "-mfma"] if cap in ("AVX2", "AVX512") else [])
+            tag = hashlib.sha1((_NATIVE_SRC + " ".join(flags) + torch.__version__).encode()).hexdigest()[:10]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mod = cpp_extension.load_inline(
+                    name=f"gsprestore_graph_{cap.lower()}_{tag}",
+                    cpp_sources=[_NATIVE_SRC],
+                    functions=["diag_minus_adjacency", "admm_edge_step"],
+                    extra_cflags=flags,
+                    extra_ldflags=["-fopenmp"],
+                    verbose=False,
+                )
+        except Exception as exc:  # no compiler / headers: stay on the PyTorch path
+            _native_state["error"] = f"{type(exc).__name__}: {exc}"
+            mod = None
+    _native_state["mod"] = mod
+    return mod
+
+
+def native_available() -> bool:
+    """Whether the optional native CPU kernels are in use (builds them on the first call)."""
+    return _native() is not None
+
+
+def _use_native(*tensors: Optional[Tensor]) -> bool:
+    for t in tensors:
+        if t is not None and (t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64)):
+            return False
+    return _native() is not None
+
+
+def _rows_contiguous(t: Tensor) -> Tensor:
+    """t with stride 1 along W and W along H (other strides free, broadcast dims stay stride 0)."""
+    if t.stride(-1) == 1 and (t.shape[-2] == 1 or t.stride(-2) == t.shape[-1]):
+        return t
+    return t.contiguous()
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,27 +525,37 @@ def degree(w: Tensor) -> Tensor:
     return deg
 
 
-def _adjacency_accumulate(out: Tensor, w: Tensor, x: Tensor, value: float = -1.0) -> Tensor:
-    """In place ``out += value * W x`` (W: symmetric adjacency of ``w``). ``out`` has the
-    broadcast shape of ``w`` (over C) and ``x``."""
+def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
+    """Write ``a * x - W x`` into ``out`` (W: symmetric adjacency of ``w``; ``a=None``: identity),
+    band of rows by band of rows: per band one product and 24 fused multiply-accumulates
+    ``out[tail] -= w * x[head]`` over the directed offsets, all on views (no shifted copies)."""
     H, W = x.shape[-2:]
-    for k, P, Q in _regions(H, W):
-        wk = w[:, :, k : k + 1, P[0], P[1]]
-        out[..., P[0], P[1]].addcmul_(wk, x[..., Q[0], Q[1]], value=value)
-        out[..., Q[0], Q[1]].addcmul_(wk, x[..., P[0], P[1]], value=value)
+    rows = _band_rows(out[..., :1, :].numel(), H)
+    for r0, r1 in _bands(H, rows):
+        ob = out[..., r0:r1, :]
+        if a is None:
+            ob.copy_(x[..., r0:r1, :])
+        else:
+            torch.mul(a[..., r0:r1, :], x[..., r0:r1, :], out=ob)
+        for _, k, tail, head, at in _directed_regions(H, W, r0, r1):
+            out[..., tail[0], tail[1]].addcmul_(w[:, :, k : k + 1, at[0], at[1]], x[..., head[0], head[1]], value=-1.0)
     return out
 
 
 def _diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
     """``a * x - W x`` (``a=None`` means the identity)."""
     shape = torch.broadcast_shapes(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
-    if a is not None:
-        out = torch.mul(a, x)
-        if out.shape != shape:
-            out = out.expand(shape).contiguous()
-    else:
-        out = x.expand(shape).clone(memory_format=torch.contiguous_format)
-    return _adjacency_accumulate(out, w, x, -1.0)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    if _use_native(w, a, x):
+        if a is not None and a.dim() != 5:
+            a = a.expand(shape)
+        return _native().diag_minus_adjacency(_rows_contiguous(w), None if a is None else _rows_contiguous(a),
+                                              _rows_contiguous(x), out)
+    if a is not None and a.shape != shape and x.shape != shape:
+        a = a.expand(shape)
+    if x.shape != shape and a is None:
+        x = x.expand(shape)
+    return _diag_minus_adjacency_into(out, w, a, x)
 
 
 class _DiagMinusAdjacency(torch.autograd.Function):

@@ -73,6 +73,8 @@ def cg_exact(
     Reductions run over ``dims`` (default C, H, W), so every (batch, head) system is solved
     independently. ``tol > 0`` stops once every system has ``||r|| <= tol ||b||`` (that check
     synchronises; ``tol = 0`` runs exactly ``iters`` steps). Differentiable by plain autograd."""
+    if not torch.is_grad_enabled():  # inference: the same recurrence in place
+        return _cg_exact_inplace(apply_A, b, x0, iters, tol, dims)
     x = torch.zeros_like(b) if x0 is None else x0
     r = b if x0 is None else b - apply_A(x)
     p = r
@@ -85,10 +87,31 @@ def cg_exact(
             break
         Ap = apply_A(p)
         alpha = _safe_div(rr, _dot(p, Ap, dims))
-        x = x + alpha * p
-        r = r - alpha * Ap
+        x = torch.addcmul(x, alpha, p)
+        r = torch.addcmul(r, alpha, Ap, value=-1.0)
         rr_new = _dot(r, r, dims)
-        p = r + _safe_div(rr_new, rr) * p
+        p = torch.addcmul(r, _safe_div(rr_new, rr), p)
+        rr = rr_new
+    return x
+
+
+def _cg_exact_inplace(apply_A: Operator, b: Tensor, x0: Optional[Tensor], iters: int, tol: float,
+                      dims: Sequence[int]) -> Tensor:
+    """:func:`cg_exact` without autograd: same arithmetic, buffers updated in place."""
+    x = torch.zeros_like(b) if x0 is None else x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
+    r = b.clone() if x0 is None else b - apply_A(x)
+    p = r.clone()
+    rr = _dot(r, r, dims)
+    stop = (tol**2) * _dot(b, b, dims) if tol > 0 else None
+    for _ in range(iters):
+        if stop is not None and bool((rr <= stop).all()):
+            break
+        Ap = apply_A(p)
+        alpha = _safe_div(rr, _dot(p, Ap, dims))
+        x.addcmul_(alpha, p)
+        r.addcmul_(alpha, Ap, value=-1.0)
+        rr_new = _dot(r, r, dims)
+        torch.addcmul(r, _safe_div(rr_new, rr), p, out=p)
         rr = rr_new
     return x
 
@@ -120,15 +143,27 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     T = alphas.shape[0]
     if betas.shape[0] != T:
         raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
+    if not torch.is_grad_enabled():  # inference: the same recurrence in place
+        x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
+        g = apply_A(x).sub_(b)
+        v = g.clone()
+        for t in range(T):
+            a = _step(alphas, t, g)
+            if t > 0:
+                torch.addcmul(g, _step(betas, t, g), v, out=v)
+            x.addcmul_(a, v, value=-1.0)
+            if t + 1 < T:
+                g.addcmul_(a, apply_A(v), value=-1.0)
+        return x
     x = x0
     g = apply_A(x0) - b
     v: Optional[Tensor] = None
     for t in range(T):
-        v = g if v is None else g + _step(betas, t, g) * v
         a = _step(alphas, t, g)
-        x = x - a * v
+        v = g if v is None else torch.addcmul(g, _step(betas, t, g), v)
+        x = torch.addcmul(x, a, v, value=-1.0)
         if t + 1 < T:
-            g = g - a * apply_A(v)
+            g = torch.addcmul(g, a, apply_A(v), value=-1.0)
     return x
 
 
@@ -253,6 +288,15 @@ def _gamma_tensor(gamma, like: Tensor) -> Tensor:
     return torch.tensor(float(gamma), dtype=like.dtype, device=like.device)
 
 
+def _edges(x: Tensor):
+    """Directed edges (j, tail rows, tail cols, head rows, head cols) band by band of rows."""
+    H, W = x.shape[-2:]
+    rows = G._band_rows(x[..., :1, :].numel(), H)
+    for r0, r1 in G._bands(H, rows):
+        for j, _, (ty, tx), (hy, hx), _ in G._directed_regions(H, W, r0, r1):
+            yield j, ty, tx, hy, hx
+
+
 def _edge_step_forward(x: Tensor, wbar: Tensor, D, u, v, g: Tensor, inplace: bool):
     """Forward of :class:`_AdmmEdgeStep`, one directed offset j at a time (temporaries are
     1/24 of an edge tensor). With ``inplace`` the new state overwrites D, u, v."""
@@ -261,36 +305,40 @@ def _edge_step_forward(x: Tensor, wbar: Tensor, D, u, v, g: Tensor, inplace: boo
     first = D is None
     if first or not inplace:
         shape = (B, K, C, 2 * nu, H, W)
-        D2, u2, v2 = (x.new_zeros(shape) for _ in range(3))
+        D2, u2, v2 = (x.new_empty(shape) for _ in range(3))
+        for t in (D2, u2, v2):
+            G._zero_outside(t, H, W)  # edges leaving the image stay 0; every other entry is written
     else:
         D2, u2, v2 = D, u, v
     n = x.new_zeros(B, K, C, H, W)
+    if G._use_native(x, wbar, D, u, v, g):
+        x = x.contiguous()
+        gk = g.reshape(-1).to(dtype=x.dtype).contiguous()
+        G._native().admm_edge_step(x, wbar.contiguous(), D, u, v, D2, u2, v2, gk, n)
+        return D2, u2, v2, n
     half_inv = 0.5 / g
-    for k, P, Q in G._regions(H, W):
-        for j, tail, head in ((k, P, Q), (nu + k, Q, P)):
-            ty, tx = tail
-            hy, hx = head
-            wj = wbar[:, :, j : j + 1, ty, tx]
-            r = torch.sub(x[..., ty, tx], x[..., hy, hx]).mul_(wj)  # r = C-bar x on edge j
-            if first:
-                a = -half_inv.expand_as(r) if half_inv.dim() else torch.full_like(r, -float(half_inv))
-                b = r.mul(-0.5)
-            else:
-                Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
-                a = torch.add(uj, vj).mul_(0.5).sub_(half_inv)
-                b = torch.sub(uj, vj).addcmul_(Dj, 1.0 / g).mul_(0.25).sub_(r, alpha=0.5)
-            U, V, Dn = u2[:, :, :, j, ty, tx], v2[:, :, :, j, ty, tx], D2[:, :, :, j, ty, tx]
-            torch.add(a, b, out=U).relu_()  # a, b are fresh temporaries: safe in place
-            torch.sub(a, b, out=V).relu_()
-            diff = torch.sub(U, V)  # u' - v'
-            step = torch.add(diff, r, alpha=2.0)
-            if first:
-                torch.mul(step, g, out=Dn).neg_()
-            else:
-                torch.addcmul(Dj, g, step, value=-1.0, out=Dn)
-            e = torch.mul(Dn, half_inv).sub_(diff, alpha=0.5).mul_(wj)  # wbar * (D'/(2g) - (u'-v')/2)
-            n[..., ty, tx].add_(e)
-            n[..., hy, hx].sub_(e)
+    for j, ty, tx, hy, hx in _edges(x):
+        wj = wbar[:, :, j : j + 1, ty, tx]
+        r = torch.sub(x[..., ty, tx], x[..., hy, hx]).mul_(wj)  # r = C-bar x on edge j
+        if first:
+            a = -half_inv.expand_as(r) if half_inv.dim() else torch.full_like(r, -float(half_inv))
+            b = r.mul(-0.5)
+        else:
+            Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
+            a = torch.add(uj, vj).mul_(0.5).sub_(half_inv)
+            b = torch.sub(uj, vj).addcmul_(Dj, 1.0 / g).mul_(0.25).sub_(r, alpha=0.5)
+        U, V, Dn = u2[:, :, :, j, ty, tx], v2[:, :, :, j, ty, tx], D2[:, :, :, j, ty, tx]
+        torch.add(a, b, out=U).relu_()  # a, b are fresh temporaries: safe in place
+        torch.sub(a, b, out=V).relu_()
+        diff = torch.sub(U, V)  # u' - v'
+        step = torch.add(diff, r, alpha=2.0)
+        if first:
+            torch.mul(step, g, out=Dn).neg_()
+        else:
+            torch.addcmul(Dj, g, step, value=-1.0, out=Dn)
+        e = torch.mul(Dn, half_inv).sub_(diff, alpha=0.5).mul_(wj)  # wbar * (D'/(2g) - (u'-v')/2)
+        n[..., ty, tx].add_(e)
+        n[..., hy, hx].sub_(e)
     return D2, u2, v2, n
 
 
@@ -323,54 +371,51 @@ class _AdmmEdgeStep(torch.autograd.Function):
         gg = torch.zeros_like(g) if need_g else None
         inv = 1.0 / g
         half_inv = 0.5 * inv
-        for k, P, Q in G._regions(H, W):
-            for j, tail, head in ((k, P, Q), (nu + k, Q, P)):
-                ty, tx = tail
-                hy, hx = head
-                wj = wbar[:, :, j : j + 1, ty, tx]
-                dx_ = x[..., ty, tx] - x[..., hy, hx]
-                r = dx_ * wj
-                if first:
-                    a = -half_inv * torch.ones_like(r)
-                    b = -0.5 * r
-                else:
-                    Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
-                    a = 0.5 * (uj + vj) - half_inv
-                    b = 0.25 * (Dj * inv + uj - vj) - 0.5 * r
-                U, V = torch.relu(a + b), torch.relu(a - b)
-                diff = U - V
-                Dn = (-g * (2 * r + diff)) if first else Dj - g * (2 * r + diff)
-                e0 = Dn * half_inv - 0.5 * diff  # n = C-bar^T e0 on edge j
-                z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731
-                ggn = (gn[..., ty, tx] - gn[..., hy, hx]) if gn is not None else torch.zeros_like(r)
-                ge = ggn * wj
-                gDn = z(gD2) + ge * half_inv
-                gU = z(gu2) - 0.5 * ge - g * gDn
-                gV = z(gv2) + 0.5 * ge + g * gDn
-                gr = -2.0 * g * gDn
-                s1 = gU * (a + b > 0)
-                s2 = gV * (a - b > 0)
-                ga, gb = s1 + s2, s1 - s2
-                gr = gr - 0.5 * gb
-                if need_w:
-                    gw[:, :, j, ty, tx].add_(_sum_c(ggn * e0 + gr * dx_, wbar))
-                if need_x:
-                    t = gr * wj
-                    gx[..., ty, tx].add_(t)
-                    gx[..., hy, hx].sub_(t)
+        for j, ty, tx, hy, hx in _edges(x):
+            wj = wbar[:, :, j : j + 1, ty, tx]
+            dx_ = x[..., ty, tx] - x[..., hy, hx]
+            r = dx_ * wj
+            if first:
+                a = -half_inv * torch.ones_like(r)
+                b = -0.5 * r
+            else:
+                Dj, uj, vj = D[:, :, :, j, ty, tx], u[:, :, :, j, ty, tx], v[:, :, :, j, ty, tx]
+                a = 0.5 * (uj + vj) - half_inv
+                b = 0.25 * (Dj * inv + uj - vj) - 0.5 * r
+            U, V = torch.relu(a + b), torch.relu(a - b)
+            diff = U - V
+            Dn = (-g * (2 * r + diff)) if first else Dj - g * (2 * r + diff)
+            e0 = Dn * half_inv - 0.5 * diff  # n = C-bar^T e0 on edge j
+            z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731
+            ggn = (gn[..., ty, tx] - gn[..., hy, hx]) if gn is not None else torch.zeros_like(r)
+            ge = ggn * wj
+            gDn = z(gD2) + ge * half_inv
+            gU = z(gu2) - 0.5 * ge - g * gDn
+            gV = z(gv2) + 0.5 * ge + g * gDn
+            gr = -2.0 * g * gDn
+            s1 = gU * (a + b > 0)
+            s2 = gV * (a - b > 0)
+            ga, gb = s1 + s2, s1 - s2
+            gr = gr - 0.5 * gb
+            if need_w:
+                gw[:, :, j, ty, tx].add_(_sum_c(ggn * e0 + gr * dx_, wbar))
+            if need_x:
+                t = gr * wj
+                gx[..., ty, tx].add_(t)
+                gx[..., hy, hx].sub_(t)
+            if not first:
+                if gD is not None:
+                    gD[:, :, :, j, ty, tx] = gDn + 0.25 * gb * inv
+                if gu is not None:
+                    gu[:, :, :, j, ty, tx] = 0.5 * ga + 0.25 * gb
+                if gv is not None:
+                    gv[:, :, :, j, ty, tx] = 0.5 * ga - 0.25 * gb
+            if need_g:
+                # d e0/dg = -Dn/(2 g^2); dDn/dg = -(2r + diff); da/dg = 1/(2 g^2); db/dg = -D/(4 g^2)
+                t = -ge * Dn * half_inv * inv - gDn * (2 * r + diff) + ga * half_inv * inv
                 if not first:
-                    if gD is not None:
-                        gD[:, :, :, j, ty, tx] = gDn + 0.25 * gb * inv
-                    if gu is not None:
-                        gu[:, :, :, j, ty, tx] = 0.5 * ga + 0.25 * gb
-                    if gv is not None:
-                        gv[:, :, :, j, ty, tx] = 0.5 * ga - 0.25 * gb
-                if need_g:
-                    # d e0/dg = -Dn/(2 g^2); dDn/dg = -(2r + diff); da/dg = 1/(2 g^2); db/dg = -D/(4 g^2)
-                    t = -ge * Dn * half_inv * inv - gDn * (2 * r + diff) + ga * half_inv * inv
-                    if not first:
-                        t = t - gb * Dj * 0.25 * inv * inv
-                    gg += G._sum_to(t, gg.shape if gg.dim() else torch.Size([1] * t.dim())).reshape(gg.shape)
+                    t = t - gb * Dj * 0.25 * inv * inv
+                gg += G._sum_to(t, gg.shape if gg.dim() else torch.Size([1] * t.dim())).reshape(gg.shape)
         if need_w:
             gw = G._sum_to(gw, wbar.shape)
         return gx, gw, gD, gu, gv, gg

@@ -304,3 +304,19 @@ def test_gradcheck_full_jacobian_tiny(gen):
     assert torch.autograd.gradcheck(G.incidence_apply, (wbar, x))
     assert torch.autograd.gradcheck(G.incidence_adjoint, (wbar, e))
     assert torch.autograd.gradcheck(G.laplacian_apply, (w, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_kernels_match_pytorch_path(gen, dtype, monkeypatch):
+    """The optional C++ kernels (when they build here) give the PyTorch path's values."""
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    h, w_ = 9, 11
+    w = valid_weights(gen, 2, 3, 12, h, w_).to(dtype)
+    x = rand(gen, 2, 3, 2, h, w_).to(dtype)
+    cases = [(w, None, x), (w, G.degree(w), x), (w[:, :1], rand(gen, 2, 3, 2, h, w_).to(dtype), x),
+             (w, rand(gen, 2, 1, 2, h, w_).to(dtype), x[:, :1]), (w[:1], None, x[:1])]
+    got = [G._diag_minus_adjacency(*c) for c in cases]
+    monkeypatch.setitem(G._native_state, "mod", None)
+    for c, g in zip(cases, got):
+        torch.testing.assert_close(g, G._diag_minus_adjacency(*c))

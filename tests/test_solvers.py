@@ -283,3 +283,51 @@ def test_compact_gradients_equal_plain_form(gen):
         grads.append([p.grad for p in (wb, gamma, alphas, betas)])
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    B, K, C, h, w = 2, 3, 2, 7, 9
+    for kw, gamma in ((3, torch.tensor([2.0, 3.0, 5.0], dtype=dtype)), (1, 4.0)):
+        wbar = G.random_walk_weights(graph_weights(gen, B, kw, h, w)).to(dtype)
+        x = rand(gen, B, K, C, h, w).to(dtype)
+        D, u, v = (rand(gen, B, K, C, 24, h, w).to(dtype) for _ in range(3))
+        u, v = u.abs(), v.abs()
+        with torch.no_grad():
+            first_n = S.admm_edge_step(x, wbar, None, None, None, gamma)
+            later_n = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)  # in place
+        with monkeypatch.context() as m:
+            m.setitem(G._native_state, "mod", None)
+            with torch.no_grad():
+                first_p = S.admm_edge_step(x, wbar, None, None, None, gamma)
+                later_p = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)
+        for a, b in zip(first_n + later_n, first_p + later_p):
+            torch.testing.assert_close(a, b)
+
+
+def test_inference_paths_equal_autograd_paths(gen):
+    """Without autograd the solvers update buffers in place; results and inputs must not change."""
+    K = 2
+    wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=6, w=7)
+    wts = graph_weights(gen, 2, K, 6, 7)
+    x0 = rand(gen, 2, 2, 6, 7)
+    al = torch.rand(5, K, generator=gen, dtype=DT) * 0.3 + 0.2
+    be = torch.rand(5, K, generator=gen, dtype=DT) * 0.3
+    runs = [
+        lambda: S.gtv_interpolate(wbar, known, mask, gamma=torch.tensor([3.0, 8.0], dtype=DT), admm_iters=3,
+                                  cg_iters=5, cg=("unrolled", al, be), x0=x0),
+        lambda: S.gtv_interpolate(wbar, known, mask, admm_iters=3, cg_iters=5, x0=x0),
+        lambda: S.glr_interpolate(wts, known, mask, cg=("unrolled", al, be), x0=x0),
+        lambda: S.glr_interpolate(wts, known, mask, iters=7, x0=x0),
+        lambda: S.glr_interpolate(wts, known, mask, iters=50, tol=1e-6),
+    ]
+    saved = [t.clone() for t in (known, mask, x0, wbar, wts)]
+    for run in runs:
+        ref = run()
+        with torch.no_grad():
+            got = run()
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+    for a, b in zip(saved, (known, mask, x0, wbar, wts)):
+        assert torch.equal(a, b)
