@@ -9,18 +9,24 @@ fed the task's observation made by :mod:`gsprestore.sampling` from the ground tr
   studio luma Y.
 
 Odd image sizes are cropped to even (last row / column dropped) before sampling; there is no
-border crop when scoring. With ``noise_sigma`` > 0, Gaussian noise of std ``noise_sigma / 255``
+border crop when scoring. With a noise level ``sigma`` > 0, Gaussian noise of std ``sigma / 255``
 is added to the observation ``y`` (paper Table 2), drawn from a generator seeded with
-``seed + image index`` so every method sees the same noise. Scores come from
+``seed + image index`` so every method sees the same noise; several levels (the robustness
+table) give one row per method and level. Scores come from
 :func:`gsprestore.metrics.image_scores` (both PSNR definitions and SSIM).
 
-:func:`run_benchmark` returns ``{"protocol": {...}, "results": [row, ...]}``, one row per method,
-ready for ``json.dump`` (:func:`write_json`).
+:func:`run_benchmark` returns ``{"protocol": {...}, "results": [row, ...]}``, ready for
+:func:`write_json`, :func:`write_csv` or :func:`write_markdown` (all atomic, no silent
+overwrite). A learned method whose weights are missing is a row with ``skipped`` set to the
+reason instead of an error, so a default run over every method of a task always completes.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import os
 import platform
 import tempfile
@@ -33,7 +39,7 @@ from typing import Any
 from . import __version__, restorers
 from .datasets import Dataset, find_dataset
 from .engine import resolve_device
-from .errors import GspError, UsageError
+from .errors import GspError, UsageError, WeightsError
 
 CHANNEL_SPACE = {"demosaic": "rgb", "upscale2x": "y"}
 
@@ -50,11 +56,38 @@ ROW_KEYS = (
     "method", "task", "dataset", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
     "seconds_per_image", "megapixels_per_second", "params",
 )
+CSV_KEYS = ("method", "kind", "task", "dataset", "noise_sigma", *ROW_KEYS[3:], "skipped")
 
 
 def default_methods(task: str) -> list[str]:
-    """The classical methods of ``task`` (what ``gsprestore benchmark`` runs without ``--methods``)."""
-    return [m for m in restorers.methods_for(task) if restorers.METHODS[m].kind == "classical"]
+    """Every registered method of ``task`` (what ``gsprestore benchmark`` runs without
+    ``--methods``); learned ones without weights end up as skipped rows."""
+    return list(restorers.methods_for(task))
+
+
+def parse_sigmas(noise_sigma: float | str | Iterable[float] | None) -> list[float]:
+    """Noise levels from a number, a list, or a comma-separated string (``"10,20,30,50"``);
+    duplicates dropped, order kept. :class:`UsageError` for a negative or non-numeric level."""
+    if noise_sigma is None:
+        return [0.0]
+    if isinstance(noise_sigma, str):
+        items: list[Any] = [t.strip() for t in noise_sigma.split(",") if t.strip()]
+    elif isinstance(noise_sigma, Iterable):
+        items = list(noise_sigma)
+    else:
+        items = [noise_sigma]
+    if not items:
+        raise UsageError("no noise sigma given")
+    out = []
+    for t in items:
+        try:
+            v = float(t)
+        except (TypeError, ValueError):
+            raise UsageError(f"noise sigma must be a number, got {t!r}") from None
+        if not (v >= 0 and math.isfinite(v)):
+            raise UsageError(f"noise sigma must be >= 0, got {t}")
+        out.append(v)
+    return list(dict.fromkeys(out))
 
 
 def parse_methods(task: str, methods: str | Iterable[str] | None) -> list[str]:
@@ -110,14 +143,19 @@ def _sync(device: "torch.device") -> None:  # noqa: F821
         torch.cuda.synchronize(device)
 
 
-def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float, seed: int, device: str) -> dict[str, Any]:
-    """The record of how the numbers were made, stored beside them."""
+def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float | list[float], seed: int,
+             device: str) -> dict[str, Any]:
+    """The record of how the numbers were made, stored beside them. ``noise.sigma`` is the
+    level, or the list of levels when several were run (each row carries its own)."""
     import torch
 
     space = CHANNEL_SPACE[task]
+    sigmas = noise_sigma if isinstance(noise_sigma, list) else [noise_sigma]
+    sigma_rec: float | list[float] = sigmas if len(sigmas) > 1 else sigmas[0]
     return {
         "task": task,
         "dataset": dataset.name,
+        "custom_dataset": dataset.spec is None,
         "dataset_root": str(dataset.root),
         "images": len(dataset),
         "checksums_verified": dataset.verified,
@@ -130,10 +168,11 @@ def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float, seed
         "ssim": ("Wang et al. 2004: Gaussian window 11, sigma 1.5, K1 0.01, K2 0.03, data range 1, valid region, "
                  "per channel then averaged; float outputs clipped to [0, 1]; mean over images"),
         "noise": {
-            "sigma": noise_sigma,
-            "std": noise_sigma / 255.0,
-            "distribution": "gaussian, added to the input observation",
-            "seed": seed if noise_sigma > 0 else None,
+            "sigma": sigma_rec,
+            "std": [x / 255.0 for x in sigmas] if len(sigmas) > 1 else sigmas[0] / 255.0,
+            "distribution": "gaussian, added to the input observation; one draw per image (seed + image index) "
+                            "scaled by each sigma",
+            "seed": seed if max(sigmas) > 0 else None,
         },
         "timing": "wall clock of the restorer call per image, after one untimed warm-up call; excludes I/O and scoring",
         "gsprestore_version": __version__,
@@ -144,29 +183,43 @@ def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float, seed
     }
 
 
+def _build(names: list[str], task: str, options: Mapping[str, Mapping[str, Any]], dev) -> tuple[list, dict[str, str]]:
+    """Build each restorer; a :class:`WeightsError` (no or bad weights) becomes a skip reason."""
+    built, skipped = [], {}
+    for n in names:
+        try:
+            built.append(restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev))
+        except WeightsError as exc:
+            skipped[n] = str(exc)
+    return built, skipped
+
+
 def run_benchmark(
     task: str,
-    dataset: str | Dataset,
+    dataset: str | Dataset | None,
     methods: str | Iterable[str] | None = None,
     data_dir: str | Path | None = None,
     pattern: str = "RGGB",
-    noise_sigma: float = 0.0,
+    noise_sigma: float | str | Iterable[float] = 0.0,
     device: str = "cpu",
     *,
     seed: int = 0,
     restorer_options: Mapping[str, Mapping[str, Any]] | None = None,
     warmup: bool = True,
     per_image: bool = False,
+    download: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Score ``methods`` (default: the classical ones) on ``dataset`` for ``task``.
+    """Score ``methods`` (default: every method of the task) on ``dataset`` for ``task``.
 
     ``dataset`` is a registry name (located with :func:`~gsprestore.datasets.find_dataset` under
-    ``data_dir``) or an already located :class:`~gsprestore.datasets.Dataset`.
-    ``restorer_options`` maps a method name to keyword options for its factory (e.g. weights).
-    ``progress(done, total, file_name)`` is called after each image. With ``per_image`` each row
-    also lists every image's scores and time. Images are read one at a time and every method
-    runs on each, so memory holds one image whatever the data set size.
+    ``data_dir``, downloaded first with ``download``), ``"custom"`` / ``None`` for the folder of
+    images ``data_dir``, or an already located :class:`~gsprestore.datasets.Dataset`.
+    ``noise_sigma`` is one level or several (list or ``"10,20,30,50"``): rows are ordered by
+    method, then level. ``restorer_options`` maps a method name to keyword options for its factory
+    (e.g. weights). ``progress(done, total, file_name)`` is called after each image. With
+    ``per_image`` each row also lists every image's scores and time. Images are read one at a
+    time and every method runs on each, so memory holds one image whatever the data set size.
     """
     import torch
 
@@ -176,64 +229,80 @@ def run_benchmark(
     restorers.check_task(task)
     names = parse_methods(task, methods)
     pattern = sampling.check_pattern(pattern)
-    if not noise_sigma >= 0:
-        raise UsageError(f"noise sigma must be >= 0, got {noise_sigma}")
+    sigmas = parse_sigmas(noise_sigma)
     dev = resolve_device(device)  # engine.py: auto | cpu | cuda | cuda:N
-    ds = dataset if isinstance(dataset, Dataset) else find_dataset(dataset, data_dir)
+    if isinstance(dataset, Dataset):
+        ds = dataset
+    else:
+        ds = find_dataset(dataset, data_dir, download_missing=download)
     if len(ds) == 0:
         raise GspError("data set has no images", ds.root)
-    options = restorer_options or {}
-    methods_built = [restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev) for n in names]
+    methods_built, skipped = _build(names, task, restorer_options or {}, dev)
     space = CHANNEL_SPACE[task]
 
-    scores: dict[str, list[dict[str, Any]]] = {n: [] for n in names}  # per method, one record per image
+    # per (method, sigma), one record per image
+    scores: dict[tuple[str, float], list[dict[str, Any]]] = {(r.name, s): [] for r in methods_built for s in sigmas}
     with torch.no_grad():
         for i, path in enumerate(ds.files):
             gt = load_ground_truth(path).to(dev)
-            y = add_noise(make_observation(task, gt, pattern), noise_sigma, seed + i)
-            for r in methods_built:
-                if warmup and i == 0:
-                    r(y, pattern)
-                _sync(dev)
-                t0 = time.perf_counter()
-                out = r(y, pattern)
-                _sync(dev)
-                dt = time.perf_counter() - t0
-                if out.shape != gt.shape:
-                    raise GspError(f"method {r.name} returned shape {tuple(out.shape)}, expected {tuple(gt.shape)}", path)
-                if not torch.isfinite(out).all():
-                    raise GspError(f"method {r.name} returned NaN or Inf values", path)
-                s = {k: float(v[0]) for k, v in image_scores(out.float(), gt, space).items()}
-                scores[r.name].append({"file": path.name, **s, "seconds": dt, "pixels": gt.shape[-2] * gt.shape[-1]})
+            clean = make_observation(task, gt, pattern)
+            for sigma in sigmas:
+                y = add_noise(clean, sigma, seed + i)
+                for r in methods_built:
+                    if warmup and i == 0 and sigma == sigmas[0]:
+                        r(y, pattern)
+                    _sync(dev)
+                    t0 = time.perf_counter()
+                    out = r(y, pattern)
+                    _sync(dev)
+                    dt = time.perf_counter() - t0
+                    if out.shape != gt.shape:
+                        raise GspError(f"method {r.name} returned shape {tuple(out.shape)}, expected {tuple(gt.shape)}",
+                                       path)
+                    if not torch.isfinite(out).all():
+                        raise GspError(f"method {r.name} returned NaN or Inf values", path)
+                    sc = {k: float(v[0]) for k, v in image_scores(out.float(), gt, space).items()}
+                    scores[(r.name, sigma)].append({"file": path.name, **sc, "seconds": dt,
+                                                    "pixels": gt.shape[-2] * gt.shape[-1]})
             if progress is not None:
                 progress(i + 1, len(ds), path.name)
 
+    built = {r.name: r for r in methods_built}
     results = []
-    for r in methods_built:
-        recs = scores[r.name]
-        seconds = sum(x["seconds"] for x in recs)
-        row: dict[str, Any] = {
-            "method": r.name,
-            "task": task,
-            "dataset": ds.name,
-            "images": len(recs),
-            "psnr_dataset_mse": psnr_dataset_mse([x["mse"] for x in recs]),
-            "psnr_mean": psnr_mean([x["psnr_8bit"] for x in recs]),
-            "ssim_mean": sum(x["ssim"] for x in recs) / len(recs),
-            "seconds_per_image": seconds / len(recs),
-            "megapixels_per_second": sum(x["pixels"] for x in recs) / 1e6 / seconds if seconds > 0 else float("inf"),
-            "params": r.num_params,
-            "kind": r.kind,
-            "noise_sigma": noise_sigma,
-        }
-        if per_image:
-            row["per_image"] = recs
-        results.append(row)
-    return {"protocol": protocol(task, ds, pattern, noise_sigma, seed, str(dev)), "results": results}
+    for name in names:
+        for sigma in sigmas:
+            if name in skipped:
+                row: dict[str, Any] = {k: None for k in ROW_KEYS}
+                row.update(method=name, task=task, dataset=ds.name, images=0, kind=restorers.METHODS[name].kind,
+                           noise_sigma=sigma, skipped=skipped[name])
+                results.append(row)
+                continue
+            r, recs = built[name], scores[(name, sigma)]
+            seconds = sum(x["seconds"] for x in recs)
+            row = {
+                "method": r.name,
+                "task": task,
+                "dataset": ds.name,
+                "images": len(recs),
+                "psnr_dataset_mse": psnr_dataset_mse([x["mse"] for x in recs]),
+                "psnr_mean": psnr_mean([x["psnr_8bit"] for x in recs]),
+                "ssim_mean": sum(x["ssim"] for x in recs) / len(recs),
+                "seconds_per_image": seconds / len(recs),
+                "megapixels_per_second": sum(x["pixels"] for x in recs) / 1e6 / seconds if seconds > 0 else None,
+                "params": r.num_params,
+                "kind": r.kind,
+                "noise_sigma": sigma,
+                "skipped": None,
+            }
+            if per_image:
+                row["per_image"] = recs
+            results.append(row)
+    proto_sigma: float | list[float] = sigmas if len(sigmas) > 1 else sigmas[0]
+    return {"protocol": protocol(task, ds, pattern, proto_sigma, seed, str(dev)), "results": results}
 
 
-def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``result`` as indented JSON, atomically (temp file + rename); an existing file is
+def _write_text(text: str, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``text`` atomically (temp file beside ``path`` + rename); an existing file is
     replaced only with ``overwrite``."""
     path = Path(path)
     if path.exists() and not overwrite:
@@ -243,9 +312,8 @@ def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool =
         raise GspError("output folder does not exist", parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -253,15 +321,86 @@ def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool =
     return path
 
 
+def to_csv(result: Mapping[str, Any]) -> str:
+    """The rows as CSV (columns :data:`CSV_KEYS`), preceded by ``# key: value`` comment lines
+    holding the protocol (nested values as JSON)."""
+    buf = io.StringIO()
+    for k, v in result["protocol"].items():
+        buf.write(f"# {k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}\n")
+    w = csv.DictWriter(buf, fieldnames=CSV_KEYS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in result["results"]:
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_KEYS})
+    return buf.getvalue()
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def to_markdown(result: Mapping[str, Any]) -> str:
+    """The rows as a Markdown table headed by the protocol's essentials (skipped rows say why)."""
+    p = result["protocol"]
+    sig = p["noise"]["sigma"]
+    lines = [
+        f"# Benchmark: {p['task']} on {p['dataset']} ({p['images']} images)",
+        "",
+        f"- observation: {p['observation']}",
+        f"- scored on: {p['channel_space']}; {p['crop']}",
+        f"- PSNR: {p['psnr_dataset_mse']}",
+        f"- mean PSNR: {p['psnr_mean']}",
+        f"- SSIM: {p['ssim']}",
+        f"- noise sigma (/255): {sig}; seed {p['noise']['seed']}",
+        f"- timing: {p['timing']}",
+        f"- gsprestore {p['gsprestore_version']}, torch {p['torch_version']}, Python {p['python_version']}, "
+        f"device {p['device']}, {p['date']}; checksums verified: {p['checksums_verified']}",
+        "",
+        "| method | noise sigma | PSNR (dB) | mean PSNR (dB) | SSIM | s/image | MP/s | params |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["results"]:
+        if r.get("skipped"):
+            lines.append(f"| {r['method']} | {r['noise_sigma']:g} | skipped: {r['skipped']} | | | | | |")
+            continue
+        lines.append(
+            f"| {r['method']} | {r['noise_sigma']:g} | {_fmt(r['psnr_dataset_mse'], '.2f')} | "
+            f"{_fmt(r['psnr_mean'], '.2f')} | {_fmt(r['ssim_mean'], '.4f')} | {_fmt(r['seconds_per_image'], '.3f')} | "
+            f"{_fmt(r['megapixels_per_second'], '.2f')} | {_fmt(r['params'], ',')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """:func:`to_csv` written atomically; no overwrite without ``overwrite``."""
+    return _write_text(to_csv(result), path, overwrite=overwrite)
+
+
+def write_markdown(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """:func:`to_markdown` written atomically; no overwrite without ``overwrite``."""
+    return _write_text(to_markdown(result), path, overwrite=overwrite)
+
+
+def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``result`` as indented JSON, atomically (temp file + rename); an existing file is
+    replaced only with ``overwrite``."""
+    return _write_text(json.dumps(result, indent=2) + "\n", path, overwrite=overwrite)
+
+
 __all__ = [
     "CHANNEL_SPACE",
+    "CSV_KEYS",
     "ROW_KEYS",
     "add_noise",
     "default_methods",
     "load_ground_truth",
     "make_observation",
     "parse_methods",
+    "parse_sigmas",
     "protocol",
     "run_benchmark",
+    "to_csv",
+    "to_markdown",
+    "write_csv",
     "write_json",
+    "write_markdown",
 ]

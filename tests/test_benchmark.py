@@ -153,8 +153,11 @@ def test_argument_errors(tiny_kodak):
     with pytest.raises(UsageError, match="unknown task"):
         benchmark.run_benchmark("denoise", "kodak", "fake-fill", parent)
     assert benchmark.parse_methods("demosaic", " fake-fill, FAKE-fill ,") == ["fake-fill"]
-    assert benchmark.default_methods("demosaic") == ["bilinear", "malvar", "menon"]
-    assert benchmark.default_methods("upscale2x") == ["bicubic", "bicubic-halfpixel"]
+    real = {"demosaic": ["bilinear", "malvar", "menon", "iglr", "igtv", "uglr", "ugtv"],
+            "upscale2x": ["bicubic", "bicubic-halfpixel", "iglr", "igtv", "uglr", "ugtv"]}
+    for task, names in real.items():
+        got = benchmark.default_methods(task)
+        assert [m for m in got if not m.startswith("fake-")] == names
 
 
 def test_bad_method_output_is_reported(tiny_kodak, monkeypatch):
@@ -205,6 +208,7 @@ def test_cli_table_and_json(tiny_kodak, monkeypatch, capsys, tmp_path):
         (["--methods", "fake-fill", "--pattern", "XYZW"], 2, "Bayer pattern"),
         (["--methods", "fake-fill", "--device", "tpu"], 2, "unknown device"),
         (["--methods", "fake-fill", "--noise-sigma", "-1"], 2, "noise sigma"),
+        (["--methods", "fake-fill", "--noise-sigma", "10,x"], 2, "noise sigma must be a number"),
         (["--methods", "fake-fill", "--data-dir", "MISSING"], 1, "no such folder"),
     ],
 )
@@ -215,3 +219,130 @@ def test_cli_errors_are_one_line(tiny_kodak, monkeypatch, capsys, tmp_path, args
         args += ["--data-dir", str(parent)]
     got, stdout, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", *args)
     assert got == code and needle in err and err.count("\n") == 1 and err.startswith("error: ")
+
+
+def test_noise_levels_give_one_row_per_method_and_level(tiny_kodak):
+    parent, _ = tiny_kodak
+    seen = []
+    res = benchmark.run_benchmark("demosaic", "kodak", "fake-record,fake-fill", parent, noise_sigma="0, 20,10,20",
+                                  restorer_options={"fake-record": {"seen": seen}}, warmup=False)
+    rows = [(r["method"], r["noise_sigma"]) for r in res["results"]]
+    assert rows == [(m, s) for m in ("fake-record", "fake-fill") for s in (0.0, 20.0, 10.0)]
+    assert res["protocol"]["noise"]["sigma"] == [0.0, 20.0, 10.0] and res["protocol"]["noise"]["seed"] == 0
+    # seen: per image, sigma 0, 20, 10; one N(0,1) draw per image scaled by each sigma
+    for i in range(3):
+        clean, n20, n10 = seen[3 * i: 3 * i + 3]
+        assert torch.allclose((n20 - clean), 2 * (n10 - clean), atol=1e-6)
+        assert abs((n20 - clean).std().item() * 255 - 20) < 3
+    psnr = {r["noise_sigma"]: r["psnr_dataset_mse"] for r in res["results"] if r["method"] == "fake-fill"}
+    assert psnr[0.0] > psnr[10.0] > psnr[20.0]
+    assert benchmark.parse_sigmas([30, 10, 30]) == [30.0, 10.0] and benchmark.parse_sigmas(None) == [0.0]
+    with pytest.raises(UsageError, match=">= 0"):
+        benchmark.parse_sigmas("10,-5")
+    with pytest.raises(UsageError, match=">= 0"):
+        benchmark.parse_sigmas(float("nan"))
+
+
+def test_learned_without_weights_is_skipped(tiny_kodak, monkeypatch):
+    from gsprestore.errors import WeightsError
+
+    parent, _ = tiny_kodak
+
+    def no_weights(name, task, **options):
+        raise WeightsError("no weights for fake-learned (pass --weights)", "weights/")
+
+    mod = sys.modules["gsp_fake_methods"]
+    monkeypatch.setattr(mod, "no_weights", no_weights, raising=False)
+    monkeypatch.setitem(restorers.METHODS, "fake-learned",
+                        restorers.MethodSpec("fake-learned", ("demosaic",), "learned", "gsp_fake_methods:no_weights", ""))
+    res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill,fake-learned", parent, noise_sigma=[0, 10])
+    ok, skipped = res["results"][:2], res["results"][2:]
+    assert all(r["skipped"] is None and r["psnr_dataset_mse"] > 0 for r in ok)
+    assert [r["noise_sigma"] for r in skipped] == [0.0, 10.0]
+    for r in skipped:
+        assert r["method"] == "fake-learned" and r["kind"] == "learned" and r["psnr_dataset_mse"] is None
+        assert "no weights for fake-learned" in r["skipped"]
+    md = benchmark.to_markdown(res)
+    assert "| fake-learned | 10 | skipped: weights/: no weights for fake-learned" in md
+
+
+def test_csv_and_markdown_outputs(tiny_kodak, tmp_path):
+    import csv
+    import io
+
+    parent, _ = tiny_kodak
+    res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, noise_sigma="0,10")
+    text = benchmark.to_csv(res)
+    comments = [ln for ln in text.splitlines() if ln.startswith("#")]
+    assert f"# gsprestore_version: {res['protocol']['gsprestore_version']}" in comments
+    assert any(ln.startswith("# noise: {") for ln in comments)
+    rows = list(csv.DictReader(io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.startswith("#")))))
+    assert [r["noise_sigma"] for r in rows] == ["0.0", "10.0"] and rows[0]["skipped"] == ""
+    for got, want in zip(rows, res["results"]):
+        assert float(got["psnr_dataset_mse"]) == pytest.approx(want["psnr_dataset_mse"])
+        assert float(got["megapixels_per_second"]) == pytest.approx(want["megapixels_per_second"])
+    md = benchmark.to_markdown(res)
+    assert res["protocol"]["gsprestore_version"] in md and md.count("| fake-fill |") == 2
+    for writer, name in [(benchmark.write_csv, "r.csv"), (benchmark.write_markdown, "r.md")]:
+        writer(res, tmp_path / name)
+        with pytest.raises(GspError, match="--overwrite"):
+            writer(res, tmp_path / name)
+        writer(res, tmp_path / name, overwrite=True)
+    assert (tmp_path / "r.csv").read_text() == text and (tmp_path / "r.md").read_text() == md
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "r.csv", "r.md"]  # no temp files left
+
+
+def test_custom_folder_dataset(tmp_path):
+    d = tmp_path / "mine"
+    d.mkdir()
+    rng = np.random.default_rng(3)
+    for n in ["x2.png", "x10.png"]:
+        Image.fromarray(rng.integers(0, 256, (16, 18, 3), dtype=np.uint8)).save(d / n)
+    res = benchmark.run_benchmark("upscale2x", None, "fake-nearest", d, per_image=True)
+    (row,) = res["results"]
+    assert row["dataset"] == "mine" and [x["file"] for x in row["per_image"]] == ["x2.png", "x10.png"]
+    assert res["protocol"]["custom_dataset"] and not res["protocol"]["checksums_verified"]
+
+
+def test_cli_noise_list_csv_markdown_custom(tmp_path, monkeypatch, capsys):
+    d = tmp_path / "imgs"
+    d.mkdir()
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (12, 14, 3), dtype=np.uint8)).save(d / "a.png")
+    code, stdout, _ = _cli(monkeypatch, capsys, "--task", "demosaic", "--data-dir", str(d), "--methods", "fake-fill",
+                           "--noise-sigma", "10,20", "--csv", str(tmp_path / "o.csv"), "--markdown",
+                           str(tmp_path / "o.md"))
+    assert code == 0 and "sigma" in stdout and stdout.count("fake-fill") == 2
+    assert (tmp_path / "o.csv").is_file() and "| fake-fill | 20 |" in (tmp_path / "o.md").read_text()
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--data-dir", str(d), "--methods", "fake-fill",
+                        "--markdown", str(tmp_path / "o.md"))
+    assert code == 1 and "--overwrite" in err
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--methods", "fake-fill")
+    assert code == 2 and "--data-dir" in err
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--data-dir", str(d), "--download")
+    assert code == 2 and "--download needs" in err
+
+
+def test_cli_download(tiny_kodak, monkeypatch, capsys, tmp_path):
+    """--download fetches from a local mirror (127.0.0.1) into --data-dir, then benchmarks it."""
+    import functools
+    import http.server
+    import threading
+
+    parent, _ = tiny_kodak
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0),
+        functools.partial(type("H", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None}),
+                          directory=str(parent)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("GSPRESTORE_DATASET_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        dest = tmp_path / "dl"
+        code, stdout, _ = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                               str(dest), "--download", "--methods", "fake-fill")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert code == 0 and "fake-fill" in stdout
+    assert sorted(p.name for p in (dest / "kodak24").iterdir()) == ["kodim01.png", "kodim02.png", "kodim03.png"]

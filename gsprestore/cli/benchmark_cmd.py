@@ -13,7 +13,8 @@ from .app import app
 
 
 def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
-    """A Rich table of the benchmark rows, titled with the protocol's essentials."""
+    """A Rich table of the benchmark rows, titled with the protocol's essentials; a noise column
+    when several levels were run, and the reason for each skipped method."""
     from rich.table import Table
 
     p = result["protocol"]
@@ -21,23 +22,30 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
     bits = [p["task"], f"{p['dataset']} ({p['images']} images)", space]
     if p["pattern"]:
         bits.append(p["pattern"])
-    if p["noise"]["sigma"]:
-        bits.append(f"noise sigma {p['noise']['sigma']:g}/255")
+    sig = p["noise"]["sigma"]
+    several = isinstance(sig, list)
+    if not several and sig:
+        bits.append(f"noise sigma {sig:g}/255")
     bits.append(p["device"])
     table = Table(title=", ".join(bits), caption="PSNR (dB): 10 log10(1 / mean MSE) over the data set, float outputs "
                   "(the paper's). Mean PSNR (dB): mean of per-image PSNR, 8-bit outputs.")
     width = max([len("method")] + [len(r["method"]) for r in result["results"]])
     table.add_column("method", no_wrap=True, min_width=width)
-    for col in ("PSNR", "mean PSNR", "SSIM", "s/image", "MP/s", "params"):
+    cols = (["sigma"] if several else []) + ["PSNR", "mean PSNR", "SSIM", "s/image", "MP/s", "params"]
+    for col in cols:
         table.add_column(col, justify="right")
     for r in result["results"]:
+        lead = [r["method"]] + ([f"{r['noise_sigma']:g}"] if several else [])
+        if r.get("skipped"):
+            table.add_row(*lead, f"skipped: {r['skipped']}", *[""] * 5)
+            continue
         table.add_row(
-            r["method"],
+            *lead,
             f"{r['psnr_dataset_mse']:.2f}",
             f"{r['psnr_mean']:.2f}",
             f"{r['ssim_mean']:.4f}",
             f"{r['seconds_per_image']:.3f}",
-            f"{r['megapixels_per_second']:.2f}",
+            "-" if r["megapixels_per_second"] is None else f"{r['megapixels_per_second']:.2f}",
             f"{r['params']:,}",
         )
     return table
@@ -46,24 +54,38 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
 @app.command("benchmark")
 def benchmark(
     task: Annotated[str, typer.Option("--task", help="demosaic or upscale2x.")],
-    dataset: Annotated[str, typer.Option("--dataset", help="kodak, mcm or urban100.")],
+    dataset: Annotated[
+        Optional[str],
+        typer.Option("--dataset", help="kodak, mcm, urban100, or custom (any folder of PNG/TIFF images given by "
+                     "--data-dir; the default when --dataset is omitted)."),
+    ] = None,
     data_dir: Annotated[
         Optional[Path],
         typer.Option("--data-dir", help="The data-set folder or its parent (default: $GSPRESTORE_DATA_DIR, "
-                     "then the user cache)."),
+                     "then the user cache); for a custom data set, the folder of images."),
     ] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the data set (into --data-dir, else the user cache) from "
+                           "its public source, verifying every file's SHA-256; files already there are kept.")
+    ] = False,
     methods: Annotated[
         Optional[str],
-        typer.Option("--methods", help="Comma-separated method names (default: every classical method of the task)."),
+        typer.Option("--methods", help="Comma-separated method names (default: every method of the task; learned "
+                     "ones without weights are listed as skipped)."),
     ] = None,
     pattern: Annotated[str, typer.Option("--pattern", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")] = "RGGB",
     noise_sigma: Annotated[
-        float, typer.Option("--noise-sigma", help="Gaussian noise std (in 8-bit units, /255) added to the input.")
-    ] = 0.0,
+        str, typer.Option("--noise-sigma", help="Gaussian noise std (8-bit units, /255) added to the input; a list "
+                          "such as 10,20,30,50 gives one row per method and level.")
+    ] = "0",
     json_out: Annotated[
         Optional[Path], typer.Option("--json", help="Also write the results and protocol to this JSON file.")
     ] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --json file.")] = False,
+    csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows as CSV (protocol in # lines).")] = None,
+    md_out: Annotated[
+        Optional[Path], typer.Option("--markdown", help="Also write the protocol and a Markdown table.")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the input noise.")] = 0,
 ) -> None:
@@ -71,22 +93,33 @@ def benchmark(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..benchmark import parse_methods, run_benchmark, write_json
+    from ..benchmark import parse_methods, parse_sigmas, run_benchmark, write_csv, write_json, write_markdown
     from ..datasets import get_spec
-    from ..errors import GspError
+    from ..errors import GspError, UsageError
     from ..restorers import check_task
     from ..sampling import check_pattern
 
     # Argument errors first (exit 2), before any data is touched.
     check_task(task)
-    get_spec(dataset)
+    if dataset is None or dataset.lower() == "custom":
+        dataset = "custom"
+        if data_dir is None:
+            raise UsageError("pass --dataset kodak|mcm|urban100, or --data-dir with a folder of images")
+        if download:
+            raise UsageError("--download needs a registered --dataset (kodak, mcm or urban100)")
+    else:
+        get_spec(dataset)
     names = parse_methods(task, methods)
     pattern = check_pattern(pattern)
-    if json_out is not None and json_out.exists() and not overwrite:
-        raise GspError("output exists (pass --overwrite to replace it)", json_out)
+    sigmas = parse_sigmas(noise_sigma)
+    outputs = [(o, w) for o, w in ((json_out, write_json), (csv_out, write_csv), (md_out, write_markdown))
+               if o is not None]
+    for out, _ in outputs:
+        if out.exists() and not overwrite:
+            raise GspError("output exists (pass --overwrite to replace it)", out)
 
     err = Console(stderr=True)
-    run = dict(pattern=pattern, noise_sigma=noise_sigma, device=device, seed=seed)
+    run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, download=download)
     if not err.is_terminal:  # no progress bar in logs and pipes: stderr keeps only real messages
         result = run_benchmark(task, dataset, names, data_dir, **run)
     else:
@@ -99,6 +132,6 @@ def benchmark(
 
             result = run_benchmark(task, dataset, names, data_dir, progress=step, **run)
     Console().print(results_table(result))
-    if json_out is not None:
-        write_json(result, json_out, overwrite=overwrite)
-        err.print(f"wrote {json_out}")
+    for out, writer in outputs:
+        writer(result, out, overwrite=overwrite)
+        err.print(f"wrote {out}")
