@@ -1,0 +1,299 @@
+"""Drawing helpers for ``compare`` and ``explain``: colour maps, labelled tiles, montages, heat
+maps with values and line plots, all with Pillow and numpy (no matplotlib).
+
+Arrays are float ``(H, W)`` or ``(H, W, 3)`` in [0, 1] unless a function says otherwise; images
+returned are ``PIL.Image.Image`` in RGB mode. :func:`hardest_window` picks the crop ``compare``
+zooms into.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+#: Viridis anchor colours (perceptually ordered, colour-blind safe), interpolated linearly.
+VIRIDIS = np.array([(68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142),
+                    (31, 158, 137), (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37)],
+                   dtype=np.float64)
+BACKGROUND = (255, 255, 255)
+INK = (20, 20, 20)
+#: Distinct line colours for plots (Okabe-Ito).
+LINE_COLOURS = [(0, 114, 178), (213, 94, 0), (0, 158, 115), (204, 121, 167), (230, 159, 0), (86, 180, 233),
+                (120, 120, 120), (240, 228, 66)]
+
+
+def font(size: int = 13) -> ImageFont.ImageFont:
+    """Pillow's bundled scalable font (falls back to the bitmap font without FreeType)."""
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # pragma: no cover - Pillow < 10.1
+        return ImageFont.load_default()
+
+
+def text_size(draw: ImageDraw.ImageDraw, text: str, fnt: ImageFont.ImageFont) -> tuple[int, int]:
+    x0, y0, x1, y1 = draw.textbbox((0, 0), text, font=fnt)
+    return x1 - x0, y1 - y0
+
+
+def to_uint8(a: np.ndarray) -> np.ndarray:
+    """Float [0, 1] -> uint8 (clipped, rounded); a single channel becomes grey RGB."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if a.ndim == 2:
+        a = np.repeat(a[:, :, None], 3, axis=2)
+    return np.rint(np.clip(a, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def to_pil(a: np.ndarray) -> Image.Image:
+    """A float image (or a uint8 RGB array) as an RGB ``PIL.Image``."""
+    a = np.asarray(a)
+    return Image.fromarray(a if a.dtype == np.uint8 and a.ndim == 3 else to_uint8(a), "RGB")
+
+
+def colormap(values: np.ndarray, vmin: float = 0.0, vmax: float = 1.0) -> np.ndarray:
+    """Map ``values`` (any shape) to viridis RGB uint8 (shape + (3,)), ``vmin`` -> dark purple,
+    ``vmax`` -> yellow; NaN -> white."""
+    v = np.asarray(values, dtype=np.float64)
+    span = vmax - vmin if vmax > vmin else 1.0
+    t = np.clip((v - vmin) / span, 0.0, 1.0) * (len(VIRIDIS) - 1)
+    t = np.nan_to_num(t, nan=0.0)
+    i = np.minimum(np.floor(t).astype(int), len(VIRIDIS) - 2)
+    f = (t - i)[..., None]
+    rgb = VIRIDIS[i] * (1 - f) + VIRIDIS[i + 1] * f
+    rgb[np.isnan(v)] = 255.0
+    return np.rint(rgb).astype(np.uint8)
+
+
+def zoom(a: np.ndarray, factor: int) -> np.ndarray:
+    """Nearest-neighbour enlargement by an integer ``factor`` (pixels stay visible as blocks)."""
+    factor = max(1, int(factor))
+    return np.repeat(np.repeat(np.asarray(a), factor, axis=0), factor, axis=1)
+
+
+def fit_width(img: Image.Image, width: int) -> Image.Image:
+    """Scale ``img`` to ``width`` (nearest when enlarging by an integer, Lanczos when shrinking)."""
+    if img.width == width:
+        return img
+    h = max(1, round(img.height * width / img.width))
+    return img.resize((width, h), Image.NEAREST if width > img.width else Image.LANCZOS)
+
+
+def labelled(img: Image.Image, lines: Sequence[str], size: int = 13) -> Image.Image:
+    """``img`` with a white caption band of ``lines`` under it."""
+    fnt = font(size)
+    probe = ImageDraw.Draw(img)
+    heights = [max(size, text_size(probe, s, fnt)[1]) + 4 for s in lines]
+    width = max([img.width] + [text_size(probe, s, fnt)[0] + 8 for s in lines])
+    out = Image.new("RGB", (width, img.height + sum(heights) + 4), BACKGROUND)
+    out.paste(img, ((width - img.width) // 2, 0))
+    d = ImageDraw.Draw(out)
+    y = img.height + 3
+    for s, h in zip(lines, heights):
+        d.text((4, y), s, fill=INK, font=fnt)
+        y += h
+    return out
+
+
+def draw_box(img: Image.Image, box: tuple[int, int, int, int], colour=(255, 0, 0), width: int = 2) -> Image.Image:
+    """A copy of ``img`` with the rectangle ``box = (x, y, w, h)`` outlined."""
+    out = img.copy()
+    x, y, w, h = box
+    ImageDraw.Draw(out).rectangle((x, y, x + w - 1, y + h - 1), outline=colour, width=width)
+    return out
+
+
+def grid(rows: Sequence[Sequence[Image.Image | None]], pad: int = 8, title: str | None = None) -> Image.Image:
+    """Tiles laid out row by row (``None`` leaves a gap), each cell as wide as its column's
+    widest tile, ``pad`` pixels apart, an optional title line on top."""
+    ncols = max(len(r) for r in rows)
+    colw = [max((r[c].width for r in rows if c < len(r) and r[c] is not None), default=0) for c in range(ncols)]
+    rowh = [max((t.height for t in r if t is not None), default=0) for r in rows]
+    top = 0
+    if title:
+        top = 24
+    W = sum(colw) + pad * (ncols + 1)
+    H = top + sum(rowh) + pad * (len(rows) + 1)
+    out = Image.new("RGB", (W, H), BACKGROUND)
+    if title:
+        ImageDraw.Draw(out).text((pad, 5), title, fill=INK, font=font(15))
+    y = top + pad
+    for r, h in zip(rows, rowh):
+        x = pad
+        for c in range(ncols):
+            t = r[c] if c < len(r) else None
+            if t is not None:
+                out.paste(t, (x, y))
+            x += colw[c] + pad
+        y += h + pad
+    return out
+
+
+def colorbar(vmin: float, vmax: float, width: int = 256, label: str = "", height: int = 12) -> Image.Image:
+    """A horizontal viridis scale from ``vmin`` to ``vmax`` with end values and a label."""
+    ramp = colormap(np.tile(np.linspace(0.0, 1.0, width), (height, 1)), 0.0, 1.0)
+    bar = Image.fromarray(ramp, "RGB")
+    fnt = font(12)
+    out = Image.new("RGB", (width + 2, height + 20), BACKGROUND)
+    out.paste(bar, (1, 0))
+    d = ImageDraw.Draw(out)
+    d.text((1, height + 3), f"{vmin:.3g}", fill=INK, font=fnt)
+    hi = f"{vmax:.3g}"
+    d.text((width + 1 - text_size(d, hi, fnt)[0], height + 3), hi, fill=INK, font=fnt)
+    if label:
+        d.text(((width - text_size(d, label, fnt)[0]) // 2, height + 3), label, fill=INK, font=fnt)
+    return out
+
+
+def heatmap(values: np.ndarray, *, cell: int = 28, vmin: float | None = None, vmax: float | None = None,
+            annotate: bool = True, fmt: str = "{:.2f}", highlight: tuple[int, int] | None = None) -> Image.Image:
+    """A small matrix as a grid of viridis cells of ``cell`` pixels, each with its value written
+    in it (dark text on light cells, light text on dark ones); ``highlight`` (row, col) outlines a cell."""
+    v = np.asarray(values, dtype=np.float64)
+    lo = float(np.nanmin(v)) if vmin is None else vmin
+    hi = float(np.nanmax(v)) if vmax is None else vmax
+    rgb = zoom(colormap(v, lo, hi), cell)
+    img = Image.fromarray(rgb, "RGB")
+    if annotate:
+        d = ImageDraw.Draw(img)
+        fnt = font(max(8, cell // 3))
+        span = hi - lo if hi > lo else 1.0
+        for (r, c), val in np.ndenumerate(v):
+            s = fmt.format(val)
+            tw, th = text_size(d, s, fnt)
+            light = (val - lo) / span > 0.55
+            d.text((c * cell + (cell - tw) // 2, r * cell + (cell - th) // 2 - 1), s,
+                   fill=(0, 0, 0) if light else (255, 255, 255), font=fnt)
+    if highlight is not None:
+        r, c = highlight
+        ImageDraw.Draw(img).rectangle((c * cell, r * cell, (c + 1) * cell - 1, (r + 1) * cell - 1),
+                                      outline=(255, 0, 0), width=2)
+    return img
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    step = 10 ** math.floor(math.log10((hi - lo) / n))
+    for m in (1, 2, 5, 10):
+        if (hi - lo) / (step * m) <= n:
+            step *= m
+            break
+    first = math.ceil(lo / step) * step
+    return [first + k * step for k in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def line_plot(series: dict[str, Sequence[float]], *, title: str = "", xlabel: str = "iteration",
+              ylabel: str = "", log_y: bool = True, size: tuple[int, int] = (480, 300),
+              x_values: Sequence[float] | None = None) -> Image.Image:
+    """A line plot of named series (same x: 1, 2, ... or ``x_values``), log10 y axis by default
+    (non-positive values are dropped there), with axes, ticks, a legend and a title."""
+    W, H = size
+    left, right, top, bottom = 64, 12, 26 if title else 10, 40
+    img = Image.new("RGB", (W, H), BACKGROUND)
+    d = ImageDraw.Draw(img)
+    fnt = font(12)
+    pts: dict[str, list[tuple[float, float]]] = {}
+    for name, ys in series.items():
+        xs = list(x_values) if x_values is not None else list(range(1, len(ys) + 1))
+        p = [(float(x), float(y)) for x, y in zip(xs, ys) if math.isfinite(float(y)) and (float(y) > 0 or not log_y)]
+        pts[name] = [(x, math.log10(y) if log_y else y) for x, y in p]
+    allp = [q for p in pts.values() for q in p]
+    if not allp:
+        d.text((left, H // 2), "(no finite values)", fill=INK, font=fnt)
+        return img
+    x0, x1 = min(q[0] for q in allp), max(q[0] for q in allp)
+    y0, y1 = min(q[1] for q in allp), max(q[1] for q in allp)
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 - y0 < 1e-9:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+    margin = 0.05 * (y1 - y0)
+    y0, y1 = y0 - margin, y1 + margin
+    pw, ph = W - left - right, H - top - bottom
+
+    def px(x: float, y: float) -> tuple[float, float]:
+        return left + (x - x0) / (x1 - x0) * pw, top + (1 - (y - y0) / (y1 - y0)) * ph
+
+    d.rectangle((left, top, left + pw, top + ph), outline=INK)
+    for ty in _nice_ticks(y0, y1, 5):
+        _, yy = px(x0, ty)
+        d.line((left - 4, yy, left + pw, yy), fill=(225, 225, 225))
+        d.line((left - 4, yy, left, yy), fill=INK)
+        s = f"1e{ty:g}" if log_y and float(ty).is_integer() else (f"{10 ** ty:.2g}" if log_y else f"{ty:.3g}")
+        tw, th = text_size(d, s, fnt)
+        d.text((left - 6 - tw, yy - th / 2 - 2), s, fill=INK, font=fnt)
+    xticks = _nice_ticks(x0, x1, 8)
+    if all(float(q[0]).is_integer() for q in allp):
+        xticks = [t for t in xticks if float(t).is_integer()] or xticks
+    for tx in xticks:
+        xx, _ = px(tx, y0)
+        d.line((xx, top + ph, xx, top + ph + 4), fill=INK)
+        s = f"{tx:g}"
+        tw, _ = text_size(d, s, fnt)
+        d.text((xx - tw / 2, top + ph + 6), s, fill=INK, font=fnt)
+    lab = xlabel
+    d.text((left + (pw - text_size(d, lab, fnt)[0]) / 2, H - 16), lab, fill=INK, font=fnt)
+    if title or ylabel:
+        head = title or ylabel
+        d.text((left, 4), head + (" (log scale)" if log_y else ""), fill=INK, font=font(13))
+    ly = top + 6
+    for k, (name, p) in enumerate(pts.items()):
+        colour = LINE_COLOURS[k % len(LINE_COLOURS)]
+        xy = [px(x, y) for x, y in p]
+        if len(xy) > 1:
+            d.line(xy, fill=colour, width=2)
+        for xx, yy in xy:
+            d.ellipse((xx - 2.5, yy - 2.5, xx + 2.5, yy + 2.5), fill=colour)
+        tw, th = text_size(d, name, fnt)
+        lx = left + pw - tw - 30
+        d.line((lx, ly + 7, lx + 20, ly + 7), fill=colour, width=3)
+        d.text((lx + 24, ly), name, fill=INK, font=fnt)
+        ly += th + 6
+    return img
+
+
+def hardest_window(error: np.ndarray, size: int | tuple[int, int]) -> tuple[int, int, int, int]:
+    """The ``(x, y, w, h)`` window (``size`` pixels, or (w, h)) where the mean of ``error`` ``(H, W)``
+    is largest, by an integral image over every position (ties: the first in raster order)."""
+    e = np.asarray(error, dtype=np.float64)
+    if e.ndim == 3:
+        e = e.mean(axis=2)
+    H, W = e.shape
+    w, h = (size, size) if isinstance(size, int) else size
+    w, h = max(1, min(w, W)), max(1, min(h, H))
+    S = np.zeros((H + 1, W + 1))
+    S[1:, 1:] = e.cumsum(0).cumsum(1)
+    sums = S[h:, w:] - S[:-h, w:] - S[h:, :-w] + S[:-h, :-w]
+    y, x = np.unravel_index(int(np.argmax(sums)), sums.shape)
+    return int(x), int(y), int(w), int(h)
+
+
+def save_png(img: Image.Image, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``img`` atomically through :func:`gsprestore.io.write_image` (8-bit PNG)."""
+    from .io import write_image
+
+    a = np.asarray(img.convert("RGB"), dtype=np.float32) / np.float32(255.0)
+    return write_image(path, a, 8, overwrite=overwrite)
+
+
+__all__ = [
+    "colorbar",
+    "colormap",
+    "draw_box",
+    "fit_width",
+    "font",
+    "grid",
+    "hardest_window",
+    "heatmap",
+    "labelled",
+    "line_plot",
+    "save_png",
+    "to_pil",
+    "to_uint8",
+    "zoom",
+]
