@@ -474,7 +474,7 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
             M = v.metric
             ev = np.linalg.eigvalsh(M)[::-1]
             cell = 36 if M.shape[0] <= 6 else 30
-            fmt = "{:.2f}" if M.shape[0] <= 6 else "{:.1f}"
+            fmt = "{:.2f}"
             mrow.append(V.labelled(_labelled_matrix(V.heatmap(M, cell=cell, fmt=fmt), ex.feature_names, cell),
                                    [f"head {v.head + 1}: M", "eigenvalues " + " ".join(f"{e:.2g}" for e in ev[:6])
                                     + (" ..." if len(ev) > 6 else "")]))

@@ -284,6 +284,9 @@ def save_png(img: Image.Image, path: str | Path, *, overwrite: bool = False) -> 
 __all__ = [
     "colorbar",
     "colormap",
+    "compare",
+    "compare_montage",
+    "crop_size_for",
     "draw_box",
     "fit_width",
     "font",
@@ -297,3 +300,191 @@ __all__ = [
     "to_uint8",
     "zoom",
 ]
+
+
+# ----------------------------------------------------------------------------------------------
+# compare: ground truth and each method side by side
+# ----------------------------------------------------------------------------------------------
+
+
+def crop_size_for(height: int, width: int) -> int:
+    """Side of the automatic zoom window: a quarter of the short side, between 16 and 96 pixels."""
+    return int(max(16, min(96, min(height, width) // 4, min(height, width))))
+
+
+def compare_montage(
+    results: dict[str, np.ndarray],
+    *,
+    reference: np.ndarray | None = None,
+    observed: np.ndarray | None = None,
+    scores: dict[str, dict[str, float]] | None = None,
+    crop: tuple[int, int, int, int] | None = None,
+    thumb: int = 256,
+    title: str = "",
+) -> tuple[Image.Image, tuple[int, int, int, int]]:
+    """The ``compare`` montage. ``results`` name -> ``(H, W, C)`` float output; ``reference`` the
+    ground truth (None: no scores, no error maps); ``observed`` the input shown in the first column
+    when there is no reference. Row 1: whole images (scaled to ``thumb`` pixels wide) with the
+    zoom window outlined; row 2: that window enlarged; row 3 (with a reference): per-method absolute
+    error of the window (mean over channels), one colour scale for all, with its colour bar.
+    ``crop`` (x, y, w, h) or None: the window where the methods' mean error is largest (with a
+    reference) or where they disagree most (without). Returns the montage and the window used."""
+    names = list(results)
+    first = next(iter(results.values()))
+    H, W = first.shape[:2]
+    if crop is None:
+        side = crop_size_for(H, W)
+        if reference is not None:
+            err = np.mean([np.abs(r - reference).mean(axis=2) for r in results.values()], axis=0)
+        elif len(results) > 1:
+            err = np.std(np.stack([r.mean(axis=2) for r in results.values()]), axis=0)
+        else:
+            err = np.zeros((H, W))
+        if not np.any(err > 0):
+            crop = ((W - side) // 2, (H - side) // 2, min(side, W), min(side, H))
+        else:
+            crop = hardest_window(err, side)
+    x, y, w, h = crop
+    tw = min(thumb, W) if W >= thumb // 2 else thumb
+    s = tw / W
+    box = (int(round(x * s)), int(round(y * s)), max(3, int(round(w * s))), max(3, int(round(h * s))))
+    zf = max(1, thumb // max(w, h))
+
+    def full(a: np.ndarray) -> Image.Image:
+        return draw_box(fit_width(to_pil(a), tw), box)
+
+    def window(a: np.ndarray) -> np.ndarray:
+        return a[y : y + h, x : x + w]
+
+    def rgb(a: np.ndarray) -> np.ndarray:
+        return np.repeat(a, 3, axis=2) if a.ndim == 3 and a.shape[2] == 1 else a
+
+    row1: list[Image.Image | None] = []
+    row2: list[Image.Image | None] = []
+    row3: list[Image.Image | None] = []
+    if reference is not None:
+        row1.append(labelled(full(rgb(reference)), ["ground truth", f"{W}x{H}"]))
+        row2.append(labelled(to_pil(zoom(rgb(window(reference)), zf)), [f"window x,y,w,h = {x},{y},{w},{h}"]))
+    elif observed is not None:
+        obs = rgb(observed)
+        if obs.shape[:2] != (H, W):  # low-resolution input: nearest-neighbour up to the output grid
+            f = max(1, round(H / obs.shape[0]))
+            obs = zoom(obs, f)[:H, :W]
+        row1.append(labelled(full(obs), ["input (no reference)", f"{W}x{H}"]))
+        row2.append(labelled(to_pil(zoom(window(obs), zf)), [f"window x,y,w,h = {x},{y},{w},{h}"]))
+    errs = {}
+    if reference is not None:
+        errs = {n: np.abs(window(results[n]) - window(reference)).mean(axis=2) for n in names}
+        vmax = max(float(np.percentile(e, 99.5)) for e in errs.values())
+        vmax = vmax if vmax > 0 else 1.0
+        row3.append(colorbar(0.0, vmax, min(200, thumb), "|error|, shared scale"))
+    for n in names:
+        sc = (scores or {}).get(n)
+        lines = [n] + ([f"PSNR {sc['psnr']:.2f} dB  SSIM {sc['ssim']:.4f}"] if sc else [])
+        row1.append(labelled(full(rgb(results[n])), lines))
+        wl = [n]
+        if reference is not None:
+            m = float(np.mean((window(results[n]).astype(np.float64) - window(reference)) ** 2))
+            wl.append(f"window PSNR {10 * math.log10(1 / m) if m > 0 else float('inf'):.2f} dB")
+        row2.append(labelled(to_pil(zoom(rgb(window(results[n])), zf)), wl))
+        if reference is not None:
+            e = errs[n]
+            row3.append(labelled(Image.fromarray(colormap(zoom(e, zf), 0.0, vmax), "RGB"),
+                                 [f"{n}: |error|", f"mean {e.mean():.4f}"]))
+    rows = [row1, row2] + ([row3] if row3 else [])
+    return grid(rows, title=title or None), (x, y, w, h)
+
+
+def compare(
+    image: np.ndarray,
+    task: str,
+    methods: Sequence[str],
+    *,
+    pattern: str = "RGGB",
+    reference: bool = True,
+    crop: tuple[int, int, int, int] | None = None,
+    weights: dict[str, str] | None = None,
+    skip_unavailable: bool = False,
+    notice=None,
+    device: str = "auto",
+    tile: int = 0,
+    restorers: dict | None = None,
+) -> tuple[Image.Image, dict]:
+    """Run ``methods`` through the tiled engine (:func:`gsprestore.engine.restore`) on ``image``
+    ``(H, W, C)`` and build :func:`compare_montage`. ``demosaic``: an RGB ``image`` is the ground
+    truth (mosaicked with ``pattern``), a 1-channel one is the mosaic (no scores); ``upscale2x``:
+    the high-resolution ground truth (``HR[0::2, 0::2]`` is the input), or with
+    ``reference=False`` the low-resolution input itself. Scores: :func:`gsprestore.metrics.image_scores`
+    (RGB for demosaicking, BT.601 luma for 2x of a colour image). A method that cannot be built or run
+    raises :class:`~gsprestore.errors.GspError` naming it, or with ``skip_unavailable`` is left out
+    after a ``notice``. Returns the montage and a summary dict (scores, window, skipped methods)."""
+    import torch
+
+    from .engine import restore
+    from .errors import GspError, UsageError
+    from .metrics import image_scores
+    from .restorers import check_task, get_restorer, method_spec
+    from .sampling import check_pattern, mosaic
+
+    check_task(task)
+    if not methods:
+        raise UsageError("--methods needs at least one method")
+    for m in methods:
+        method_spec(m, task)
+    img = np.asarray(image, dtype=np.float32)
+    if img.ndim == 2:
+        img = img[:, :, None]
+    gt = None
+    if task == "demosaic":
+        pattern = check_pattern(pattern)
+        if img.shape[2] == 3 and reference:
+            gt = img
+            y = mosaic(torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1), pattern)
+        elif img.shape[2] == 1:
+            y = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)
+        else:
+            raise UsageError(f"demosaicking compare needs an RGB reference or a 1-channel mosaic, got {img.shape[2]} channels")
+    else:
+        if reference:
+            Hh, Ww = img.shape[0] - img.shape[0] % 2, img.shape[1] - img.shape[1] % 2
+            gt = img[:Hh, :Ww]
+            y = torch.from_numpy(np.ascontiguousarray(gt[0::2, 0::2])).permute(2, 0, 1)
+        else:
+            y = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)
+    results: dict[str, np.ndarray] = {}
+    scores: dict[str, dict[str, float]] = {}
+    skipped: dict[str, str] = {}
+    for m in methods:
+        try:
+            r = (restorers or {}).get(m)
+            if r is None:
+                opts = {"weights": weights[m]} if weights and m in weights else {}
+                r = get_restorer(m, task, **opts)
+            out = restore(r, y, pattern, device=device, tile=tile).numpy()
+        except GspError as exc:
+            if not skip_unavailable:
+                raise GspError(f"method {m}: {exc}") from None
+            skipped[m] = str(exc)
+            if notice is not None:
+                notice(f"skipping {m}: {exc}")
+            continue
+        results[m] = out
+        if gt is not None:
+            space = "y" if task == "upscale2x" and gt.shape[2] == 3 else "rgb"
+            t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)[None]  # noqa: E731
+            sc = image_scores(t(out), t(gt), space)
+            scores[m] = {k: float(v[0]) for k, v in sc.items()}
+    if not results:
+        raise GspError("no method could run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+    H, W = next(iter(results.values())).shape[:2]
+    if crop is not None:
+        cx, cy, cw, ch = crop
+        if cx + cw > W or cy + ch > H:
+            raise UsageError(f"--crop {cx},{cy},{cw},{ch} leaves the {W}x{H} output")
+    observed = y.permute(1, 2, 0).numpy() if gt is None else None
+    space = "" if gt is None else (" (scores on luma Y)" if task == "upscale2x" and gt.shape[2] == 3 else " (scores on RGB)")
+    title = f"{task}" + (f", pattern {pattern}" if task == "demosaic" else "") + space
+    montage, window = compare_montage(results, reference=gt, observed=observed, scores=scores or None,
+                                      crop=crop, title=title)
+    return montage, {"task": task, "pattern": pattern if task == "demosaic" else None, "window": window,
+                     "scores": scores, "skipped": skipped, "methods": list(results)}

@@ -5,3 +5,4 @@ from . import benchmark_cmd  # noqa: F401
 from . import train_cmd  # noqa: F401
 from . import models_cmd  # noqa: F401
 from . import restore_cmds  # noqa: F401
+from . import visual_cmds  # noqa: F401

@@ -1,0 +1,143 @@
+"""``gsprestore compare | explain``: montages of methods side by side, and pictures of what a
+graph model uses on an image (library: :mod:`gsprestore.visualize`, :mod:`gsprestore.explain`).
+Nothing heavy is imported at module level."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+
+ImageArg = Annotated[str, typer.Argument(help="PNG or TIFF: the ground truth (RGB), or a 1-channel mosaic / "
+                                         "the low-resolution input with --no-reference.", show_default=False)]
+Task = Annotated[str, typer.Option("--task", "-t", help="demosaic or upscale2x.")]
+Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")]
+Crop = Annotated[Optional[str], typer.Option("--crop", help="Window x,y,w,h in output pixels.")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
+NoReference = Annotated[bool, typer.Option("--no-reference", help="upscale2x: IMAGE is the low-resolution input "
+                                           "(no scores).")]
+
+
+def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]:
+    """``--weights PATH`` (one learned method) or ``--weights METHOD=PATH`` (repeatable)."""
+    from ..errors import UsageError
+    from ..restorers import METHODS
+
+    out: dict[str, str] = {}
+    learned = [m for m in methods if METHODS[m].kind == "learned"]
+    for v in values or []:
+        if "=" in v and v.split("=", 1)[0].lower() in METHODS:
+            name, path = v.split("=", 1)
+            out[name.lower()] = path
+        elif len(learned) == 1:
+            out[learned[0]] = v
+        else:
+            raise UsageError("with several learned methods, give --weights METHOD=PATH for each")
+    return out
+
+
+@app.command()
+def compare(
+    image: ImageArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
+    task: Task = "demosaic",
+    methods: Annotated[str, typer.Option("--methods", "-m", help="Comma-separated methods (see `gsprestore models`).")]
+    = "bilinear,menon,ugtv",
+    crop: Crop = None,
+    pattern: Pattern = "RGGB",
+    no_reference: NoReference = False,
+    weights: Annotated[Optional[list[str]], typer.Option("--weights", help="Weights for a learned method: PATH, "
+                                                          "or METHOD=PATH (repeatable).")] = None,
+    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Leave out methods that cannot run "
+                                                   "(e.g. no weights) with a notice instead of failing.")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    tile: Annotated[int, typer.Option("--tile", help="Tile size in input pixels (0 = automatic).")] = 0,
+    overwrite: Overwrite = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the scores and window as JSON.")] = False,
+) -> None:
+    """Ground truth and each method's result side by side, zoomed into the hardest window, with
+    PSNR/SSIM and per-method error maps on one colour scale.
+
+    Example: gsprestore compare photo.png --task demosaic --methods bilinear,menon,igtv -o compare.png
+    """
+    import json
+    from pathlib import Path
+
+    from ..errors import GspError
+    from ..explain import parse_box
+    from ..io import check_writable, read_image
+    from ..restorers import check_task, method_spec
+    from ..visualize import compare as run_compare
+    from ..visualize import save_png
+
+    check_task(task)
+    names = [m.strip().lower() for m in methods.split(",") if m.strip()]
+    for m in names:
+        method_spec(m, task)
+    box = parse_box(crop)
+    if Path(output).exists() and not overwrite:
+        raise GspError("output exists (pass --overwrite to replace it)", output)
+    check_writable(output, overwrite=overwrite)
+    img = read_image(image)
+    notices: list[str] = []
+
+    def notice(msg: str) -> None:
+        typer.echo(f"note: {msg}", err=True)
+        notices.append(msg)
+
+    montage, info = run_compare(img.array, task, names, pattern=pattern, reference=not no_reference, crop=box,
+                                weights=_weights_map(weights, names), skip_unavailable=skip_unavailable,
+                                notice=notice, device=device, tile=tile)
+    path = save_png(montage, output, overwrite=overwrite)
+    if json_out:
+        info = dict(info, output=str(path), input=str(image))
+        typer.echo(json.dumps(info, indent=2))
+    else:
+        for m, sc in info["scores"].items():
+            typer.echo(f"{m:>18}  PSNR {sc['psnr']:.2f} dB  SSIM {sc['ssim']:.4f}")
+        typer.echo(f"wrote {path} (window x,y,w,h = {','.join(map(str, info['window']))})")
+
+
+@app.command()
+def explain(
+    image: ImageArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="Folder for the PNGs and index.md.")] = "explain",
+    method: Annotated[str, typer.Option("--method", "-m", help="igtv, iglr, ugtv or uglr.")] = "ugtv",
+    task: Task = "demosaic",
+    pattern: Pattern = "RGGB",
+    crop: Annotated[Optional[str], typer.Option("--crop", help="Region x,y,w,h (default: a centred 128x128; "
+                                                "keep it small, every head is drawn).")] = None,
+    pixel: Annotated[Optional[str], typer.Option("--pixel", help="Pixel x,y (image coordinates, inside the crop) "
+                                                 "whose 5x5 attention is shown (default: crop centre).")] = None,
+    weights: Annotated[Optional[str], typer.Option("--weights", help="Weights file for uglr/ugtv.")] = None,
+    no_reference: NoReference = False,
+    overwrite: Overwrite = False,
+) -> None:
+    """Pictures of what a graph model uses on IMAGE: per block and head the edge weights to the
+    four nearest neighbours, the 5x5 attention of one pixel, the metric matrix M, and the solver
+    residuals per iteration, tied together by index.md.
+
+    Example: gsprestore explain chart.png --method igtv -o explain/
+    """
+    from pathlib import Path
+
+    from ..errors import GspError
+    from ..explain import explain as run_explain
+    from ..explain import parse_box, parse_point, write_explanation
+    from ..io import read_image
+    from ..restorers import check_task
+
+    check_task(task)
+    box, point = parse_box(crop), parse_point(pixel)
+    out = Path(output)
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise GspError("output folder exists and is not empty (pass --overwrite to replace its files)", out)
+    if out.exists() and not out.is_dir():
+        raise GspError("output exists and is not a folder", out)
+    img = read_image(image)
+    ex = run_explain(img.array, method, task, pattern=pattern, crop=box, pixel=point, weights=weights,
+                     reference=not no_reference)
+    files = write_explanation(ex, out, overwrite=overwrite)
+    typer.echo(f"wrote {len(files)} files to {out} (see {out / 'index.md'})")
