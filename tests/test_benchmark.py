@@ -346,3 +346,77 @@ def test_cli_download(tiny_kodak, monkeypatch, capsys, tmp_path):
         thread.join(5)
     assert code == 0 and "fake-fill" in stdout
     assert sorted(p.name for p in (dest / "kodak24").iterdir()) == ["kodim01.png", "kodim02.png", "kodim03.png"]
+
+
+def _load_script(name):
+    import importlib.util
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(bench_dir) not in sys.path:
+        sys.path.insert(0, str(bench_dir))  # make_results imports its sibling scatter_png
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def test_nice_ticks_cover_the_range():
+    sp = _load_script("scatter_png")
+    for lo, hi in [(29.3, 36.6), (0.013, 0.021), (-3.0, 250.0), (5.0, 5.0)]:
+        t = sp.nice_ticks(lo, hi)
+        assert t[0] <= lo and t[-1] >= hi and 2 <= len(t) <= 12
+        steps = np.diff(t)
+        assert np.allclose(steps, steps[0])
+        mant = steps[0] / 10 ** np.floor(np.log10(steps[0]))
+        assert min(abs(mant - m) for m in (1, 2, 5, 10)) < 1e-6
+
+
+def test_scatter_png_draws_points_and_legend(tmp_path):
+    sp = _load_script("scatter_png")
+    pts = [sp.Point(0, 30.0, "a"), sp.Point(1e5, 33.0, "b", sp.PAPER), sp.Point(1e6, 31.0, "c", sp.PAPER)]
+    panels = [sp.Panel("one", pts, "params", xlog=True, zero_at=1.0), sp.Panel("two", pts[:1], "x"),
+              sp.Panel("three", [sp.Point(0.02, 1.0, "d"), sp.Point(0.03, 2.0, "e")], "s/MP", xlog=True)]
+    out = sp.scatter_png(panels, tmp_path / "p.png", title="t", columns=2, panel_size=(400, 300))
+    img = np.asarray(Image.open(out).convert("RGB"))
+    assert img.shape == (2 * 300 + 70, 2 * 400, 3)
+    for colour in sp.COLOURS.values():  # both marker kinds drawn
+        assert (np.abs(img.astype(int) - colour).sum(-1) == 0).sum() > 20
+    assert (img[370:, 400:] == 255).all()  # the empty fourth grid cell stays blank
+
+
+def test_make_results_end_to_end(tiny_kodak, tmp_path, capsys):
+    """make_results.py on the tiny data set with the fake methods: tables, JSON, plots, --reuse."""
+    mr = _load_script("make_results")
+    parent, _ = tiny_kodak
+    out = tmp_path / "docs"
+    out.mkdir()
+    args = ["--data-dir", str(parent), "--out-dir", str(out), "--datasets", "kodak,urban100",
+            "--methods", "fake-fill,fake-nearest"]
+    assert mr.main(args) == 0
+    res = json.loads((out / "results" / "demosaic-kodak.json").read_text())
+    up = json.loads((out / "results" / "upscale2x-kodak.json").read_text())
+    md = (out / "results.md").read_text()
+    assert f"| fake-fill (gsprestore only) | 8 | - | {res['results'][0]['psnr_dataset_mse']:.2f} / " in md
+    assert f"| fake-nearest (gsprestore only) | - | - | {up['results'][0]['psnr_dataset_mse']:.2f} / " in md
+    assert "| uGTV | 323,435 | 39.11 / 0.9855 | not run |" in md  # the paper's Table 1, Kodak
+    assert "| MAIN | 10,942,977 | 28.23 / 0.7280 | not in gsprestore |" in md  # Table 3
+    assert "**Missing:** Urban100" in md and mr.COMMAND in md
+    for name in ("results-psnr-vs-params.png", "results-psnr-vs-time.png"):
+        assert Image.open(out / name).size[0] > 500
+    before = (out / "results" / "demosaic-kodak.json").stat().st_mtime_ns
+    assert mr.main(args + ["--reuse"]) == 0
+    assert (out / "results" / "demosaic-kodak.json").stat().st_mtime_ns == before
+    assert "reusing" in capsys.readouterr().err
+
+
+def test_make_results_noise_table():
+    mr = _load_script("make_results")
+    rows = [{"method": m, "noise_sigma": s, "psnr_dataset_mse": 40 - s / 10 - i, "ssim_mean": 0.9, "skipped": None}
+            for i, m in enumerate(["menon", "ugtv"]) for s in mr.SIGMAS]
+    rows[-1] = {**rows[-1], "skipped": "weights: no weights", "psnr_dataset_mse": None}
+    lines = mr.noise_table({"results": rows})
+    assert "| uGTV | 28.31 | 38.00 | 22.89 | 37.00 | 19.56 | 36.00 | 15.38 | no weights |" in lines
+    assert "| menon (gsprestore only) | - | 39.00 | - | 38.00 | - | 37.00 | - | 35.00 |" in lines
