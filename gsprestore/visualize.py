@@ -117,6 +117,9 @@ def grid(rows: Sequence[Sequence[Image.Image | None]], pad: int = 8, title: str 
     if title:
         top = 24
     W = sum(colw) + pad * (ncols + 1)
+    if title:
+        probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+        W = max(W, text_size(probe, title, font(15))[0] + 2 * pad)
     H = top + sum(rowh) + pad * (len(rows) + 1)
     out = Image.new("RGB", (W, H), BACKGROUND)
     if title:
