@@ -131,6 +131,52 @@ def cg_trace(apply_A, b: Tensor, x0: Tensor, cg: Any, iters: int, tol: float = 0
     return x, torch.stack(res)
 
 
+def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, admm_iters: int = 5,
+              cg_iters: int = 10, cg: Any = "exact", mu_init: float = 0.1,
+              x0: Tensor | None = None) -> tuple[Tensor, list[dict], Tensor]:
+    """:func:`gsprestore.solvers.gtv_admm_reference` (the ADMM of eqs. 19-24, one function per
+    equation) with the x-update (eq. 20) run by :func:`cg_trace`: returns ``(x, history,
+    cg_residuals)`` where ``history`` is the reference's per-iteration dicts and
+    ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update."""
+    from . import graph as G
+    from .solvers import (AdmmState, _as5d, _cg_params, _make_problem, _parse_cg, multiplier_update, q_update,
+                          qtilde_update, x_update_rhs, z_update)
+
+    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
+    kind, alphas, betas = _parse_cg(cg)
+    pb = _make_problem(wbar, known5, mask5)
+    K = max(wbar.shape[1], known5.shape[1])
+    B, _, C, H, W = known5.shape
+    shape = (B, K, C, H, W)
+    eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
+    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
+    zeros = torch.zeros(eshape, dtype=x.dtype, device=x.device)
+    mu = torch.full(eshape, mu_init, dtype=x.dtype, device=x.device)
+    st = AdmmState(x=x, z=zeros, q1=zeros, q2=zeros, qt1=zeros, qt2=zeros,
+                   mu_a=mu, mu_b=mu, mu_c=(mu_init * mask5).expand(shape), mu_d=mu, mu_e=mu)
+    history: list[dict] = []
+    traces = []
+    for t in range(admm_iters):
+        a_t, b_t = _cg_params(alphas, betas, t)
+        st.z = z_update(st, gamma)
+        spec = "exact" if kind == "exact" else ("unrolled", a_t, b_t)
+        st.x, res = cg_trace(pb.apply_A, x_update_rhs(pb, st, gamma), st.x, spec, cg_iters)
+        traces.append(res)
+        r = G.incidence_apply(wbar, st.x)
+        st.q1, st.q2 = q_update(st, st.z, r, gamma)
+        st.qt1, st.qt2 = qtilde_update(st.q1, st.q2, st, gamma)
+        (st.mu_a, st.mu_b, st.mu_c, st.mu_d, st.mu_e), blocks = multiplier_update(pb, st, r, gamma)
+        sq = lambda e: e.detach().square().sum(dim=tuple(range(2, e.dim())))  # noqa: E731
+        history.append({
+            "iteration": t + 1,
+            "primal_residual": sum(sq(e) for e in blocks).sqrt(),
+            "constraint": sq(blocks[2]).sqrt(),
+            "objective": r.detach().abs().sum(dim=(2, 3, 4, 5)),
+            "lp_objective": st.z.detach().sum(dim=(2, 3, 4, 5)),
+        })
+    return st.x, history, torch.stack(traces)
+
+
 def glr_residuals(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, cg: Any, iters: int,
                   laplacian: str, tol: float = 0.0) -> Tensor:
     """Relative CG residuals ``(T + 1, B, K)`` of the GLR system of eq. 9 that
@@ -355,14 +401,12 @@ def _views(t, f, M, mix, pixel, edge_distances, edge_weights, rw, residuals) -> 
 
 
 def _gtv_history(wbar, known, mask, x, **kw) -> dict[str, list]:
-    from .solvers import gtv_interpolate
-
-    hist: list = []
-    gtv_interpolate(wbar, known.unsqueeze(1), mask.unsqueeze(1), x0=x.unsqueeze(1), history=hist, **kw)
+    _, hist, cgres = gtv_trace(wbar, known.unsqueeze(1), mask.unsqueeze(1), x0=x.unsqueeze(1), **kw)
     return {
         "ADMM primal residual": [h["primal_residual"][0] for h in hist],
         "constraint ||Hx - y||": [h["constraint"][0] for h in hist],
         "GTV ||C x||_1": [h["objective"][0] for h in hist],
+        "CG relative residual of each x-update": list(cgres[:, :, 0].reshape(-1, cgres.shape[-1])),
     }
 
 
@@ -484,12 +528,18 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
         plots = []
         for name in names:
             series = {f"head {v.head + 1}": v.residuals[name] for v in views}
-            start = 0 if name.startswith("CG") else 1
             n = len(next(iter(series.values())))
-            plots.append(V.line_plot(series, title=name, ylabel=name.split(" ")[0],
-                                     xlabel="CG step" if start == 0 else "ADMM iteration",
-                                     x_values=list(range(start, start + n)), log_y=not name.startswith("GTV")))
-        md += [f"![residuals]({save(V.grid([plots], title=f'Block {t + 1}: solver residuals per iteration'), f'block{t + 1}_residuals.png')})", ""]
+            if name.startswith("CG") and "x-update" in name:  # (admm x (T + 1)) values, ADMM by ADMM
+                per = n // max(1, len(views[0].residuals["ADMM primal residual"]))
+                xs = [t_ + j / per for t_ in range(1, n // per + 1) for j in range(per)]
+                xlabel = f"ADMM iteration (+ CG step / {per})"
+            elif name.startswith("CG"):
+                xs, xlabel = list(range(n)), "CG step"
+            else:
+                xs, xlabel = list(range(1, n + 1)), "ADMM iteration"
+            plots.append(V.line_plot(series, title=name, xlabel=xlabel, x_values=xs,
+                                     log_y=not name.startswith("GTV")))
+        md += [f"![residuals]({save(V.grid([plots[i : i + 2] for i in range(0, len(plots), 2)], title=f'Block {t + 1}: solver residuals per iteration'), f'block{t + 1}_residuals.png')})", ""]
     md += ["How to read these pictures: see docs/interpretability.md.", ""]
     index = out / "index.md"
     tmp = out / ".index.md.part"
@@ -540,6 +590,7 @@ __all__ = [
     "direction_maps",
     "explain",
     "glr_residuals",
+    "gtv_trace",
     "parse_box",
     "parse_point",
     "window_attention",

@@ -339,3 +339,27 @@ def test_explain_cli_errors(rgb_file: Path, tmp_path: Path):
     assert code == 2 and "outside the crop" in err
     with pytest.raises(UsageError):
         explain(scene(16, 16), "iglr", "demosaic", crop=(0, 0, 40, 40))
+
+
+def test_gtv_trace_matches_the_reference_admm():
+    from gsprestore.explain import gtv_trace
+    from gsprestore.graph import random_walk_weights_from_distances
+    from gsprestore.solvers import gtv_admm_reference
+
+    torch.manual_seed(0)
+    H = W = 8
+    wbar = random_walk_weights_from_distances(torch.rand(1, 2, 12, H, W, dtype=torch.float64) * 2)
+    known = torch.rand(1, 3, H, W, dtype=torch.float64)
+    mask = (torch.rand(1, 3, H, W) < 0.4).double()
+    alphas = torch.full((3, 4, 2), 0.4, dtype=torch.float64)
+    betas = torch.full((3, 4, 2), 0.2, dtype=torch.float64)
+    gamma = torch.tensor([5.0, 10.0], dtype=torch.float64)
+    for cg in ("exact", ("unrolled", alphas, betas)):
+        ref_hist: list = []
+        ref = gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=3, cg_iters=4, cg=cg, history=ref_hist)
+        x, hist, res = gtv_trace(wbar, known, mask, gamma=gamma, admm_iters=3, cg_iters=4, cg=cg)
+        torch.testing.assert_close(x, ref)
+        assert res.shape == (3, 5, 1, 2)
+        for a, b in zip(hist, ref_hist):
+            for key in ("primal_residual", "constraint", "objective"):
+                torch.testing.assert_close(a[key], b[key])
