@@ -324,13 +324,14 @@ def compare_montage(
     crop: tuple[int, int, int, int] | None = None,
     thumb: int = 256,
     title: str = "",
+    space: str = "rgb",
 ) -> tuple[Image.Image, tuple[int, int, int, int]]:
     """The ``compare`` montage. ``results`` name -> ``(H, W, C)`` float output; ``reference`` the
     ground truth (None: no scores, no error maps); ``observed`` the input shown in the first column
     when there is no reference. Row 1: whole images (scaled to ``thumb`` pixels wide) with the
     zoom window outlined; row 2: that window enlarged; row 3 (with a reference): per-method absolute
     error of the window (mean over channels), one colour scale for all, with its colour bar.
-    ``crop`` (x, y, w, h) or None: the window where the methods' mean error is largest (with a
+    ``space`` is the channel space of the window PSNR (that of ``scores``: "rgb" or "y"). ``crop`` (x, y, w, h) or None: the window where the methods' mean error is largest (with a
     reference) or where they disagree most (without). Returns the montage and the window used."""
     names = list(results)
     first = next(iter(results.values()))
@@ -387,7 +388,7 @@ def compare_montage(
         row1.append(labelled(full(rgb(results[n])), lines))
         wl = [n]
         if reference is not None:
-            m = float(np.mean((window(results[n]).astype(np.float64) - window(reference)) ** 2))
+            m = _window_mse(window(results[n]), window(reference), space)
             wl.append(f"window PSNR {10 * math.log10(1 / m) if m > 0 else float('inf'):.2f} dB")
         row2.append(labelled(to_pil(zoom(rgb(window(results[n])), zf)), wl))
         if reference is not None:
@@ -396,6 +397,16 @@ def compare_montage(
                                  [f"{n}: |error|", f"mean {e.mean():.4f}"]))
     rows = [row1, row2] + ([row3] if row3 else [])
     return grid(rows, title=title or None), (x, y, w, h)
+
+
+def _window_mse(out: np.ndarray, ref: np.ndarray, space: str) -> float:
+    """MSE of a window in the scores' channel space (``metrics.to_space``: RGB or BT.601 luma)."""
+    import torch
+
+    from .metrics import mse, to_space
+
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).permute(2, 0, 1)[None]  # noqa: E731
+    return float(mse(to_space(t(out), space), to_space(t(ref), space))[0])
 
 
 def compare(
@@ -488,6 +499,8 @@ def compare(
     space = "" if gt is None else (" (scores on luma Y)" if task == "upscale2x" and gt.shape[2] == 3 else " (scores on RGB)")
     title = f"{task}" + (f", pattern {pattern}" if task == "demosaic" else "") + space
     montage, window = compare_montage(results, reference=gt, observed=observed, scores=scores or None,
-                                      crop=crop, title=title)
+                                      crop=crop, title=title,
+                                      space="y" if gt is not None and task == "upscale2x" and gt.shape[2] == 3
+                                      else "rgb")
     return montage, {"task": task, "pattern": pattern if task == "demosaic" else None, "window": window,
                      "scores": scores, "skipped": skipped, "methods": list(results)}

@@ -323,6 +323,13 @@ def test_explain_learned_with_and_without_weights(tmp_path: Path, monkeypatch):
         assert np.all(np.linalg.eigvalsh(v.metric) > -1e-6)  # M = A A^T is PSD
     code, stdout, err = cli("explain", tmp_path / "missing.png", "-m", "igtv", "-o", tmp_path / "e")
     assert code == 1 and "no such file" in err
+    # compare takes the same file for its learned method
+    src = tmp_path / "s.png"
+    write_image(src, img, 8)
+    code, stdout, err = cli("compare", src, "--methods", "bilinear,ugtv", "--weights", path, "-o",
+                            tmp_path / "c.png", "--device", "cpu")
+    assert code == 0, err
+    assert "ugtv" in stdout and "PSNR" in stdout
 
 
 def test_explain_cli_errors(rgb_file: Path, tmp_path: Path):

@@ -43,8 +43,9 @@ def compare(
     image: ImageArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
     task: Task = "demosaic",
-    methods: Annotated[str, typer.Option("--methods", "-m", help="Comma-separated methods (see `gsprestore models`).")]
-    = "bilinear,menon,ugtv",
+    methods: Annotated[Optional[str], typer.Option("--methods", "-m", help="Comma-separated methods (see "
+                       "`gsprestore models`); default bilinear,menon,ugtv (demosaic) or bicubic,igtv,ugtv (2x).")]
+    = None,
     crop: Crop = None,
     pattern: Pattern = "RGGB",
     no_reference: NoReference = False,
@@ -73,6 +74,8 @@ def compare(
     from ..visualize import save_png
 
     check_task(task)
+    if methods is None:
+        methods = "bilinear,menon,ugtv" if task == "demosaic" else "bicubic,igtv,ugtv"
     names = [m.strip().lower() for m in methods.split(",") if m.strip()]
     for m in names:
         method_spec(m, task)
