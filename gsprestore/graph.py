@@ -27,7 +27,9 @@ multiply-accumulate per offset and direction), never materialising 24 shifted co
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import time
 from typing import Optional
 
 import torch
@@ -98,8 +100,8 @@ def set_band_elements(n: int) -> None:
     _BAND_ELEMENTS = int(n)
 
 
-def _band_rows(numel_per_row: int, height: int) -> int:
-    if _BAND_ELEMENTS <= 0:
+def _band_rows(numel_per_row: int, height: int, device: Optional[torch.device] = None) -> int:
+    if _BAND_ELEMENTS <= 0 or (device is not None and device.type != "cpu"):  # GPUs: fewer, larger ops
         return height
     return max(4, min(height, _BAND_ELEMENTS // max(1, numel_per_row)))
 
@@ -171,7 +173,24 @@ _NATIVE_SRC = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <algorithm>
+#include <thread>
 #include <vector>
+
+// Run f(begin, end) over [0, n) on at::get_num_threads() threads (PyTorch's intra-op setting,
+// so torch.set_num_threads applies; no second OpenMP runtime next to PyTorch's).
+template <typename F>
+static void parallel_chunks(int64_t n, int64_t min_per_thread, const F& f) {
+  int64_t nt = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread)));
+  if (nt <= 1) { f(0, n); return; }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + nt - 1) / nt;
+  for (int64_t t = 1; t < nt; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
+  }
+  f(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
 
 static const int NU = 12;
 static const int OFF[12][2] = {{0,1},{0,2},{1,-2},{1,-1},{1,0},{1,1},{1,2},{2,-2},{2,-1},{2,0},{2,1},{2,2}};
@@ -228,6 +247,12 @@ static void fma_row(T* __restrict__ o, const T* __restrict__ w, const T* __restr
   for (int64_t t = 0; t < n; ++t) o[t] -= w[t] * x[t];
 }
 
+template <typename T>
+static void grad_w_row(T* __restrict__ gw, const T* __restrict__ gp, const T* __restrict__ xq,
+                       const T* __restrict__ gq, const T* __restrict__ xp, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) gw[t] -= gp[t] * xq[t] + gq[t] * xp[t];
+}
+
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
 // contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
 template <typename T>
@@ -243,7 +268,7 @@ static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const
   if (has_a) { asb = bst(a, 0); ask = bst(a, 1); asc = bst(a, 2); asr = a.stride(3); }
   // threads over (b, k, row); the channels of a row run back to back so the 24 weight rows
   // they share stay in cache
-  at::parallel_for(0, B * K * H, 8, [&](int64_t begin, int64_t end) {
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
       const T* wb = wp + b * wsb + k * wsk;
@@ -307,7 +332,7 @@ static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, c
   T* u2p = u2.data_ptr<T>();
   T* v2p = v2.data_ptr<T>();
   T* np_ = n.data_ptr<T>();
-  at::parallel_for(0, B * K * C, 1, [&](int64_t begin, int64_t end) {
+  parallel_chunks(B * K * C, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> buf(4 * W);  // e and copies of the old D, u, v rows (the new ones may overwrite them)
     T* __restrict__ e = buf.data();
     T* __restrict__ d_old = e + W;
@@ -360,9 +385,173 @@ void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, 
     edge_impl<scalar_t>(x, wbar, first, Dt, ut, vt, D2, u2, v2, g, n);
   });
 }
+
+// Gradient of out = a x - W x with respect to the undirected weights:
+// gw[b, k, kk, p] = -sum_c (g_p x_q + g_q x_p), q = p + o_kk. g (B, K, C, H, W) contiguous,
+// x broadcastable (contiguous rows), gw (B, K, 12, H, W) zero-initialised. Threads over (b, k).
+template <typename T>
+static void dma_grad_w_impl(const at::Tensor& g, const at::Tensor& x, at::Tensor& gw) {
+  const int64_t B = g.size(0), K = g.size(1), C = g.size(2), H = g.size(3), W = g.size(4);
+  const T* gp = g.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  T* wp = gw.data_ptr<T>();
+  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
+  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bk = begin; bk < end; ++bk) {
+      const int64_t b = bk / K, k = bk % K;
+      T* wb = wp + bk * NU * H * W;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* gb = gp + (bk * C + c) * H * W;
+        const T* xb = xp + b * xsb + k * xsk + c * xsc;
+        for (int kk = 0; kk < NU; ++kk) {
+          const int dy = OFF[kk][0], dx = OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0) continue;
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          for (int64_t i = 0; i + dy < H; ++i) {
+            grad_w_row<T>(wb + kk * H * W + i * W + px, gb + i * W + px, xb + (i + dy) * xsr + qx,
+                          gb + (i + dy) * W + qx, xb + i * xsr + px, n);
+          }
+        }
+      }
+    }
+  });
+}
+
+at::Tensor diag_minus_adjacency_grad_w(at::Tensor g, at::Tensor x, at::Tensor gw) {
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gsp_dma_gw", [&] { dma_grad_w_impl<scalar_t>(g, x, gw); });
+  return gw;
+}
+
+// Backward of the fused ADMM edge step (same arithmetic as the PyTorch formulas in
+// solvers._AdmmEdgeStep.backward). Threads over (b, k): gw sums over channels, gx and the
+// per-unit gamma partial sums stay private to a unit.
+template <typename T>
+static void edge_bwd_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
+                          const at::Tensor& u, const at::Tensor& v, const at::Tensor& g,
+                          const at::Tensor& gD2, const at::Tensor& gu2, const at::Tensor& gv2,
+                          const at::Tensor& gn, at::Tensor& gx, at::Tensor& gw, at::Tensor& gD,
+                          at::Tensor& gu, at::Tensor& gv, at::Tensor& gg) {
+  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t HW = H * W;
+  const T* xp = x.data_ptr<T>();
+  const T* wp = wbar.data_ptr<T>();
+  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
+  const T* gp = g.data_ptr<T>();
+  const bool g_per_head = g.numel() > 1;
+  const T* Dp = first ? nullptr : D.data_ptr<T>();
+  const T* up = first ? nullptr : u.data_ptr<T>();
+  const T* vp = first ? nullptr : v.data_ptr<T>();
+  const T* gD2p = gD2.defined() ? gD2.data_ptr<T>() : nullptr;
+  const T* gu2p = gu2.defined() ? gu2.data_ptr<T>() : nullptr;
+  const T* gv2p = gv2.defined() ? gv2.data_ptr<T>() : nullptr;
+  const T* gnp = gn.defined() ? gn.data_ptr<T>() : nullptr;
+  T* gxp = gx.data_ptr<T>();
+  T* gwp = gw.data_ptr<T>();
+  T* gDp = first ? nullptr : gD.data_ptr<T>();
+  T* gup = first ? nullptr : gu.data_ptr<T>();
+  T* gvp = first ? nullptr : gv.data_ptr<T>();
+  T* ggp = gg.data_ptr<T>();
+  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> zeros(W, T(0));
+    for (int64_t bk = begin; bk < end; ++bk) {
+      const int64_t b = bk / K, k = bk % K;
+      const T gam = g_per_head ? gp[k] : gp[0];
+      const T hi = T(0.5) / gam, inv = T(1) / gam;
+      const T* wb = wp + b * wsb + k * wsk;
+      T* gwb = gwp + bk * 2 * NU * HW;
+      double gsum = 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t plane = bk * C + c;
+        const T* xb = xp + plane * HW;
+        T* gxb = gxp + plane * HW;
+        const T* gnb = gnp ? gnp + plane * HW : nullptr;
+        const int64_t eb = plane * 2 * NU * HW;
+        for (int jj = 0; jj < 2 * NU; ++jj) {
+          const int kk = jj % NU;
+          const int sgn = jj < NU ? 1 : -1;
+          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+          const int64_t n_ = W - std::abs(dx);
+          if (n_ <= 0) continue;
+          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
+          for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
+            const int64_t to = eb + jj * HW + i * W + tx;
+            const T* xt = xb + i * W + tx;
+            const T* xh = xb + (i + dy) * W + hx;
+            const T* wr = wb + jj * HW + i * W + tx;
+            const T* z = zeros.data();
+            const T* gD2r = gD2p ? gD2p + to : z;
+            const T* gu2r = gu2p ? gu2p + to : z;
+            const T* gv2r = gv2p ? gv2p + to : z;
+            const T* gnt = gnb ? gnb + i * W + tx : z;
+            const T* gnh = gnb ? gnb + (i + dy) * W + hx : z;
+            T* gxt = gxb + i * W + tx;
+            T* gxh = gxb + (i + dy) * W + hx;
+            T* gwr = gwb + jj * HW + i * W + tx;
+            for (int64_t t = 0; t < n_; ++t) {
+              const T dxv = xt[t] - xh[t];
+              const T r = wr[t] * dxv;
+              T d0 = 0, a, bb;
+              if (first) {
+                a = -hi; bb = T(-0.5) * r;
+              } else {
+                d0 = Dp[to + t];
+                const T u0 = up[to + t], v0 = vp[to + t];
+                a = T(0.5) * (u0 + v0) - hi;
+                bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
+              }
+              const T sp = a + bb, sm = a - bb;
+              const T uu = relu(sp), vv = relu(sm);
+              const T diff = uu - vv;
+              const T dn = d0 - gam * (T(2) * r + diff);
+              const T e0 = dn * hi - T(0.5) * diff;
+              const T ggn = gnt[t] - gnh[t];
+              const T ge = ggn * wr[t];
+              const T gdn = gD2r[t] + ge * hi;
+              const T gU = gu2r[t] - T(0.5) * ge - gam * gdn;
+              const T gV = gv2r[t] + T(0.5) * ge + gam * gdn;
+              const T s1 = sp > T(0) ? gU : T(0);
+              const T s2 = sm > T(0) ? gV : T(0);
+              const T ga = s1 + s2, gb = s1 - s2;
+              const T gr = T(-2) * gam * gdn - T(0.5) * gb;
+              gwr[t] += ggn * e0 + gr * dxv;
+              gxt[t] += gr * wr[t];
+              gxh[t] -= gr * wr[t];
+              if (!first) {
+                gDp[to + t] = gdn + T(0.25) * gb * inv;
+                gup[to + t] = T(0.5) * ga + T(0.25) * gb;
+                gvp[to + t] = T(0.5) * ga - T(0.25) * gb;
+              }
+              T tg = -ge * dn * hi * inv - gdn * (T(2) * r + diff) + ga * hi * inv;
+              if (!first) tg -= gb * d0 * T(0.25) * inv * inv;
+              gsum += double(tg);
+            }
+          }
+        }
+      }
+      ggp[bk] = T(gsum);
+    }
+  });
+}
+
+void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D,
+                             c10::optional<at::Tensor> u, c10::optional<at::Tensor> v, at::Tensor g,
+                             c10::optional<at::Tensor> gD2, c10::optional<at::Tensor> gu2,
+                             c10::optional<at::Tensor> gv2, c10::optional<at::Tensor> gn, at::Tensor gx,
+                             at::Tensor gw, c10::optional<at::Tensor> gD, c10::optional<at::Tensor> gu,
+                             c10::optional<at::Tensor> gv, at::Tensor gg) {
+  const bool first = !D.has_value();
+  auto opt = [](const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
+  at::Tensor gDt = opt(gD), gut = opt(gu), gvt = opt(gv);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge_bwd", [&] {
+    edge_bwd_impl<scalar_t>(x, wbar, first, opt(D), opt(u), opt(v), g, opt(gD2), opt(gu2), opt(gv2),
+                            opt(gn), gx, gw, gDt, gut, gvt, gg);
+  });
+}
 """
 
 _native_state: dict = {}
+_log = logging.getLogger(__name__)
 
 
 def _native():
@@ -378,16 +567,25 @@ def _native():
             from torch.utils import cpp_extension
 
             cap = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX2": the build is specific to it
-            flags = ["-O3", "-fopenmp"] + (["-mavx2", "-mfma"] if cap in ("AVX2", "AVX512") else [])
+            flags = ["-O3"] + (["-mavx2", "-mfma"] if cap in ("AVX2", "AVX512") else [])
             tag = hashlib.sha1((_NATIVE_SRC + " ".join(flags) + torch.__version__).encode()).hexdigest()[:10]
+            name = f"gsprestore_graph_{cap.lower()}_{tag}"
+            build_dir = os.path.join(cpp_extension.get_default_build_root(), name)
+            os.makedirs(build_dir, exist_ok=True)
+            lock = os.path.join(build_dir, "lock")
+            if os.path.exists(lock) and time.time() - os.path.getmtime(lock) > 900:
+                os.remove(lock)  # left by a build that was killed: torch would wait on it forever
+            if not any(f.endswith(".so") for f in os.listdir(build_dir)):
+                _log.info("compiling the native graph kernels into %s (once, about a minute)", build_dir)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 mod = cpp_extension.load_inline(
-                    name=f"gsprestore_graph_{cap.lower()}_{tag}",
+                    name=name,
                     cpp_sources=[_NATIVE_SRC],
-                    functions=["diag_minus_adjacency", "admm_edge_step"],
+                    functions=["diag_minus_adjacency", "diag_minus_adjacency_grad_w", "admm_edge_step",
+                               "admm_edge_step_backward"],
                     extra_cflags=flags,
-                    extra_ldflags=["-fopenmp"],
+                    build_directory=build_dir,
                     verbose=False,
                 )
         except Exception as exc:  # no compiler / headers: stay on the PyTorch path
@@ -530,7 +728,7 @@ def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: T
     band of rows by band of rows: per band one product and 24 fused multiply-accumulates
     ``out[tail] -= w * x[head]`` over the directed offsets, all on views (no shifted copies)."""
     H, W = x.shape[-2:]
-    rows = _band_rows(out[..., :1, :].numel(), H)
+    rows = _band_rows(out[..., :1, :].numel(), H, out.device)
     for r0, r1 in _bands(H, rows):
         ob = out[..., r0:r1, :]
         if a is None:
@@ -576,7 +774,13 @@ class _DiagMinusAdjacency(torch.autograd.Function):
             gx = _sum_to(_diag_minus_adjacency(w, a, g), x.shape)
         if ctx.has_a and ctx.needs_input_grad[1]:
             ga = _sum_to(g * x, a.shape)
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0] and _use_native(g, x):
+            B, K, C, H, W = g.shape
+            g = g.contiguous()
+            gw = g.new_zeros(B, K, _NU, H, W)
+            _native().diag_minus_adjacency_grad_w(g, _rows_contiguous(x.expand(B, K, C, H, W)), gw)
+            gw = _sum_to(gw, w.shape)
+        elif ctx.needs_input_grad[0]:
             H, W = x.shape[-2:]
             gw = torch.zeros_like(w)
             for k, P, Q in _regions(H, W):

@@ -291,7 +291,7 @@ def _gamma_tensor(gamma, like: Tensor) -> Tensor:
 def _edges(x: Tensor):
     """Directed edges (j, tail rows, tail cols, head rows, head cols) band by band of rows."""
     H, W = x.shape[-2:]
-    rows = G._band_rows(x[..., :1, :].numel(), H)
+    rows = G._band_rows(x[..., :1, :].numel(), H, x.device)
     for r0, r1 in G._bands(H, rows):
         for j, _, (ty, tx), (hy, hx), _ in G._directed_regions(H, W, r0, r1):
             yield j, ty, tx, hy, hx
@@ -363,6 +363,8 @@ class _AdmmEdgeStep(torch.autograd.Function):
         B, K, C, H, W = x.shape
         nu = len(G.OFFSETS)
         need_x, need_w, need_D, need_u, need_v, need_g = ctx.needs_input_grad
+        if G._use_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn):
+            return _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first)
         gx = torch.zeros_like(x) if need_x else None
         gw = torch.zeros(B, K, 2 * nu, H, W, dtype=x.dtype, device=x.device) if need_w else None
         gD = torch.zeros_like(D) if (need_D and not first) else None
@@ -419,6 +421,22 @@ class _AdmmEdgeStep(torch.autograd.Function):
         if need_w:
             gw = G._sum_to(gw, wbar.shape)
         return gx, gw, gD, gu, gv, gg
+
+
+def _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first):
+    """:class:`_AdmmEdgeStep` backward through the native kernel (same formulas)."""
+    B, K, C, H, W = x.shape
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    gx = torch.zeros_like(x)
+    gw = x.new_zeros(B, K, 2 * len(G.OFFSETS), H, W)
+    gD, gu, gv = (None, None, None) if first else (torch.zeros_like(D), torch.zeros_like(u), torch.zeros_like(v))
+    gg = x.new_zeros(B * K)
+    gk = g.reshape(-1).to(dtype=x.dtype).contiguous()
+    G._native().admm_edge_step_backward(x.contiguous(), wbar.contiguous(), D, u, v, gk, c(gD2), c(gu2), c(gv2),
+                                        c(gn), gx, gw, gD, gu, gv, gg)
+    gg = gg.view(B, K).sum(0)
+    gg = gg.reshape(g.shape) if g.dim() else gg.sum()
+    return gx, G._sum_to(gw, wbar.shape), gD, gu, gv, gg
 
 
 def _sum_c(t: Tensor, wbar: Tensor) -> Tensor:

@@ -14,6 +14,17 @@ DT = torch.float64
 H, W = 6, 7
 
 
+@pytest.fixture(params=["pytorch", "native"])
+def backend(request, monkeypatch):
+    """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
+    not build here)."""
+    if request.param == "pytorch":
+        monkeypatch.setitem(G._native_state, "mod", None)
+    elif not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    return request.param
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
@@ -107,7 +118,7 @@ def test_edge_weights_dense(gen):
     torch.testing.assert_close(G.edge_weights(f, M[0]), G.edge_weights(f, M[0].expand(K, F, F)))
 
 
-def test_laplacian_dense(gen):
+def test_laplacian_dense(backend, gen):
     B, K, C = 2, 3, 2
     w = valid_weights(gen, B, K, 12)
     x = rand(gen, B, K, C, H, W)
@@ -130,7 +141,7 @@ def test_laplacian_dense(gen):
                 xv @ L @ xv, rtol=1e-10)
 
 
-def test_laplacian_broadcasts_over_heads(gen):
+def test_laplacian_broadcasts_over_heads(backend, gen):
     w = valid_weights(gen, 1, 1, 12)
     x = rand(gen, 1, 4, 3, H, W)
     torch.testing.assert_close(G.laplacian_apply(w, x), G.laplacian_apply(w.expand(1, 4, 12, H, W), x))
@@ -260,7 +271,7 @@ def _gc(fn, *inputs):
 
 
 @pytest.mark.parametrize("kw", [1, 2])
-def test_gradcheck_laplacian(gen, kw):
+def test_gradcheck_laplacian(backend, gen, kw):
     h, w_ = 4, 5
     w = valid_weights(gen, 1, kw, 12, h, w_).requires_grad_()
     x = rand(gen, 1, 2, 2, h, w_).requires_grad_()

@@ -14,6 +14,17 @@ from gsprestore import solvers as S
 DT = torch.float64
 
 
+@pytest.fixture(params=["pytorch", "native"])
+def backend(request, monkeypatch):
+    """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
+    not build here)."""
+    if request.param == "pytorch":
+        monkeypatch.setitem(G._native_state, "mod", None)
+    elif not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    return request.param
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(7)
@@ -200,7 +211,7 @@ def test_admm_reaches_lp_optimum(gen):
         assert (mask[b] * (x[b, 0] - known[b])).abs().max() < 1e-4  # H x = y
 
 
-def test_compact_admm_equals_plain_form(gen):
+def test_compact_admm_equals_plain_form(backend, gen):
     """The three-tensor ADMM gives the same iterates as the nine-vector form of eqs. 19-24."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=5, w=6)
@@ -218,7 +229,7 @@ def test_compact_admm_equals_plain_form(gen):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_admm_history_and_gradients(gen):
+def test_admm_history_and_gradients(backend, gen):
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=4, w=4)
     hist: list = []
     x = S.gtv_interpolate(wbar, known, mask, gamma=2.0, admm_iters=30, cg_iters=16, history=hist)
@@ -237,7 +248,7 @@ def test_admm_history_and_gradients(gen):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
 
 
-def test_gradcheck_solvers(gen):
+def test_gradcheck_solvers(backend, gen):
     """float64 gradcheck through whole solvers (custom ops composed with the solver algebra)."""
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=3, w=4)
     wb = wbar.clone().requires_grad_()
@@ -255,7 +266,7 @@ def test_gradcheck_solvers(gen):
 
 
 @pytest.mark.parametrize("per_head", [False, True])
-def test_gradcheck_admm_edge_step(gen, per_head):
+def test_gradcheck_admm_edge_step(backend, gen, per_head):
     """The fused edge step (custom backward) from a non-zero state, every input differentiable."""
     B, K, C, h, w = 1, 2, 2, 3, 4
     wbar = G.random_walk_weights(graph_weights(gen, B, K, h, w)).requires_grad_()
@@ -269,7 +280,7 @@ def test_gradcheck_admm_edge_step(gen, per_head):
                                     fast_mode=True)
 
 
-def test_compact_gradients_equal_plain_form(gen):
+def test_compact_gradients_equal_plain_form(backend, gen):
     """Gradients through the fused op equal plain autograd through the nine-vector ADMM."""
     wbar, known, mask = gtv_problem(gen, B=2, K=2, C=2, h=5, w=5)
     grads = []
@@ -307,7 +318,7 @@ def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
             torch.testing.assert_close(a, b)
 
 
-def test_inference_paths_equal_autograd_paths(gen):
+def test_inference_paths_equal_autograd_paths(backend, gen):
     """Without autograd the solvers update buffers in place; results and inputs must not change."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=6, w=7)
