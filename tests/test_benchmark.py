@@ -3,6 +3,7 @@ tiny fake data set, and numpy / scikit-image oracles for the expected scores."""
 
 import hashlib
 import json
+import os
 import sys
 import types
 
@@ -289,6 +290,9 @@ def test_csv_and_markdown_outputs(tiny_kodak, tmp_path):
             writer(res, tmp_path / name)
         writer(res, tmp_path / name, overwrite=True)
     assert (tmp_path / "r.csv").read_text() == text and (tmp_path / "r.md").read_text() == md
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "r.csv").stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "r.csv", "r.md"]  # no temp files left
 
 

@@ -65,7 +65,8 @@ def benchmark(
                      "then the user cache); for a custom data set, the folder of images."),
     ] = None,
     download: Annotated[
-        bool, typer.Option("--download", help="Download the data set (into --data-dir, else the user cache) from "
+        bool, typer.Option("--download", help="Download the data set (into --data-dir, else $GSPRESTORE_DATA_DIR, else the user "
+                           "cache) from "
                            "its public source, verifying every file's SHA-256; files already there are kept.")
     ] = False,
     methods: Annotated[
