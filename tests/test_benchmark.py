@@ -255,7 +255,8 @@ def test_learned_without_weights_is_skipped(tiny_kodak, monkeypatch):
     mod = sys.modules["gsp_fake_methods"]
     monkeypatch.setattr(mod, "no_weights", no_weights, raising=False)
     monkeypatch.setitem(restorers.METHODS, "fake-learned",
-                        restorers.MethodSpec("fake-learned", ("demosaic",), "learned", "gsp_fake_methods:no_weights", ""))
+                        restorers.MethodSpec("fake-learned", ("demosaic",), "learned",
+                                             "gsp_fake_methods:no_weights", ""))
     res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill,fake-learned", parent, noise_sigma=[0, 10])
     ok, skipped = res["results"][:2], res["results"][2:]
     assert all(r["skipped"] is None and r["psnr_dataset_mse"] > 0 for r in ok)

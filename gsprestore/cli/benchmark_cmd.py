@@ -65,9 +65,9 @@ def benchmark(
                      "then the user cache); for a custom data set, the folder of images."),
     ] = None,
     download: Annotated[
-        bool, typer.Option("--download", help="Download the data set (into --data-dir, else $GSPRESTORE_DATA_DIR, else the user "
-                           "cache) from "
-                           "its public source, verifying every file's SHA-256; files already there are kept.")
+        bool, typer.Option("--download", help="Download the data set (into --data-dir, else $GSPRESTORE_DATA_DIR, "
+                           "else the user cache) from its public source, verifying every file's SHA-256; files "
+                           "already there are kept.")
     ] = False,
     methods: Annotated[
         Optional[str],
@@ -82,7 +82,9 @@ def benchmark(
     json_out: Annotated[
         Optional[Path], typer.Option("--json", help="Also write the results and protocol to this JSON file.")
     ] = None,
-    csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows as CSV (protocol in # lines).")] = None,
+    csv_out: Annotated[
+        Optional[Path], typer.Option("--csv", help="Also write the rows as CSV (protocol in # lines).")
+    ] = None,
     md_out: Annotated[
         Optional[Path], typer.Option("--markdown", help="Also write the protocol and a Markdown table.")
     ] = None,
