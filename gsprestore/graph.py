@@ -173,6 +173,8 @@ _NATIVE_SRC = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -251,6 +253,27 @@ template <typename T>
 static void grad_w_row(T* __restrict__ gw, const T* __restrict__ gp, const T* __restrict__ xq,
                        const T* __restrict__ gq, const T* __restrict__ xp, int64_t n) {
   for (int64_t t = 0; t < n; ++t) gw[t] -= gp[t] * xq[t] + gq[t] * xp[t];
+}
+
+template <typename T>
+static void dist_row(T* __restrict__ o, const T* __restrict__ fp, const T* __restrict__ fq,
+                     const T* __restrict__ mp, const T* __restrict__ mq, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) o[t] += (fp[t] - fq[t]) * (mp[t] - mq[t]);
+}
+
+template <typename T>
+static void min_row(T* __restrict__ m, const T* __restrict__ d, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) m[t] = d[t] < m[t] ? d[t] : m[t];
+}
+
+template <typename T>
+static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) { const T e = std::exp(m[t] - d[t]); dst[t] = e; s[t] += e; }
+}
+
+template <typename T>
+static void norm_row(T* __restrict__ dst, const T* __restrict__ s, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) dst[t] /= s[t];
 }
 
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
@@ -548,6 +571,90 @@ void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Te
                             opt(gn), gx, gw, gDt, gut, gvt, gg);
   });
 }
+
+// Squared Mahalanobis distances (eq. 25) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
+// optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
+// zero-initialised (entries whose neighbour leaves the image stay 0). Threads over (b, k, row).
+template <typename T>
+static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor& out, bool do_exp) {
+  const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
+  const int64_t HW = H * W;
+  const T* fp = f.data_ptr<T>();
+  const T* mp = mf.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  const int64_t fsb = bst(f, 0), fsk = bst(f, 1), fsf = f.stride(2);
+  const int64_t msb = bst(mf, 0), msk = bst(mf, 1), msf = mf.stride(2);
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
+      const T* fb = fp + b * fsb + k * fsk;
+      const T* mb = mp + b * msb + k * msk;
+      T* ob = op + ((b * K + k) * NU) * HW;
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        const int64_t n = W - std::abs(dx);
+        if (n <= 0 || i + dy >= H) continue;
+        const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+        T* o = ob + kk * HW + i * W + px;
+        for (int64_t c = 0; c < F; ++c)
+          dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
+                      mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
+        if (do_exp)
+          for (int64_t t = 0; t < n; ++t) o[t] = std::exp(-o[t]);
+      }
+    }
+  });
+}
+
+at::Tensor edge_distances(at::Tensor f, at::Tensor mf, at::Tensor out, bool do_exp) {
+  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "gsp_edge_dist", [&] { edge_dist_impl<scalar_t>(f, mf, out, do_exp); });
+  return out;
+}
+
+// Eq. 28 from distances: wbar[j, p] = softmax over the in-image directed edges j of p of -dd,
+// dd[j < 12, p] = d_j[p], dd[12 + k, p] = d_k[p - o_k]. d (B, K, 12, H, W) contiguous,
+// wbar (B, K, 24, H, W) zero-initialised. Threads over (b, k, row).
+template <typename T>
+static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
+  const int64_t B = d.size(0), K = d.size(1), H = d.size(3), W = d.size(4);
+  const int64_t HW = H * W;
+  const T* dp = d.data_ptr<T>();
+  T* wp = wbar.data_ptr<T>();
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    std::vector<T> mbuf(W), sbuf(W);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      const T* db = dp + bk * NU * HW;
+      T* wb = wp + bk * 2 * NU * HW;
+      T* m = mbuf.data();
+      T* s = sbuf.data();
+      std::fill(m, m + W, std::numeric_limits<T>::infinity());
+      std::fill(s, s + W, T(0));
+      // pass 1: minimum; pass 2: exp(-(dd - min)) and sum; pass 3: normalise
+      for (int pass = 0; pass < 3; ++pass) {
+        for (int jj = 0; jj < 2 * NU; ++jj) {
+          const int kk = jj % NU;
+          const int sgn = jj < NU ? 1 : -1;
+          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0 || i + dy < 0 || i + dy >= H) continue;
+          const int64_t tx = std::max(0, -dx);
+          // the undirected distance is stored at the tail for j < 12, at the head for the others
+          const T* src = jj < NU ? db + kk * HW + i * W + tx : db + kk * HW + (i + dy) * W + std::max(0, dx);
+          T* dst = wb + jj * HW + i * W + tx;
+          if (pass == 0) min_row<T>(m + tx, src, n);
+          else if (pass == 1) exp_row<T>(dst, s + tx, src, m + tx, n);
+          else norm_row<T>(dst, s + tx, n);
+        }
+      }
+    }
+  });
+}
+
+at::Tensor random_walk_from_distances(at::Tensor d, at::Tensor wbar) {
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gsp_rw", [&] { rw_dist_impl<scalar_t>(d, wbar); });
+  return wbar;
+}
 """
 
 _native_state: dict = {}
@@ -583,7 +690,7 @@ def _native():
                     name=name,
                     cpp_sources=[_NATIVE_SRC],
                     functions=["diag_minus_adjacency", "diag_minus_adjacency_grad_w", "admm_edge_step",
-                               "admm_edge_step_backward"],
+                               "admm_edge_step_backward", "edge_distances", "random_walk_from_distances"],
                     extra_cflags=flags,
                     build_directory=build_dir,
                     verbose=False,
@@ -646,6 +753,11 @@ class _EdgeWeights(torch.autograd.Function):
         mf = _apply_metric(m4, features)
         Kout = max(K, m4.shape[1])
         out = features.new_zeros(B, Kout, _NU, H, W)
+        if _use_native(features, mf):
+            _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+            ctx.exp = exp
+            ctx.save_for_backward(features, metric, out if exp else None)
+            return out
         for k, P, Q in _regions(H, W):
             diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
             mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
@@ -859,19 +971,51 @@ def random_walk_weights(w: Tensor) -> Tensor:
     return wbar
 
 
-def random_walk_weights_from_distances(d: Tensor) -> Tensor:
-    """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
-    a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0."""
-    _check_weights(d, _NU, "d")
+def _rw_softmax(d: Tensor) -> Tensor:
+    """Eq. 28 as a softmax of -d over each node's in-image directed edges (PyTorch path)."""
     B, K, _, H, W = d.shape
     dd = d.new_full((B, K, 2 * _NU, H, W), float("inf"))
     for k, P, Q in _regions(H, W):
         dk = d[:, :, k : k + 1, P[0], P[1]]
         dd[:, :, k : k + 1, P[0], P[1]] = dk
         dd[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]] = dk
-    if H * W == 1:
-        return torch.zeros_like(dd)
     return torch.softmax(-dd, dim=2)
+
+
+class _RandomWalkFromDistances(torch.autograd.Function):
+    """wbar = softmax(-dd) over each node's window (eq. 28); saves its output only."""
+
+    @staticmethod
+    def forward(ctx, d: Tensor):  # type: ignore[override]
+        if _use_native(d):
+            B, K, _, H, W = d.shape
+            wbar = _native().random_walk_from_distances(d.contiguous(), d.new_zeros(B, K, 2 * _NU, H, W))
+        else:
+            wbar = _rw_softmax(d)
+        ctx.save_for_backward(wbar)
+        return wbar
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        (wbar,) = ctx.saved_tensors
+        gdd = -wbar * (g - (wbar * g).sum(dim=2, keepdim=True))  # softmax backward, d(-dd)/d(dd) = -1
+        H, W = wbar.shape[-2:]
+        gd = gdd.new_zeros(gdd.shape[0], gdd.shape[1], _NU, H, W)
+        for k, P, Q in _regions(H, W):
+            torch.add(gdd[:, :, k, P[0], P[1]], gdd[:, :, _NU + k, Q[0], Q[1]], out=gd[:, :, k, P[0], P[1]])
+        return gd
+
+
+def random_walk_weights_from_distances(d: Tensor) -> Tensor:
+    """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
+    a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0.
+    Custom autograd (saves wbar)."""
+    _check_weights(d, _NU, "d")
+    B, K, _, H, W = d.shape
+    if H * W == 1:
+        return d.new_zeros(B, K, 2 * _NU, H, W) + 0 * d.sum()
+    return _RandomWalkFromDistances.apply(d)
 
 
 def _zero_outside(e: Tensor, H: int, W: int) -> None:

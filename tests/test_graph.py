@@ -102,7 +102,7 @@ def test_offsets():
     assert set(G.DIRECTED_OFFSETS) == {(a, b) for a in range(-2, 3) for b in range(-2, 3)} - {(0, 0)}
 
 
-def test_edge_weights_dense(gen):
+def test_edge_weights_dense(backend, gen):
     B, K, F = 2, 3, 4
     f = rand(gen, B, K, F, H, W)
     A = rand(gen, K, F, F)
@@ -151,7 +151,7 @@ def test_laplacian_broadcasts_over_heads(backend, gen):
         diag * x + (G.laplacian_apply(w, x) - G.degree(w) * x))
 
 
-def test_random_walk_weights_sum_to_one(gen):
+def test_random_walk_weights_sum_to_one(backend, gen):
     w = valid_weights(gen, 2, 3, 12)
     wbar = G.random_walk_weights(w)
     torch.testing.assert_close(wbar.sum(2), torch.ones(2, 3, H, W, dtype=DT))
@@ -291,7 +291,7 @@ def test_gradcheck_incidence(gen, kw):
     _gc(lambda a, b: G.incidence_adjoint(a, b), wbar, e)
 
 
-def test_gradcheck_edge_weights(gen):
+def test_gradcheck_edge_weights(backend, gen):
     h, w_ = 4, 5
     f = (0.5 * rand(gen, 2, 2, 3, h, w_)).requires_grad_()
     A = rand(gen, 2, 3, 3)
@@ -300,6 +300,8 @@ def test_gradcheck_edge_weights(gen):
     _gc(lambda a, b: G.edge_distances(a, b), f, M)
     M1 = M[0].detach().clone().requires_grad_()
     _gc(lambda a, b: G.edge_weights(a, b), f, M1)
+    # eq. 28 from distances (custom softmax backward)
+    _gc(lambda a, b: G.random_walk_weights_from_distances(G.edge_distances(a, b)), f, M)
     # a whole graph-learning chain: features -> w -> wbar -> s -> L x
     x = rand(gen, 2, 2, 2, h, w_)
     _gc(lambda a, b: G.laplacian_apply(G.incidence_laplacian_weights(G.random_walk_weights(G.edge_weights(a, b))), x),
