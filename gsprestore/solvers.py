@@ -347,22 +347,37 @@ class _AdmmEdgeStep(torch.autograd.Function):
     a = (u + v)/2 - 1/(2 gamma), b = (D/gamma + u - v)/4 - r/2 (eqs. 19, 21),
     u' = relu(a + b), v' = relu(a - b) (eq. 23), D' = D - gamma (2 r + u' - v') (eq. 24),
     n = C-bar^T (D' - gamma (u' - v')) / (2 gamma) (the edge part of eq. 20's right-hand side).
-    Saves only its inputs; the backward pass recomputes r, a, b per directed offset."""
+    Saves only its inputs; the backward pass recomputes r, a, b per directed offset. Given the
+    iterates ``hist = (x^1, ..., x^{t-1})`` that produced (D, u, v) from the zero state, it saves
+    those node tensors instead of the three edge tensors and replays the earlier steps in the
+    backward pass (edge memory O(1) instead of O(ADMM iterations))."""
 
     @staticmethod
-    def forward(ctx, x, wbar, D, u, v, gamma):  # type: ignore[override]
+    def forward(ctx, x, wbar, D, u, v, gamma, *hist):  # type: ignore[override]
         ctx.first = D is None
-        ctx.save_for_backward(x, wbar, D, u, v, gamma)
+        ctx.replay = bool(hist)
+        if ctx.replay:
+            ctx.save_for_backward(x, wbar, None, None, None, gamma, *hist)
+        else:
+            ctx.save_for_backward(x, wbar, D, u, v, gamma)
         return _edge_step_forward(x, wbar, D, u, v, gamma, inplace=False)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gD2, gu2, gv2, gn):  # type: ignore[override]
-        x, wbar, D, u, v, g = ctx.saved_tensors
+        x, wbar, D, u, v, g, *hist = ctx.saved_tensors
         first = ctx.first
+        if ctx.replay:  # recompute the state from the zero state and the earlier iterates
+            for xh in hist:
+                D, u, v, _ = _edge_step_forward(xh, wbar, D, u, v, g, inplace=True)
+        grads = _AdmmEdgeStep._grads(ctx, x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first)
+        return grads + (None,) * len(hist)
+
+    @staticmethod
+    def _grads(ctx, x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first):
         B, K, C, H, W = x.shape
         nu = len(G.OFFSETS)
-        need_x, need_w, need_D, need_u, need_v, need_g = ctx.needs_input_grad
+        need_x, need_w, need_D, need_u, need_v, need_g = ctx.needs_input_grad[:6]
         if G._use_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn):
             return _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first)
         gx = torch.zeros_like(x) if need_x else None
@@ -447,20 +462,22 @@ def _sum_c(t: Tensor, wbar: Tensor) -> Tensor:
     return t
 
 
-def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma):
+def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Tensor] = ()):
     """One fused ADMM edge step in the compact variables (see :func:`gtv_interpolate`):
     eqs. 19, 21, 23 (``u' = relu(a + b)``, ``v' = relu(a - b)``), eq. 24 (``D' = D - gamma (2 r
     + u' - v')``) and the edge term ``n = C-bar^T (D' - gamma (u' - v')) / (2 gamma)`` of the next
     x-update (eq. 20), with ``r = C-bar x``. ``D = u = v = None`` is the zero initial state.
-    Returns ``(D', u', v', n)``. A custom autograd op (saves its inputs only); without autograd
-    the state is updated in place."""
+    Returns ``(D', u', v', n)``. A custom autograd op (saves its inputs only, or with
+    ``history`` = the earlier iterates x^1..x^{t-1} that led to (D, u, v), only node tensors: the
+    state is recomputed in the backward pass); without autograd the state is updated in place."""
     g = _gamma_tensor(gamma, x)
     K = max(x.shape[1], wbar.shape[1])
     if x.shape[1] != K:
         x = x.expand(x.shape[0], K, *x.shape[2:])
     tensors = [t for t in (x, wbar, D, u, v, g) if isinstance(t, Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _AdmmEdgeStep.apply(x, wbar, D, u, v, g)
+        hist = tuple(h.expand(h.shape[0], K, *h.shape[2:]) if h.shape[1] != K else h for h in history)
+        return _AdmmEdgeStep.apply(x, wbar, D, u, v, g, *(hist if D is not None else ()))
     return _edge_step_forward(x, wbar, D, u, v, g, inplace=True)
 
 
@@ -515,6 +532,7 @@ def gtv_interpolate(
     mu_c = (mu_init * mask5).expand(shape)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
+    xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
         rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
@@ -523,7 +541,8 @@ def gtv_interpolate(
         x = _solve(pb.apply_A, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
-        D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma)  # eqs. 19, 21, 23, 24 (edge blocks)
+        D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs)  # eqs. 19, 21, 23, 24 (edge blocks)
+        xs.append(x)
         mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
 
