@@ -18,10 +18,22 @@ Shapes (``K`` heads, ``C`` signal channels, ``F`` feature dims)::
 A weight tensor may have ``K == 1`` and then broadcasts over the heads of ``x``.
 
 The operators used inside solver loops (:func:`laplacian_apply`, :func:`normalized_laplacian_apply`,
-:func:`incidence_apply`, :func:`incidence_adjoint`, :func:`edge_weights`) are custom
-:class:`torch.autograd.Function` s: they save their inputs only and recompute what the backward
-pass needs, and their forward passes accumulate shifted slices in place (one fused
-multiply-accumulate per offset and direction), never materialising 24 shifted copies of ``x``.
+:func:`diag_minus_adjacency_apply`, :func:`incidence_apply`, :func:`incidence_adjoint`,
+:func:`edge_weights` / :func:`edge_distances`, :func:`random_walk_weights_from_distances`) are
+custom :class:`torch.autograd.Function` s: they save their inputs (or output) only and recompute
+what the backward pass needs.
+
+Two implementations, equal to rounding (tested against each other and against dense oracles):
+
+* PyTorch: shifted slices accumulated in place (one fused multiply-accumulate per offset and
+  direction), row band by row band so the operands stay in cache; never 24 shifted copies, never
+  ``torch.roll``. Used on GPUs, for other dtypes, and whenever the native kernels are unavailable.
+* native (CPU, float32/float64): the hottest loops as C++ kernels compiled on first use with
+  ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja; about a minute once, cached in
+  torch's extension directory) - ``a x - W x`` and its weight gradient, the edge distances of
+  eq. 25, eq. 28 from distances, and the fused ADMM edge step of :mod:`gsprestore.solvers`.
+  ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently
+  (:func:`native_available`, the reason in ``_native_state["error"]``).
 """
 
 from __future__ import annotations
@@ -53,6 +65,8 @@ __all__ = [
     "incidence_laplacian_weights",
     "graph_laplacian_regularizer",
     "graph_total_variation",
+    "native_available",
+    "set_band_elements",
 ]
 
 WINDOW_RADIUS = 2
@@ -666,7 +680,9 @@ def _native():
     if "mod" in _native_state:
         return _native_state["mod"]
     mod = None
-    if os.environ.get("GSPRESTORE_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off"):
+    if os.environ.get("GSPRESTORE_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+        _native_state["error"] = "disabled by GSPRESTORE_NATIVE"
+    else:
         try:
             import hashlib
             import warnings

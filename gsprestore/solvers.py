@@ -15,7 +15,15 @@ GTV state. The ADMM of eqs. 19-24 carries nine edge vectors (z, q1, q2, q~1, q~2
 multipliers mu_a, mu_b, mu_d, mu_e). Only three combinations of them matter for the iterate x
 (derivation in :func:`gtv_interpolate`), so the default solver keeps three edge tensors
 ``(D, u, v) = (mu_a + mu_d - mu_b - mu_e, q~1, q~2)``; :func:`gtv_admm_reference` runs the plain
-nine-vector form, one function per equation, and the tests check that both give the same x.
+nine-vector form, one function per equation, and the tests check that both give the same x and
+the same gradients. Everything edge-sized between two x-updates is one fused custom op,
+:func:`admm_edge_step` (eqs. 19, 21, 23, 24 and the edge term of the next eq. 20): without
+autograd it updates (D, u, v) in place; with autograd it saves only node tensors (the earlier
+iterates) and replays the edge state in its backward pass.
+
+Without autograd (``torch.no_grad``/``inference_mode``) both CG forms update their buffers in
+place. ``python -m gsprestore.solvers`` times the operators and one solver block
+(:func:`benchmark`).
 """
 
 from __future__ import annotations

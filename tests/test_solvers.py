@@ -287,9 +287,10 @@ def test_compact_gradients_equal_plain_form(backend, gen):
     for fn in (S.gtv_interpolate, S.gtv_admm_reference):
         wb = wbar.clone().requires_grad_()
         gamma = torch.tensor([4.0, 7.0], dtype=DT, requires_grad=True)
-        alphas = torch.full((3, 4, 2), 0.4, dtype=DT, requires_grad=True)
-        betas = torch.full((3, 4, 2), 0.2, dtype=DT, requires_grad=True)
-        x = fn(wb, known, mask, gamma=gamma, admm_iters=3, cg_iters=4, cg=("unrolled", alphas, betas))
+        alphas = torch.full((4, 4, 2), 0.4, dtype=DT, requires_grad=True)
+        betas = torch.full((4, 4, 2), 0.2, dtype=DT, requires_grad=True)
+        # 4 ADMM iterations: 3 edge steps, the last replays its state from 2 earlier iterates
+        x = fn(wb, known, mask, gamma=gamma, admm_iters=4, cg_iters=4, cg=("unrolled", alphas, betas))
         (x * torch.linspace(-1, 1, x.numel(), dtype=DT).view_as(x)).sum().backward()
         grads.append([p.grad for p in (wb, gamma, alphas, betas)])
     for a, b in zip(*grads):
