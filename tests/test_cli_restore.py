@@ -427,3 +427,20 @@ def test_bundled_chart_is_the_generated_one():
     from gsprestore.chart import chart_path, make_chart
 
     np.testing.assert_array_equal(np.rint(read_image(chart_path()).array * 255), np.rint(make_chart() * 255))
+
+
+def test_a_missing_single_input_is_named(tmp_path):
+    """A typo in the only input names that file, not the -o/inputs mismatch."""
+    from typer.testing import CliRunner
+
+    from gsprestore.cli.app import _register, app
+
+    _register()
+    missing = tmp_path / "nope.png"
+    out = tmp_path / "out.png"
+    result = CliRunner().invoke(app, ["mosaic", str(missing), "-o", str(out)])
+    from gsprestore.errors import GspError
+
+    assert isinstance(result.exception, GspError)
+    assert str(result.exception) == f"{missing}: no such file or folder"
+    assert not out.exists()

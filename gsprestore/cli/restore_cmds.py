@@ -147,7 +147,11 @@ def _run_batch(
 
     found = discover(inputs, recursive=recursive)
     failures = [Result(m, None, "failed", error=f"{m}: no such file or folder") for m in found.missing]
-    if not found.sources and not failures:
+    if not found.sources:
+        if len(found.missing) == 1:
+            raise GspError("no such file or folder", found.missing[0])
+        if found.missing:
+            raise GspError(f"no such files or folders: {', '.join(found.missing)}")
         raise GspError(f"no PNG or TIFF files found in {', '.join(inputs)}")
     jobs = plan_jobs(found.sources, output, suffix=default_suffix if (suffix is None and output is None)
                      else (suffix or ""), ext=ext)
