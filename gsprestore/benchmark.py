@@ -27,9 +27,7 @@ import csv
 import io
 import json
 import math
-import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
@@ -37,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, restorers
+from .atomic import atomic_file
 from .datasets import Dataset, find_dataset
 from .engine import resolve_device
 from .errors import GspError, UsageError, WeightsError
@@ -310,17 +309,8 @@ def _write_text(text: str, path: str | Path, *, overwrite: bool = False) -> Path
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise GspError("output folder does not exist", parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
     return path
 
 

@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import signal
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from .atomic import atomic_file
 from .errors import GspError, UsageError
 
 PRIORS = ("glr", "gtv")
@@ -263,29 +262,13 @@ def atomic_save(obj: Any, path: Path) -> None:
     a crash leaves either the old or the new file, never a truncated one."""
     import torch
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path, "wb") as f:
+        torch.save(obj, f)
 
 
 def atomic_write_text(text: str, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

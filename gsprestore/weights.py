@@ -24,10 +24,10 @@ import os
 import site
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .atomic import atomic_file
 from .errors import WeightsError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,16 +140,8 @@ def save_weights(path: str | Path, model: "nn.Module", meta: dict[str, Any] | No
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path, "wb") as f:
+        torch.save(obj, f)
     return sha256_file(path)
 
 
