@@ -31,7 +31,7 @@ Two implementations, equal to rounding (tested against each other and against de
 * native (CPU, float32/float64): the hottest loops as C++ kernels compiled on first use with
   ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja; about a minute once, cached in
   torch's extension directory) - ``a x - W x`` and its weight gradient, the edge distances of
-  eq. 25, eq. 28 from distances, and the fused ADMM edge step of :mod:`gsprestore.solvers`.
+  eq. 27, eq. 28 from distances, and the fused ADMM edge step of :mod:`gsprestore.solvers`.
   ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently
   (:func:`native_available`, the reason in ``_native_state["error"]``).
 """
@@ -586,7 +586,7 @@ void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Te
   });
 }
 
-// Squared Mahalanobis distances (eq. 25) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
+// Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
 // optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
 // zero-initialised (entries whose neighbour leaves the image stay 0). Threads over (b, k, row).
 template <typename T>
@@ -738,7 +738,7 @@ def _rows_contiguous(t: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# edge weights (eq. 25) from features and a PSD metric
+# edge weights (eq. 27) from features and a PSD metric
 # --------------------------------------------------------------------------------------------
 
 
@@ -760,7 +760,7 @@ def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
 
 
 class _EdgeWeights(torch.autograd.Function):
-    """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 25)."""
+    """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 27)."""
 
     @staticmethod
     def forward(ctx, features: Tensor, metric: Tensor, exp: bool):  # type: ignore[override]
@@ -817,7 +817,7 @@ class _EdgeWeights(torch.autograd.Function):
 
 
 def edge_distances(features: Tensor, metric: Tensor) -> Tensor:
-    """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 25),
+    """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 27),
     ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused)."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
@@ -825,7 +825,7 @@ def edge_distances(features: Tensor, metric: Tensor) -> Tensor:
 
 
 def edge_weights(features: Tensor, metric: Tensor) -> Tensor:
-    """Edge weights ``w_pq = exp(-(f_p - f_q)^T M (f_p - f_q))`` of eq. 25 for the 12 undirected
+    """Edge weights ``w_pq = exp(-(f_p - f_q)^T M (f_p - f_q))`` of eq. 27 for the 12 undirected
     offsets of the 5x5 window: features ``(B, K, F, H, W)``, metric ``(K, F, F)`` (or ``(F, F)``),
     PSD (the caller parametrises it, e.g. ``M = A A^T``) -> ``(B, K, 12, H, W)``, zero where the
     neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w."""
