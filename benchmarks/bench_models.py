@@ -132,8 +132,24 @@ def inference(args) -> dict:
     return res
 
 
+def set_mmap_threshold(nbytes: int) -> bool:
+    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)``: allocations of at least ``nbytes`` get their
+    own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
+    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
+    keeps the resident size well above the live tensors. Returns False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, int(nbytes)))  # M_MMAP_THRESHOLD = -3
+    except (OSError, AttributeError):
+        return False
+
+
 def _training_child(args) -> None:
     """Run in a fresh process: one training step, print JSON with ru_maxrss."""
+    mmap_set = set_mmap_threshold(args.mmap_threshold) if args.mmap_threshold else False
     torch.manual_seed(0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     mode = "" if args.checkpoint == "none" else args.checkpoint
@@ -154,8 +170,9 @@ def _training_child(args) -> None:
     print(json.dumps({
         "part": "training", "method": args.method, "task": args.task, "batch": args.batch,
         "patch": args.patch, "checkpoint": args.checkpoint, "threads": torch.get_num_threads(),
+        "mmap_threshold": args.mmap_threshold if mmap_set else None,
         "peak_rss_gb": peak_kb / 2**20, "baseline_rss_gb": before / 2**20,
-        "forward_s": t_fwd, "step_s": t_step, "loss": float(loss),
+        "forward_s": t_fwd, "step_s": t_step, "loss": float(loss.detach()),
     }))
 
 
@@ -163,7 +180,8 @@ def training(args) -> list[dict]:
     results = []
     for ck in args.checkpoint.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", args.method, "--task", args.task,
-               "--batch", str(args.batch), "--patch", str(args.patch), "--checkpoint", ck]
+               "--batch", str(args.batch), "--patch", str(args.patch), "--checkpoint", ck,
+               "--mmap-threshold", str(args.mmap_threshold)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"training step (checkpoint={ck}) failed (exit {proc.returncode}; killed for memory?):\n"
@@ -172,7 +190,7 @@ def training(args) -> list[dict]:
             continue
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{args.method} ({args.task}) training step, batch {args.batch} x {args.patch}x{args.patch}, "
-              f"checkpoint={ck}: peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
+              f"checkpoint={ck}, mmap threshold={res['mmap_threshold'] or 'glibc default'}: peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
               f"forward {res['forward_s']:.1f} s, step {res['step_s']:.1f} s")
         results.append(res)
     return results
@@ -225,6 +243,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", default="none,head",
                     help="training: comma-separated checkpoint modes to measure, each in a fresh process "
                          "(none, head, block, block+head)")
+    ap.add_argument("--mmap-threshold", type=int, default=0,
+                    help="training: glibc M_MMAP_THRESHOLD in bytes for the step's process (0: glibc default)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
