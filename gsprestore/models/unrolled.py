@@ -229,10 +229,12 @@ class UnrolledBlock(nn.Module):
         return torch.softmax(self.mix_logits, dim=0)
 
     # -- solver ----------------------------------------------------------------------------
-    def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, heads: slice | None = None) -> Tensor:
+    def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, heads: slice | None = None,
+              workspace: dict | None = None) -> Tensor:
         """Per-head interpolation on the graphs ``w`` of :meth:`graph_weights`, warm-started at
         ``x0``: ``(B, K, C, H, W)``. ``heads`` restricts it to a slice of the heads (``w`` is
-        then already that slice)."""
+        then already that slice). ``workspace``: a dict kept across the blocks of one
+        inference forward, so the GTV solver reuses its edge buffers."""
         from .. import solvers
 
         hs = slice(None) if heads is None else heads
@@ -244,13 +246,14 @@ class UnrolledBlock(nn.Module):
         gamma = torch.exp(self.log_gamma[hs])  # (K,)
         return solvers.gtv_interpolate(
             w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
-            cg=cg, mu_init=self.mu_init, x0=x05,
+            cg=cg, mu_init=self.mu_init, x0=x05, **({"workspace": workspace} if workspace is not None else {}),
         )
 
     def _solve_head(self, k: int, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
         return self.solve(w[:, k : k + 1], known, mask, x0, heads=slice(k, k + 1))
 
-    def forward(self, x: Tensor, known: Tensor, mask: Tensor, *, checkpoint_heads: bool = False) -> Tensor:
+    def forward(self, x: Tensor, known: Tensor, mask: Tensor, *, checkpoint_heads: bool = False,
+                workspace: dict | None = None) -> Tensor:
         """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``.
         ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
         keeping its solver's intermediates (training memory: one head's solver at a time)."""
@@ -259,7 +262,7 @@ class UnrolledBlock(nn.Module):
             xk = torch.cat([checkpoint(self._solve_head, k, w, known, mask, x, use_reentrant=False)
                             for k in range(self.heads)], dim=1)
         else:
-            xk = self.solve(w, known, mask, x)
+            xk = self.solve(w, known, mask, x, workspace=workspace)
         pi = self.mix_weights().view(1, -1, 1, 1, 1)
         out = (pi * xk).sum(dim=1)
         return torch.where(mask.expand_as(out) > 0, known.expand_as(out), out)
@@ -345,11 +348,12 @@ class UnrolledNet(nn.Module):
         if mode not in CHECKPOINT_MODES:
             raise ValueError(f"unknown checkpoint mode {self.checkpoint!r}; expected one of {CHECKPOINT_MODES}")
         heads = "head" in mode
+        workspace = None if torch.is_grad_enabled() else {}  # buffers shared by the blocks
         for block in self.blocks:
             if "block" in mode and torch.is_grad_enabled():
                 x = checkpoint(block, x, known, mask, checkpoint_heads=heads, use_reentrant=False)
             else:
-                x = block(x, known, mask, checkpoint_heads=heads)
+                x = block(x, known, mask, checkpoint_heads=heads, workspace=workspace)
             xs.append(x)
         return xs if return_all else x
 
