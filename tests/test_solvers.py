@@ -14,17 +14,6 @@ from gsprestore import solvers as S
 DT = torch.float64
 
 
-@pytest.fixture(params=["pytorch", "native"])
-def backend(request, monkeypatch):
-    """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
-    not build here)."""
-    if request.param == "pytorch":
-        monkeypatch.setitem(G._native_state, "mod", None)
-    elif not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
-    return request.param
-
-
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(7)
