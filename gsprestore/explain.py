@@ -138,43 +138,19 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     equation) with the x-update (eq. 20) run by :func:`cg_trace`: returns ``(x, history,
     cg_residuals)`` where ``history`` is the reference's per-iteration dicts and
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update."""
-    from . import graph as G
-    from .solvers import (AdmmState, _as5d, _cg_params, _make_problem, _parse_cg, multiplier_update, q_update,
-                          qtilde_update, x_update_rhs, z_update)
+    from .solvers import gtv_admm_reference
 
-    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    kind, alphas, betas = _parse_cg(cg)
-    pb = _make_problem(wbar, known5, mask5)
-    K = max(wbar.shape[1], known5.shape[1])
-    B, _, C, H, W = known5.shape
-    shape = (B, K, C, H, W)
-    eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
-    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
-    zeros = torch.zeros(eshape, dtype=x.dtype, device=x.device)
-    mu = torch.full(eshape, mu_init, dtype=x.dtype, device=x.device)
-    st = AdmmState(x=x, z=zeros, q1=zeros, q2=zeros, qt1=zeros, qt2=zeros,
-                   mu_a=mu, mu_b=mu, mu_c=(mu_init * mask5).expand(shape), mu_d=mu, mu_e=mu)
-    history: list[dict] = []
-    traces = []
-    for t in range(admm_iters):
-        a_t, b_t = _cg_params(alphas, betas, t)
-        st.z = z_update(st, gamma)
-        spec = "exact" if kind == "exact" else ("unrolled", a_t, b_t)
-        st.x, res = cg_trace(pb.apply_A, x_update_rhs(pb, st, gamma), st.x, spec, cg_iters)
+    traces: list[Tensor] = []
+
+    def traced_cg(apply_A, b, x_start, spec):
+        x, res = cg_trace(apply_A, b, x_start, spec, cg_iters)
         traces.append(res)
-        r = G.incidence_apply(wbar, st.x)
-        st.q1, st.q2 = q_update(st, st.z, r, gamma)
-        st.qt1, st.qt2 = qtilde_update(st.q1, st.q2, st, gamma)
-        (st.mu_a, st.mu_b, st.mu_c, st.mu_d, st.mu_e), blocks = multiplier_update(pb, st, r, gamma)
-        sq = lambda e: e.detach().square().sum(dim=tuple(range(2, e.dim())))  # noqa: E731
-        history.append({
-            "iteration": t + 1,
-            "primal_residual": sum(sq(e) for e in blocks).sqrt(),
-            "constraint": sq(blocks[2]).sqrt(),
-            "objective": r.detach().abs().sum(dim=(2, 3, 4, 5)),
-            "lp_objective": st.z.detach().sum(dim=(2, 3, 4, 5)),
-        })
-    return st.x, history, torch.stack(traces)
+        return x
+
+    history: list[dict] = []
+    x = gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters, cg=cg,
+                           mu_init=mu_init, x0=x0, history=history, x_solver=traced_cg)
+    return x, history, torch.stack(traces)
 
 
 def glr_residuals(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, cg: Any, iters: int,

@@ -656,13 +656,15 @@ def gtv_admm_reference(
     x0: Optional[Tensor] = None,
     history: Optional[list] = None,
     cg_tol: float = 0.0,
+    x_solver: Optional[Callable[[Operator, Tensor, Tensor, CGSpec], Tensor]] = None,
 ) -> Tensor:
     """The ADMM of Sec. 4.2 in its plain form, every variable of eqs. 17-24 kept and each step a
     function: z (eq. 19), x (eq. 20, CG), q (eq. 21), q~ (eq. 23), mu (eq. 24). Same arguments
     and result as :func:`gtv_interpolate` (which it checks). If ``history`` is a list, one dict
     per iteration is appended with per-(batch, head) tensors: ``primal_residual``
     ``||B [z; x; q] - [b; q~]||_2``, ``constraint`` ``||H x - y||_2``, ``objective``
-    ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``."""
+    ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``. ``x_solver(apply_A, b,
+    x0, cg_spec) -> x`` replaces the x-update's CG (e.g. a CG that records its residuals)."""
     known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
     kind, alphas, betas = _parse_cg(cg)
     pb = _make_problem(wbar, known5, mask5)
@@ -678,7 +680,11 @@ def gtv_admm_reference(
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
         st.z = z_update(st, gamma)
-        st.x = _solve(pb.apply_A, x_update_rhs(pb, st, gamma), st.x, kind, cg_iters, a_t, b_t, cg_tol)
+        rhs = x_update_rhs(pb, st, gamma)
+        if x_solver is None:
+            st.x = _solve(pb.apply_A, rhs, st.x, kind, cg_iters, a_t, b_t, cg_tol)
+        else:
+            st.x = x_solver(pb.apply_A, rhs, st.x, "exact" if kind == "exact" else ("unrolled", a_t, b_t))
         r = G.incidence_apply(wbar, st.x)
         st.q1, st.q2 = q_update(st, st.z, r, gamma)
         st.qt1, st.qt2 = qtilde_update(st.q1, st.q2, st, gamma)
