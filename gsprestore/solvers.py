@@ -494,6 +494,18 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
     return _edge_step_forward(x, wbar, D, u, v, g, inplace=True, out=out)
 
 
+def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor]):
+    """Common start of both ADMM forms: the problem, the (B, K, C, H, W) shape, x^0 (default
+    H^T y) and mu_c^0 = mu_init on the samples, and the parsed CG spec."""
+    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
+    pb = _make_problem(wbar, known5, mask5)
+    K = max(wbar.shape[1], known5.shape[1])
+    B, _, C, H, W = known5.shape
+    shape = (B, K, C, H, W)
+    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
+    return pb, shape, x, (mu_init * mask5).expand(shape), _parse_cg(cg)
+
+
 def gtv_interpolate(
     wbar: Tensor,
     known: Tensor,
@@ -539,14 +551,7 @@ def gtv_interpolate(
     if history is not None:
         return gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters,
                                   cg=cg, mu_init=mu_init, x0=x0, history=history, cg_tol=cg_tol)
-    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    kind, alphas, betas = _parse_cg(cg)
-    pb = _make_problem(wbar, known5, mask5)
-    K = max(wbar.shape[1], known5.shape[1])
-    B, _, C, H, W = known5.shape
-    shape = (B, K, C, H, W)
-    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
-    mu_c = (mu_init * mask5).expand(shape)
+    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
     xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
@@ -665,18 +670,13 @@ def gtv_admm_reference(
     ``||B [z; x; q] - [b; q~]||_2``, ``constraint`` ``||H x - y||_2``, ``objective``
     ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``. ``x_solver(apply_A, b,
     x0, cg_spec) -> x`` replaces the x-update's CG (e.g. a CG that records its residuals)."""
-    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    kind, alphas, betas = _parse_cg(cg)
-    pb = _make_problem(wbar, known5, mask5)
-    K = max(wbar.shape[1], known5.shape[1])
-    B, _, C, H, W = known5.shape
-    shape = (B, K, C, H, W)
+    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
+    B, K, C, H, W = shape
     eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
-    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
     zeros = torch.zeros(eshape, dtype=x.dtype, device=x.device)
     mu = torch.full(eshape, mu_init, dtype=x.dtype, device=x.device)
     st = AdmmState(x=x, z=zeros, q1=zeros, q2=zeros, qt1=zeros, qt2=zeros,
-                   mu_a=mu, mu_b=mu, mu_c=(mu_init * mask5).expand(shape), mu_d=mu, mu_e=mu)
+                   mu_a=mu, mu_b=mu, mu_c=mu_c, mu_d=mu, mu_e=mu)
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
         st.z = z_update(st, gamma)
