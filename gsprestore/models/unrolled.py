@@ -50,6 +50,10 @@ LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
 GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
 CHECKPOINT_MODES: tuple[str, ...] = ("", "head", "block", "block+head")
+#: What the graph solvers interpolate (demosaicking only, see :func:`green_difference_estimate`):
+#: the R, G, B planes themselves (``"rgb"``, the paper's appendix for iGLR / iGTV), or G and then
+#: the colour differences R - G, B - G on the same graph (``"green-difference"``).
+SIGNALS: tuple[str, ...] = ("rgb", "green-difference")
 
 
 def default_config(prior: str, task: str) -> dict[str, Any]:
@@ -73,6 +77,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
         "metric_init": 0.5,
         "alpha_init": 0.5,
         "beta_init": 0.3,
+        "signal": "rgb",
     }
     if prior == "glr":
         cfg.update(cg_iters=50, glr_laplacian="preconditioned")
@@ -91,6 +96,17 @@ def luma(x: Tensor) -> Tensor:
         w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
         return (x * w).sum(dim=-3, keepdim=True)
     return x.mean(dim=-3, keepdim=True)
+
+
+def green_difference_estimate(known: Tensor, mask: Tensor) -> Tensor:
+    """Bilinear demosaicking in colour differences: G by the tent interpolation of the G samples,
+    then R - G and B - G (known where R / B are) by the same interpolation, plus G. The classical
+    start of colour-difference demosaickers; known samples are returned exactly."""
+    g = initial_estimate(known[:, 1:2], mask[:, 1:2])
+    rb_mask = mask[:, 0::2]
+    diff = initial_estimate((known[:, 0::2] - g) * rb_mask, rb_mask)
+    out = torch.cat([diff[:, :1] + g, g, diff[:, 1:] + g], dim=1)
+    return torch.where(mask > 0, known, out)
 
 
 def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any, iters: int,
@@ -177,8 +193,12 @@ class UnrolledBlock(nn.Module):
         beta_init: float = 0.3,
         gamma_init: float = 10.0,
         mu_init: float = 0.1,
+        signal: str = "rgb",
     ):
         super().__init__()
+        if signal not in SIGNALS:
+            raise ValueError(f"unknown signal {signal!r}; expected one of {SIGNALS}")
+        self.signal = signal
         if prior not in PRIORS:
             raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
         if cnn_input not in CNN_INPUTS:
@@ -258,6 +278,21 @@ class UnrolledBlock(nn.Module):
         ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
         keeping its solver's intermediates (training memory: one head's solver at a time)."""
         w = self.graph_weights(x)
+        if self.signal == "rgb":
+            return self._interpolate(w, known, mask, x, checkpoint_heads, workspace)
+        # green-difference: G on the learned graphs, then R - G and B - G on the same graphs
+        # (the two solves have different channel counts: each keeps its own solver buffers)
+        ws_g, ws_d = (None, None) if workspace is None else (workspace.setdefault("g", {}), workspace.setdefault("d", {}))
+        g = self._interpolate(w, known[:, 1:2], mask[:, 1:2], x[:, 1:2], checkpoint_heads, ws_g)
+        rb_mask = mask[:, 0::2]
+        diff = self._interpolate(w, (known[:, 0::2] - g) * rb_mask, rb_mask, x[:, 0::2] - g,
+                                 checkpoint_heads, ws_d)
+        out = torch.cat([diff[:, :1] + g, g, diff[:, 1:] + g], dim=1)
+        return torch.where(mask > 0, known, out)
+
+    def _interpolate(self, w: Tensor, known: Tensor, mask: Tensor, x: Tensor, checkpoint_heads: bool,
+                     workspace: dict | None) -> Tensor:
+        """Every head's solver on its graph, the heads' weighted average, known samples re-imposed."""
         if checkpoint_heads and torch.is_grad_enabled():
             xk = torch.cat([checkpoint(self._solve_head, k, w, known, mask, x, use_reentrant=False)
                             for k in range(self.heads)], dim=1)
@@ -293,9 +328,14 @@ class UnrolledNet(nn.Module):
             raise ValueError(f"unknown cnn_input {cfg['cnn_input']!r}; expected one of {CNN_INPUTS}")
         self.config: dict[str, Any] = cfg
         self.checkpoint = checkpoint
+        cfg.setdefault("signal", "rgb")
+        if cfg["signal"] not in SIGNALS:
+            raise ValueError(f"unknown signal {cfg['signal']!r}; expected one of {SIGNALS}")
+        if cfg["signal"] != "rgb" and (task != "demosaic" or int(cfg["channels"]) != 3):
+            raise ValueError(f"signal {cfg['signal']!r} is for 3-channel demosaicking only")
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
         block_kw = {k: cfg[k] for k in ("heads", "features", "width", "cnn_layers", "cnn_input",
-                                        "cg_iters", "metric_init", "alpha_init", "beta_init")}
+                                        "cg_iters", "metric_init", "alpha_init", "beta_init", "signal")}
         if prior == "glr":
             block_kw.update(glr_laplacian=cfg["glr_laplacian"])
         if prior == "gtv":
@@ -342,7 +382,10 @@ class UnrolledNet(nn.Module):
         with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``."""
         self._check_input(known, mask)
         mask = mask.expand_as(known)
-        x = initial_estimate(known, mask)
+        if self.config["signal"] == "green-difference":
+            x = green_difference_estimate(known, mask)
+        else:
+            x = initial_estimate(known, mask)
         xs = [x]
         mode = {False: "", None: "", True: "block"}.get(self.checkpoint, self.checkpoint)
         if mode not in CHECKPOINT_MODES:
