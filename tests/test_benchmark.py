@@ -425,3 +425,30 @@ def test_make_results_noise_table():
     lines = mr.noise_table({"results": rows})
     assert "| uGTV | 28.31 | 38.00 | 22.89 | 37.00 | 19.56 | 36.00 | 15.38 | no weights |" in lines
     assert "| menon (gsprestore only) | - | 39.00 | - | 38.00 | - | 37.00 | - | 35.00 |" in lines
+
+
+def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsys, tmp_path):
+    from gsprestore.models import build_model
+    from gsprestore.weights import save_weights
+
+    parent, _ = tiny_kodak
+    torch.manual_seed(0)
+    model = build_model("ugtv", "demosaic", blocks=1, heads=2, features=3, width=6, cg_iters=2, admm_iters=1)
+    wfile = tmp_path / "tiny.pt"
+    save_weights(wfile, model)
+    out = tmp_path / "res.json"
+    code, stdout, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                             str(parent), "--methods", "ugtv,bilinear", "--weights", f"ugtv={wfile}",
+                             "--json", str(out))
+    assert code == 0, err
+    rows = {r["method"]: r for r in json.loads(out.read_text())["results"]}
+    assert rows["ugtv"]["skipped"] is None and rows["ugtv"]["params"] == model.num_params()
+    assert rows["ugtv"]["psnr_dataset_mse"] > 10
+    for bad, needle in [("ugtv", "METHOD=PATH"), ("bilinear=x.pt", "learned methods"),
+                        (f"uglr={wfile}", "not among the benchmarked")]:
+        code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                            str(parent), "--methods", "ugtv,bilinear", "--weights", bad)
+        assert code == 2 and needle in err and err.count("\n") == 1
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                        str(parent), "--methods", "ugtv", "--weights", f"ugtv={tmp_path / 'none.pt'}")
+    assert code == 1 and "weights file not found" in err

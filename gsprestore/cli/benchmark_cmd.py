@@ -51,6 +51,29 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
     return table
 
 
+def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+    """``["ugtv=run/model.pt", ...]`` -> ``{"ugtv": {"weights": "run/model.pt"}}`` (usage errors exit 2)."""
+    from pathlib import Path
+
+    from ..errors import GspError, UsageError
+    from ..restorers import METHODS
+
+    options: dict[str, dict[str, str]] = {}
+    for item in items:
+        method, sep, path = item.partition("=")
+        method = method.strip().lower()
+        if not sep or not method or not path:
+            raise UsageError(f"--weights takes METHOD=PATH, got {item!r}")
+        if method not in METHODS or METHODS[method].kind != "learned":
+            raise UsageError(f"--weights is for learned methods (uglr, ugtv), not {method!r}")
+        if method not in names:
+            raise UsageError(f"--weights {method}=...: {method} is not among the benchmarked methods")
+        if not Path(path).is_file():
+            raise GspError("weights file not found", path)
+        options[method] = {"weights": path}
+    return options
+
+
 @app.command("benchmark")
 def benchmark(
     task: Annotated[str, typer.Option("--task", help="demosaic or upscale2x.")],
@@ -88,6 +111,11 @@ def benchmark(
     md_out: Annotated[
         Optional[Path], typer.Option("--markdown", help="Also write the protocol and a Markdown table.")
     ] = None,
+    weights: Annotated[
+        Optional[list[str]],
+        typer.Option("--weights", help="METHOD=PATH: score a learned method (uglr / ugtv) with this weights file "
+                     "instead of the shipped one (repeatable)."),
+    ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the input noise.")] = 0,
@@ -121,8 +149,11 @@ def benchmark(
         if out.exists() and not overwrite:
             raise GspError("output exists (pass --overwrite to replace it)", out)
 
+    restorer_options = _weights_options(weights or [], names)
+
     err = Console(stderr=True)
-    run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, download=download)
+    run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, download=download,
+               restorer_options=restorer_options)
     if not err.is_terminal:  # no progress bar in logs and pipes: stderr keeps only real messages
         result = run_benchmark(task, dataset, names, data_dir, **run)
     else:
