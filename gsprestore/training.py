@@ -47,6 +47,8 @@ LOSSES = ("l1", "l2", "charbonnier")
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
 #: Options that may differ when a run is resumed (everything else is the run's recipe).
 RESUMABLE_CHANGES = ("epochs",)
+#: Steps in a row whose loss or gradient may be non-finite (each update skipped) before a run stops.
+MAX_BAD_STEPS = 10
 
 
 # --------------------------------------------------------------------------- recipe
@@ -637,12 +639,13 @@ def train(
         return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
 
     bar = _Bar(console, enabled=progress, total=stop_at, completed=min(state["step"], stop_at))
+    bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
     with stopper, bar:
         while state["epoch"] < cfg.epochs and status == "finished":
             epoch = state["epoch"]
             order = epoch_order(cfg.seed, epoch, n_train).to(dev)
-            ep_loss_sum, ep_n, ep_t0, ep_train_time = 0.0, 0, time.perf_counter(), 0.0
-            win_loss, win_n, win_t = 0.0, 0, 0.0
+            ep_loss_sum, ep_n, ep_p, ep_t0, ep_train_time = 0.0, 0, 0, time.perf_counter(), 0.0
+            win_loss, win_n, win_t, win_p = 0.0, 0, 0.0, 0
             while state["batch"] < spe:
                 if state["step"] >= stop_at:
                     status = "max-steps"
@@ -657,30 +660,41 @@ def train(
                 loss = loss_fn(out, gt)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                opt.step()
                 lv = float(loss.detach())  # synchronises the device: timings below are real
+                gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                             cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
+                if math.isfinite(lv) and math.isfinite(gnorm):
+                    opt.step()
+                    bad_run = 0
+                else:  # a diverging batch: skip its update (the weights stay finite), stop if it persists
+                    bad_run += 1
+                    state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+                    log.write("skip", epoch=epoch + 1, step=state["step"], loss=lv, grad_norm=gnorm,
+                              reason="non-finite loss or gradient; update skipped")
+                    if bad_run >= MAX_BAD_STEPS:
+                        log.write("error", epoch=epoch, step=state["step"], reason="non-finite loss")
+                        raise GspError(f"the loss or its gradient was not finite {bad_run} steps in a row "
+                                       f"(last at step {state['step']}, epoch {epoch + 1}); lower --lr or set "
+                                       "--grad-clip and start again", run_dir)
+                    lv = 0.0  # not counted in the running loss (below, weighted by 0 patches)
                 dt = time.perf_counter() - t0
-                if not math.isfinite(lv):
-                    log.write("error", epoch=epoch, step=state["step"], reason="non-finite loss")
-                    raise GspError(f"the loss became {lv} at step {state['step']} (epoch {epoch + 1}); "
-                                   "lower --lr or set --grad-clip and start again", run_dir)
                 bs = gt.shape[0]
+                lw = bs if bad_run == 0 else 0  # weight of this step in the running losses
                 state["batch"] += 1
                 state["step"] += 1
                 state["patches_seen"] += bs
                 state["train_time"] += dt
                 ep_train_time += dt
-                ep_loss_sum += lv * bs
-                ep_n += bs
-                win_loss, win_n, win_t = win_loss + lv * bs, win_n + bs, win_t + dt
-                bar.update(state["step"], epoch=epoch + 1, epochs=cfg.epochs, loss=ep_loss_sum / ep_n,
+                ep_loss_sum += lv * lw
+                ep_n += lw
+                win_loss, win_n, win_t, win_p = win_loss + lv * lw, win_n + lw, win_t + dt, win_p + bs
+                ep_p += bs
+                bar.update(state["step"], epoch=epoch + 1, epochs=cfg.epochs, loss=ep_loss_sum / max(ep_n, 1),
                            pps=state["patches_seen"] / max(state["train_time"], 1e-9))
                 if state["step"] % cfg.log_every == 0:
-                    log.write("step", epoch=epoch + 1, step=state["step"], loss=win_loss / win_n, lr=lr,
-                              patches_per_s=win_n / max(win_t, 1e-9))
-                    win_loss, win_n, win_t = 0.0, 0, 0.0
+                    log.write("step", epoch=epoch + 1, step=state["step"], loss=win_loss / win_n if win_n else None, lr=lr,
+                              patches_per_s=win_p / max(win_t, 1e-9))
+                    win_loss, win_n, win_t, win_p = 0.0, 0, 0.0, 0
                 if stopper.signum is not None:
                     status = "stopped"
                     break
@@ -694,7 +708,7 @@ def train(
                 "epoch": epoch + 1, "step": state["step"], "partial": partial,
                 "train_loss": ep_loss_sum / ep_n if ep_n else None,
                 "lr": sched(max(state["step"] - 1, 0)),
-                "patches_per_s": ep_n / ep_train_time if ep_train_time else None,
+                "patches_per_s": ep_p / ep_train_time if ep_train_time else None,
                 "epoch_time": time.perf_counter() - ep_t0,
                 "val_psnr": None if kept["val"] is None else kept["val"]["psnr"],
                 "val_psnr_rgb": None if kept["val"] is None else kept["val"]["psnr_rgb"],

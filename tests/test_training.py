@@ -8,6 +8,7 @@ test the pipeline, not the model; the smoke tests use a tiny configuration of th
 from __future__ import annotations
 
 import json
+import math
 import signal
 
 import numpy as np
@@ -494,3 +495,26 @@ def test_real_uglr_upscale2x_trains_and_exports(photos, tmp_path):
     assert model.config["cg_iters"] == 2
     epoch = [r for r in T.read_log(tmp_path / "run/log.jsonl") if r["event"] == "epoch"][0]
     assert epoch["val_space"] == "y" and epoch["val_psnr"] == pytest.approx(res.best_psnr)
+
+
+def test_non_finite_steps_are_skipped_then_stop_the_run(photos, stand, tmp_path, monkeypatch):
+    nan_calls: set[int] = {2}
+
+    class NanStand(Stand):
+        def forward(self, known, mask):
+            out = super().forward(known, mask)
+            return out * float("nan") if Stand.calls in nan_calls else out
+
+    monkeypatch.setattr(T, "model_factory", lambda: NanStand)
+    res = _run(_cfg(photos, epochs=1), tmp_path / "r")  # call 2 is the second training step
+    skips = [r for r in T.read_log(tmp_path / "r/log.jsonl") if r["event"] == "skip"]
+    assert len(skips) == 1 and skips[0]["step"] == 1
+    state = _weights(tmp_path / "r/model.pt", "state_dict")
+    assert all(torch.isfinite(v).all() for v in state.values())
+    assert res.best_psnr is not None and math.isfinite(res.best_psnr)
+    # a run that keeps diverging stops with a one-line error after MAX_BAD_STEPS skipped steps
+    nan_calls.update(range(1, 1000))
+    Stand.calls = 0
+    monkeypatch.setattr(T, "MAX_BAD_STEPS", 3)
+    with pytest.raises(GspError, match="not finite 3 steps in a row"):
+        _run(_cfg(photos, epochs=1), tmp_path / "r2")
