@@ -226,3 +226,51 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
     model.weights_meta = dict(obj.get("meta") or {})
     model.weights_file = str(file)
     return model.eval()
+
+
+def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages: list[dict[str, Any]] | None = None,
+                 scores: dict[str, Any] | None = None, notes: str | None = None) -> dict[str, Any]:
+    """Copy the trained weights file ``source`` into ``folder`` (default: :func:`weights_dir`) as
+    ``<method>_<task>.pt`` and record it in the manifest (replacing that method and task's entry).
+
+    The entry holds the file, its SHA-256, method, task, parameter count and configuration, the
+    training ``stages`` (default: the file's own ``meta``: recipe, command, data, epochs, steps,
+    validation PSNR, device...), ``scores`` (e.g. ``gsprestore benchmark --json`` rows per data
+    set) and free-text ``notes``. The file is loaded (``weights_only``) and rebuilt as a network
+    before anything is written, so a bad file never reaches the manifest. Returns the entry."""
+    import shutil
+
+    source = Path(source)
+    obj = _read_file(source)
+    method, task = str(obj["method"]), str(obj["task"])
+    model = load_model(method, task, source, verify=False)  # the network must rebuild from it
+    folder = Path(folder) if folder is not None else weights_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{method}_{task}.pt"
+    target = folder / name
+    if source.resolve() != target.resolve():
+        with atomic_file(target, "wb") as f, open(source, "rb") as src:
+            shutil.copyfileobj(src, f)
+    entry: dict[str, Any] = {
+        "file": name,
+        "sha256": sha256_file(target),
+        "method": method,
+        "task": task,
+        "pattern": "RGGB" if task == "demosaic" else None,
+        "params": model.num_params(),
+        "config": dict(obj["config"]),
+        "training": list(stages) if stages is not None else [dict(obj.get("meta") or {})],
+        "scores": dict(scores or {}),
+    }
+    if notes:
+        entry["notes"] = notes
+    manifest_file = folder / MANIFEST
+    manifest = read_manifest(manifest_file)
+    models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
+    models.append(entry)
+    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x") for m in ("ugtv", "uglr"))}
+    models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
+    manifest["models"] = models
+    with atomic_file(manifest_file, "w") as f:
+        f.write(json.dumps(manifest, indent=2) + "\n")
+    return entry

@@ -204,3 +204,52 @@ def test_a_regular_install_ships_the_weights_folder(tmp_path):
     manifest = json.loads((root / "weights" / "manifest.json").read_text())
     for entry in manifest["models"]:
         assert f"{folder}/{entry['file']}" in names, entry["file"]
+
+
+def test_ship_weights_copies_hashes_and_lists_the_file(tmp_path, monkeypatch):
+    torch.manual_seed(1)
+    model = build_model("uglr", "upscale2x", **TINY_GLR)
+    run = tmp_path / "run"
+    W.save_weights(run / "model.pt", model, {"recipe": {"epochs": 2}, "val_psnr": 30.5})
+    folder = tmp_path / "weights"
+    entry = W.ship_weights(run / "model.pt", folder=folder, scores={"mcm": {"rows": []}}, notes="tiny")
+    assert entry["file"] == "uglr_upscale2x.pt" and entry["params"] == model.num_params()
+    assert entry["sha256"] == W.sha256_file(folder / "uglr_upscale2x.pt")
+    assert entry["training"][0]["recipe"] == {"epochs": 2} and entry["notes"] == "tiny"
+    monkeypatch.setenv(W.ENV_VAR, str(folder))
+    loaded = W.load_model("uglr", "upscale2x")  # verified against the manifest
+    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), k
+    # shipping again replaces the entry; another model is added beside it, in a fixed order
+    W.ship_weights(run / "model.pt", folder=folder)
+    W.save_weights(run / "g.pt", build_model("ugtv", "demosaic", **TINY))
+    W.ship_weights(run / "g.pt", folder=folder)
+    listed = [(e["method"], e["task"]) for e in W.read_manifest(folder / "manifest.json")["models"]]
+    assert listed == [("ugtv", "demosaic"), ("uglr", "upscale2x")]
+    # a file that is not a gsprestore weights file never reaches the manifest
+    (run / "bad.pt").write_bytes(b"not a zip")
+    before = (folder / "manifest.json").read_text()
+    with pytest.raises(WeightsError, match="not a readable weights file"):
+        W.ship_weights(run / "bad.pt", folder=folder)
+    assert (folder / "manifest.json").read_text() == before
+
+
+def test_ship_tool_records_benchmark_rows(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("ship_tool", Path(__file__).resolve().parents[1] / "tools" / "ship_weights.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    W.save_weights(tmp_path / "m.pt", build_model("ugtv", "demosaic", **TINY), {"steps": 7})
+    rows = [{"method": "ugtv", "dataset": "mcm", "noise_sigma": 0.0, "images": 18, "psnr_dataset_mse": 33.1,
+             "psnr_mean": 33.0, "ssim_mean": 0.95, "seconds_per_image": 9.0, "megapixels_per_second": 0.03},
+            {"method": "malvar", "dataset": "mcm", "psnr_dataset_mse": 32.8}]
+    (tmp_path / "b.json").write_text(json.dumps({"protocol": {"task": "demosaic"}, "results": rows}))
+    assert tool.main([str(tmp_path / "m.pt"), "--stage", str(tmp_path / "m.pt"), "--scores",
+                      f"mcm={tmp_path / 'b.json'}", "--command", "mcm=gsprestore benchmark ...",
+                      "--folder", str(tmp_path / "w")]) == 0
+    entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
+    assert entry["training"][0]["steps"] == 7
+    assert entry["scores"]["mcm"]["rows"] == [{k: rows[0][k] for k in tool.ROW_KEYS}]
+    assert entry["scores"]["mcm"]["command"] == "gsprestore benchmark ..."

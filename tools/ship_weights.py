@@ -1,0 +1,71 @@
+"""Ship a trained model: copy its weights into ``weights/`` and record it in the manifest.
+
+Usage (from the repository root)::
+
+    .venv/bin/python tools/ship_weights.py runs/ugtv-dm-2/model.pt \\
+        --stage runs/ugtv-dm-1/model.pt --stage runs/ugtv-dm-2/model.pt \\
+        --scores mcm=bench/ugtv-mcm.json --scores kodak=bench/ugtv-kodak.json \\
+        --scores mcm-noise=bench/ugtv-mcm-noise.json --notes "..."
+
+``--stage`` lists the weight files of every training stage in order (a curriculum is several
+runs chained with ``--init``); each one's ``meta`` (recipe, command, data, steps, validation PSNR,
+speed, device) goes into the manifest's ``training`` list. ``--scores NAME=FILE`` takes the JSON
+written by ``gsprestore benchmark --json FILE --weights METHOD=...`` and keeps, for this model's
+method, every row (PSNR both ways, SSIM, seconds per image, noise level) with the protocol and
+the benchmark command given by ``--command NAME=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gsprestore.weights import _read_file, ship_weights  # noqa: E402
+
+ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
+            "seconds_per_image", "megapixels_per_second")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise SystemExit(f"{what} takes NAME=VALUE, got {item!r}")
+        out[k] = v
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model", help="the weights file to ship (a run's model.pt)")
+    ap.add_argument("--stage", action="append", default=[], help="weights file of a training stage (in order)")
+    ap.add_argument("--scores", action="append", default=[], help="NAME=benchmark.json")
+    ap.add_argument("--command", action="append", default=[], help="NAME=the benchmark command line")
+    ap.add_argument("--notes", default=None)
+    ap.add_argument("--folder", default=None, help="weights folder (default: the checkout's weights/)")
+    args = ap.parse_args(argv)
+
+    method = _read_file(args.model)["method"]
+    stages = [dict(_read_file(p).get("meta") or {}, file=os.path.basename(os.path.dirname(os.path.abspath(p))))
+              for p in args.stage] or None
+    commands = _pairs(args.command, "--command")
+    scores = {}
+    for name, path in _pairs(args.scores, "--scores").items():
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if r["method"] == method]
+        if not rows or any(r["psnr_dataset_mse"] is None for r in rows):
+            raise SystemExit(f"{path}: no scored {method} row")
+        scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
+    entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes)
+    print(json.dumps({k: entry[k] for k in ("file", "sha256", "method", "task", "params")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
