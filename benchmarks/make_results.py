@@ -106,6 +106,29 @@ def run_all(args) -> tuple[dict, dict, list[str]]:
     return results, noise, notes
 
 
+def merge_rows(src: Path, json_dir: Path) -> Path:
+    """Fold the rows of one ``gsprestore benchmark --json`` file into the stored result of its task
+    and data set (``<task>-<dataset>.json``, or ``demosaic-mcm-noise.json`` for a run over several
+    noise levels): a row replaces the stored one with the same method and noise level, others are
+    appended; the stored protocol is kept and the merged file's protocol recorded beside it."""
+    new = json.loads(src.read_text())
+    proto = new["protocol"]
+    sigma = proto["noise"]["sigma"]
+    name = f"{proto['task']}-{proto['dataset']}" + ("-noise" if isinstance(sigma, list) else "")
+    target = json_dir / f"{name}.json"
+    if target.is_file():
+        old = json.loads(target.read_text())
+    else:
+        old = {"protocol": proto, "results": []}
+    keys = {(r["method"], r["noise_sigma"]) for r in new["results"]}
+    old["results"] = [r for r in old["results"] if (r["method"], r["noise_sigma"]) not in keys] + new["results"]
+    merged = old.setdefault("merged", [])
+    merged.append({"file": src.name, "methods": sorted({r["method"] for r in new["results"]}), "protocol": proto})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(old, indent=2) + "\n")
+    return target
+
+
 def _rows(result: dict | None) -> dict:
     return {} if result is None else {(r["method"], r["noise_sigma"]): r for r in result["results"]}
 
@@ -300,10 +323,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-noise", dest="noise", action="store_false", help="skip the robustness run")
     ap.add_argument("--reuse", action="store_true", help="reuse existing JSON results instead of rerunning")
+    ap.add_argument("--merge", nargs="+", default=[], metavar="JSON",
+                    help="`gsprestore benchmark --json` files whose rows replace (same method and noise level) "
+                         "or join the stored results of their task and data set before the page is rebuilt")
     args = ap.parse_args(argv)
     args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     out_dir = Path(args.out_dir)
     args.json_dir = args.json_dir or str(out_dir / "results")
+    for f in args.merge:
+        print(f"merged {merge_rows(Path(f), Path(args.json_dir))}", file=sys.stderr)
     results, noise, notes = run_all(args)
     if not results:
         print("error: no data set found; pass --data-dir", file=sys.stderr)

@@ -415,6 +415,17 @@ def test_make_results_end_to_end(tiny_kodak, tmp_path, capsys):
     assert mr.main(args + ["--reuse"]) == 0
     assert (out / "results" / "demosaic-kodak.json").stat().st_mtime_ns == before
     assert "reusing" in capsys.readouterr().err
+    # --merge folds a separate benchmark run's rows into the stored results: a row replaces the
+    # stored row of the same method, a new method is appended
+    extra = benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, warmup=False)
+    extra["results"][0]["psnr_dataset_mse"] = 99.5
+    extra["results"].append({**extra["results"][0], "method": "fake-extra", "psnr_dataset_mse": 12.25})
+    benchmark.write_json(extra, tmp_path / "extra.json")
+    assert mr.main(args + ["--reuse", "--merge", str(tmp_path / "extra.json")]) == 0
+    merged = json.loads((out / "results" / "demosaic-kodak.json").read_text())
+    assert [(r["method"], r["psnr_dataset_mse"]) for r in merged["results"]] == [("fake-fill", 99.5),
+                                                                                ("fake-extra", 12.25)]
+    assert merged["merged"][0]["file"] == "extra.json"
 
 
 def test_make_results_noise_table():
