@@ -13,6 +13,8 @@ FUNCTIONS: tuple[str, ...] = (
     "diag_minus_adjacency",
     "diag_minus_adjacency_grad_w",
     "cg_unrolled",
+    "incidence_laplacian_weights",
+    "degree",
     "admm_edge_step",
     "admm_edge_step_backward",
     "edge_distances",
@@ -303,6 +305,75 @@ at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, a
   at::Tensor a = has_a ? *a_opt : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_dma", [&] { dma_impl<scalar_t>(w, a, has_a, x, out); });
   return out;
+}
+
+// Weights of L-bar = C-bar^T C-bar (graph.incidence_laplacian_weights):
+// s_kk[p] = wbar_kk[p]^2 + wbar_{12+kk}[p + o_kk]^2 where p + o_kk is inside the image, else 0.
+// wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) contiguous. Threads over (b, k, row).
+template <typename T>
+static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
+  const int64_t BK = s.size(0) * s.size(1), H = s.size(3), W = s.size(4), HW = H * W;
+  const T* wp = wbar.data_ptr<T>();
+  T* sp = s.data_ptr<T>();
+  parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        T* __restrict__ o = sp + (bk * NU + kk) * HW + i * W;
+        const int64_t j0 = std::max(0, -dx), j1 = std::max<int64_t>(j0, std::min<int64_t>(W, W - dx));
+        if (i + dy >= H || j1 <= j0) { std::fill(o, o + W, T(0)); continue; }
+        const T* __restrict__ f = wp + (bk * 2 * NU + kk) * HW + i * W;
+        const T* __restrict__ r = wp + (bk * 2 * NU + NU + kk) * HW + (i + dy) * W + dx;
+        std::fill(o, o + j0, T(0));
+        for (int64_t j = j0; j < j1; ++j) o[j] = f[j] * f[j] + r[j] * r[j];
+        std::fill(o + j1, o + W, T(0));
+      }
+    }
+  });
+}
+
+at::Tensor incidence_laplacian_weights(at::Tensor wbar, at::Tensor s) {
+  AT_DISPATCH_FLOATING_TYPES(wbar.scalar_type(), "gsp_ilw", [&] { ilw_impl<scalar_t>(wbar, s); });
+  return s;
+}
+
+// Degrees (graph.degree): deg[p] = sum_kk w_kk[p] [p + o_kk inside] + w_kk[p - o_kk] [p - o_kk inside].
+// w (B, K, 12, H, W) contiguous, deg (B, K, 1, H, W) contiguous. Threads over (b, k, row).
+template <typename T>
+static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
+  const int64_t BK = w.size(0) * w.size(1), H = w.size(3), W = w.size(4), HW = H * W;
+  const T* wp = w.data_ptr<T>();
+  T* dp = deg.data_ptr<T>();
+  parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      T* __restrict__ o = dp + bk * HW + i * W;
+      std::fill(o, o + W, T(0));
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        const int64_t n = W - std::abs(dx);
+        if (n <= 0) continue;
+        const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+        const T* wk = wp + (bk * NU + kk) * HW;
+        if (i + dy < H) {  // p in this row, its edge to p + o
+          const T* __restrict__ r = wk + i * W + px;
+          T* __restrict__ q = o + px;
+          for (int64_t t = 0; t < n; ++t) q[t] += r[t];
+        }
+        if (i - dy >= 0) {  // q = p + o in this row, the edge stored at p = q - o
+          const T* __restrict__ r = wk + (i - dy) * W + px;
+          T* __restrict__ q = o + qx;
+          for (int64_t t = 0; t < n; ++t) q[t] += r[t];
+        }
+      }
+    }
+  });
+}
+
+at::Tensor degree(at::Tensor w, at::Tensor deg) {
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "gsp_degree", [&] { degree_impl<scalar_t>(w, deg); });
+  return deg;
 }
 
 // Fused ADMM edge step. x (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous,

@@ -244,6 +244,14 @@ def _use_native(*tensors: Optional[Tensor]) -> bool:
     return _native() is not None
 
 
+def _no_grad_native(*tensors: Tensor) -> bool:
+    """Whether a forward-only native kernel may replace a plain-autograd PyTorch formula (no
+    gradient to record: autograd off or no input requiring one)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return _use_native(*tensors)
+
+
 def _rows_contiguous(t: Tensor) -> Tensor:
     """t with stride 1 along W and W along H (other strides free, broadcast dims stay stride 0)."""
     if t.stride(-1) == 1 and (t.shape[-2] == 1 or t.stride(-2) == t.shape[-1]):
@@ -357,6 +365,8 @@ def degree(w: Tensor) -> Tensor:
     """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W)."""
     _check_weights(w, _NU, "w")
     B, K, _, H, W = w.shape
+    if _no_grad_native(w):
+        return _native().degree(w.contiguous(), w.new_empty(B, K, 1, H, W))
     deg = w.new_zeros(B, K, 1, H, W)
     for k, P, Q in _regions(H, W):
         wk = w[:, :, k : k + 1, P[0], P[1]]
@@ -660,6 +670,8 @@ def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
     ``s_pq = wbar(p -> q)^2 + wbar(q -> p)^2``; (B, K, 24, H, W) -> (B, K, 12, H, W)."""
     _check_weights(wbar, 2 * _NU, "wbar")
     B, K, _, H, W = wbar.shape
+    if _no_grad_native(wbar):
+        return _native().incidence_laplacian_weights(wbar.contiguous(), wbar.new_empty(B, K, _NU, H, W))
     s = wbar.new_zeros(B, K, _NU, H, W)
     for k, P, Q in _regions(H, W):
         s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, _NU + k, Q[0], Q[1]].square()
