@@ -30,8 +30,10 @@ Two implementations, equal to rounding (tested against each other and against de
   ``torch.roll``. Used on GPUs, for other dtypes, and whenever the native kernels are unavailable.
 * native (CPU, float32/float64): the hottest loops as C++ kernels compiled on first use with
   ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja; about a minute once, cached in
-  torch's extension directory) - ``a x - W x`` and its weight gradient, the edge distances of
-  eq. 27, eq. 28 from distances, and the fused ADMM edge step of :mod:`gsprestore.solvers`.
+  torch's extension directory; source in :mod:`gsprestore._graph_native`) - ``a x - W x`` and
+  its weight gradient, the edge distances of eq. 27, eq. 28 from distances, the fused ADMM edge
+  step and the fused inference CG of :mod:`gsprestore.solvers`, and (forward only, used when
+  no gradient is recorded) :func:`degree` and :func:`incidence_laplacian_weights`.
   ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently
   (:func:`native_available`, the reason in ``_native_state["error"]``).
 """
