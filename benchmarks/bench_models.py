@@ -12,6 +12,7 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_models.py                 # both parts, uGTV demosaic
     .venv/bin/python benchmarks/bench_models.py --part inference --method uglr
+    .venv/bin/python benchmarks/bench_models.py --part inference --signal green-difference
     .venv/bin/python benchmarks/bench_models.py --part training --batch 16 --patch 64 --json out.json
     .venv/bin/python benchmarks/bench_models.py --part halo [--weights model.pt]   # tiling halo check
 
@@ -97,7 +98,8 @@ def inference(args) -> dict:
     with torch.inference_mode():
         conv(feat)  # warm-up
         t_conv = best_of(lambda: conv(feat), 5)
-    model = build_model(args.method, args.task).eval()
+    opts = {} if args.signal == "rgb" else {"signal": args.signal}
+    model = build_model(args.method, args.task, **opts).eval()
     rgb = synthetic_rgb(H, W)
     y = sampling.mosaic(rgb) if args.task == "demosaic" else sampling.decimate(rgb)
     known, mask = observation(args.task, y)
@@ -119,13 +121,13 @@ def inference(args) -> dict:
     }
     breakdown["other_s"] = t_model - sum(breakdown.values())
     res = {
-        "part": "inference", "method": args.method, "task": args.task, "size": [H, W],
+        "part": "inference", "method": args.method, "task": args.task, "signal": args.signal, "size": [H, W],
         "threads": torch.get_num_threads(), "conv48_s": t_ref, "model_s": t_model,
         "ratio": t_model / t_ref, "target_ratio": 60, "breakdown": breakdown,
         "params": model.num_params(),
     }
     print(f"one 48->48 3x3 conv at {W}x{H}: {t_ref * 1e3:.1f} ms")
-    print(f"{args.method} ({args.task}) forward at {W}x{H}: {t_model:.2f} s  =  {res['ratio']:.1f} x the conv"
+    print(f"{args.method} ({args.task}, signal={args.signal}) forward at {W}x{H}: {t_model:.2f} s  =  {res['ratio']:.1f} x the conv"
           f"  (target <= 60x)")
     for k, v in breakdown.items():
         print(f"  {k[:-2]:>14}: {v:7.2f} s  ({v / t_ref:6.1f} conv)")
@@ -236,6 +238,8 @@ def main() -> None:
     ap.add_argument("--weights", nargs="*", help="halo: weight files of uglr/ugtv demosaickers")
     ap.add_argument("--method", choices=["uglr", "ugtv"], default="ugtv")
     ap.add_argument("--task", choices=["demosaic", "upscale2x"], default="demosaic")
+    ap.add_argument("--signal", choices=["rgb", "green-difference"], default="rgb",
+                    help="inference: what the solvers interpolate (demosaicking models' config option)")
     ap.add_argument("--height", type=int, default=512)
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--batch", type=int, default=16)

@@ -30,8 +30,10 @@ Two implementations, equal to rounding (tested against each other and against de
   ``torch.roll``. Used on GPUs, for other dtypes, and whenever the native kernels are unavailable.
 * native (CPU, float32/float64): the hottest loops as C++ kernels compiled on first use with
   ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja; about a minute once, cached in
-  torch's extension directory) - ``a x - W x`` and its weight gradient, the edge distances of
-  eq. 27, eq. 28 from distances, and the fused ADMM edge step of :mod:`gsprestore.solvers`.
+  torch's extension directory; source in :mod:`gsprestore._graph_native`) - ``a x - W x`` and
+  its weight gradient, the edge distances of eq. 27, eq. 28 from distances, the fused ADMM edge
+  step and the fused inference CG of :mod:`gsprestore.solvers`, and (forward only, used when
+  no gradient is recorded) :func:`degree` and :func:`incidence_laplacian_weights`.
   ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently
   (:func:`native_available`, the reason in ``_native_state["error"]``).
 """
@@ -46,6 +48,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+
+from ._graph_native import FUNCTIONS as _NATIVE_FUNCTIONS
+from ._graph_native import SOURCE as _NATIVE_SRC
 
 __all__ = [
     "OFFSETS",
@@ -177,499 +182,11 @@ def _check_signal(w: Tensor, x: Tensor) -> None:
 #
 # The two hottest loops of the solvers - ``a * x - W x`` (every CG step) and the fused ADMM
 # edge step (eqs. 19-24, :func:`solvers.admm_edge_step`) - run through ~25 resp. ~550 PyTorch
-# ops per call, each a full pass over memory. The kernels below do the same arithmetic row by
-# row in one pass (contiguous rows, auto-vectorised inner loops, threads over rows/planes).
-# They are an accelerator only: forward values equal the PyTorch path to rounding (tested),
+# ops per call, each a full pass over memory. The kernels (C++ source in
+# :mod:`gsprestore._graph_native`) do the same arithmetic row by row in one pass (contiguous
+# rows, auto-vectorised inner loops, threads over rows/planes). They are an accelerator only: forward values equal the PyTorch path to rounding (tested),
 # gradients always use the PyTorch formulas, CUDA tensors never use them, and if no compiler is
 # available (or GSPRESTORE_NATIVE=0) everything silently stays on the PyTorch path.
-
-_NATIVE_SRC = r"""
-#include <torch/extension.h>
-#include <ATen/Parallel.h>
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <thread>
-#include <vector>
-
-// Run f(begin, end) over [0, n) on at::get_num_threads() threads (PyTorch's intra-op setting,
-// so torch.set_num_threads applies; no second OpenMP runtime next to PyTorch's).
-template <typename F>
-static void parallel_chunks(int64_t n, int64_t min_per_thread, const F& f) {
-  int64_t nt = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread)));
-  if (nt <= 1) { f(0, n); return; }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + nt - 1) / nt;
-  for (int64_t t = 1; t < nt; ++t) {
-    const int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
-  }
-  f(0, std::min(n, chunk));
-  for (auto& th : pool) th.join();
-}
-
-static const int NU = 12;
-static const int OFF[12][2] = {{0,1},{0,2},{1,-2},{1,-1},{1,0},{1,1},{1,2},{2,-2},{2,-1},{2,0},{2,1},{2,2}};
-
-// max(s, 0) exactly, written without a branch so that the loops vectorise
-template <typename T> static inline T relu(T s) { return T(0.5) * (s + std::abs(s)); }
-
-// stride of dim d, 0 where the tensor broadcasts (size 1)
-static inline int64_t bst(const at::Tensor& t, int d) { return t.size(d) == 1 ? 0 : t.stride(d); }
-
-// One row segment of the fused ADMM edge step (restrict-qualified parameters let GCC vectorise).
-// first: D = u = v = 0. Writes the new state U, V, Dn and e = wbar (Dn/(2g) - (U - V)/2).
-template <typename T>
-static void edge_row(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
-                     const T* __restrict__ Dr, const T* __restrict__ ur, const T* __restrict__ vr,
-                     T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
-                     int64_t n, T gam, T hi, T inv) {
-  for (int64_t t = 0; t < n; ++t) {
-    const T r = wr[t] * (xt[t] - xh[t]);
-    const T d0 = Dr[t], u0 = ur[t], v0 = vr[t];
-    const T a = T(0.5) * (u0 + v0) - hi;
-    const T bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
-    const T uu = relu(a + bb), vv = relu(a - bb);
-    const T diff = uu - vv;
-    const T dn = d0 - gam * (T(2) * r + diff);
-    U[t] = uu; V[t] = vv; Dn[t] = dn;
-    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
-  }
-}
-
-template <typename T>
-static void edge_row_first(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
-                           T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
-                           int64_t n, T gam, T hi) {
-  for (int64_t t = 0; t < n; ++t) {
-    const T r = wr[t] * (xt[t] - xh[t]);
-    const T a = -hi, bb = T(-0.5) * r;
-    const T uu = relu(a + bb), vv = relu(a - bb);
-    const T diff = uu - vv;
-    const T dn = -gam * (T(2) * r + diff);
-    U[t] = uu; V[t] = vv; Dn[t] = dn;
-    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
-  }
-}
-
-template <typename T>
-static void scatter_row(T* __restrict__ nt, T* __restrict__ nh, const T* __restrict__ e, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) nt[t] += e[t];
-  for (int64_t t = 0; t < n; ++t) nh[t] -= e[t];
-}
-
-template <typename T>
-static void fma_row(T* __restrict__ o, const T* __restrict__ w, const T* __restrict__ x, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) o[t] -= w[t] * x[t];
-}
-
-template <typename T>
-static void grad_w_row(T* __restrict__ gw, const T* __restrict__ gp, const T* __restrict__ xq,
-                       const T* __restrict__ gq, const T* __restrict__ xp, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) gw[t] -= gp[t] * xq[t] + gq[t] * xp[t];
-}
-
-template <typename T>
-static void dist_row(T* __restrict__ o, const T* __restrict__ fp, const T* __restrict__ fq,
-                     const T* __restrict__ mp, const T* __restrict__ mq, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) o[t] += (fp[t] - fq[t]) * (mp[t] - mq[t]);
-}
-
-template <typename T>
-static void min_row(T* __restrict__ m, const T* __restrict__ d, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) m[t] = d[t] < m[t] ? d[t] : m[t];
-}
-
-template <typename T>
-static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) { const T e = std::exp(m[t] - d[t]); dst[t] = e; s[t] += e; }
-}
-
-template <typename T>
-static void norm_row(T* __restrict__ dst, const T* __restrict__ s, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) dst[t] /= s[t];
-}
-
-// out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
-// contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
-template <typename T>
-static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const at::Tensor& x, at::Tensor& out) {
-  const int64_t B = out.size(0), K = out.size(1), C = out.size(2), H = out.size(3), W = out.size(4);
-  const T* wp = w.data_ptr<T>();
-  const T* xp = x.data_ptr<T>();
-  const T* ap = has_a ? a.data_ptr<T>() : nullptr;
-  T* op = out.data_ptr<T>();
-  const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
-  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
-  int64_t asb = 0, ask = 0, asc = 0, asr = 0;
-  if (has_a) { asb = bst(a, 0); ask = bst(a, 1); asc = bst(a, 2); asr = a.stride(3); }
-  // threads over (b, k, row); the channels of a row run back to back so the 24 weight rows
-  // they share stay in cache
-  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
-      const T* wb = wp + b * wsb + k * wsk;
-      for (int64_t c = 0; c < C; ++c) {
-        T* __restrict__ o = op + (((b * K + k) * C + c) * H + i) * W;
-        const T* xb = xp + b * xsb + k * xsk + c * xsc;
-        const T* __restrict__ xr = xb + i * xsr;
-        if (has_a) {
-          const T* __restrict__ ar = ap + b * asb + k * ask + c * asc + i * asr;
-          for (int64_t j = 0; j < W; ++j) o[j] = ar[j] * xr[j];
-        } else {
-          for (int64_t j = 0; j < W; ++j) o[j] = xr[j];
-        }
-        for (int kk = 0; kk < NU; ++kk) {
-          const int dy = OFF[kk][0], dx = OFF[kk][1];
-          const int64_t n = W - std::abs(dx);
-          if (n <= 0) continue;
-          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
-          if (i + dy < H) {  // tail p in this row: o[p] -= w_k[p] x[p + o]
-            const T* __restrict__ wr = wb + kk * wsj + i * wsr + px;
-            const T* __restrict__ xh = xb + (i + dy) * xsr + qx;
-            fma_row<T>(o + px, wr, xh, n);
-          }
-          if (i - dy >= 0) {  // tail q in this row, head p = q - o: o[q] -= w_k[p] x[p]
-            const T* __restrict__ wr = wb + kk * wsj + (i - dy) * wsr + px;
-            const T* __restrict__ xh = xb + (i - dy) * xsr + px;
-            fma_row<T>(o + qx, wr, xh, n);
-          }
-        }
-      }
-    }
-  });
-}
-
-at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, at::Tensor x, at::Tensor out) {
-  const bool has_a = a_opt.has_value() && a_opt->defined();
-  at::Tensor a = has_a ? *a_opt : at::Tensor();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_dma", [&] { dma_impl<scalar_t>(w, a, has_a, x, out); });
-  return out;
-}
-
-// Fused ADMM edge step. x (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous,
-// D/u/v and D2/u2/v2 (B, K, C, 24, H, W) contiguous (D2 may alias D etc.), g (K) per head,
-// n (B, K, C, H, W) zero-initialised. One thread per (b, k, c) plane: the scatter into n
-// stays inside the plane.
-template <typename T>
-static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
-                      const at::Tensor& u, const at::Tensor& v, at::Tensor& D2, at::Tensor& u2,
-                      at::Tensor& v2, const at::Tensor& g, at::Tensor& n) {
-  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
-  const int64_t HW = H * W;
-  const T* xp = x.data_ptr<T>();
-  const T* wp = wbar.data_ptr<T>();
-  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
-  const T* gp = g.data_ptr<T>();
-  const bool g_per_head = g.numel() > 1;
-  const T* Dp = first ? nullptr : D.data_ptr<T>();
-  const T* up = first ? nullptr : u.data_ptr<T>();
-  const T* vp = first ? nullptr : v.data_ptr<T>();
-  T* D2p = D2.data_ptr<T>();
-  T* u2p = u2.data_ptr<T>();
-  T* v2p = v2.data_ptr<T>();
-  T* np_ = n.data_ptr<T>();
-  parallel_chunks(B * K * C, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> buf(4 * W);  // e and copies of the old D, u, v rows (the new ones may overwrite them)
-    T* __restrict__ e = buf.data();
-    T* __restrict__ d_old = e + W;
-    T* __restrict__ u_old = e + 2 * W;
-    T* __restrict__ v_old = e + 3 * W;
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const int64_t k = (plane / C) % K, b = plane / (C * K);
-      const T gam = g_per_head ? gp[k] : gp[0];
-      const T hi = T(0.5) / gam, inv = T(1) / gam;
-      const T* xb = xp + plane * HW;
-      T* nb = np_ + plane * HW;
-      const T* wb = wp + b * wsb + k * wsk;
-      const int64_t eb = plane * 2 * NU * HW;
-      for (int jj = 0; jj < 2 * NU; ++jj) {  // edge plane by edge plane: the state streams
-        const int kk = jj % NU;
-        const int sgn = jj < NU ? 1 : -1;
-        const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
-        const int64_t n_ = W - std::abs(dx);
-        if (n_ <= 0) continue;
-        for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
-          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
-          const int64_t to = eb + jj * HW + i * W + tx;  // edge-tensor offset of the tails
-          const T* __restrict__ xt = xb + i * W + tx;
-          const T* __restrict__ xh = xb + (i + dy) * W + hx;
-          const T* __restrict__ wr = wb + jj * HW + i * W + tx;
-          T* __restrict__ U = u2p + to;
-          T* __restrict__ V = v2p + to;
-          T* __restrict__ Dn = D2p + to;
-          if (first) {
-            edge_row_first<T>(wr, xt, xh, U, V, Dn, e, n_, gam, hi);
-          } else {
-            std::copy(Dp + to, Dp + to + n_, d_old);  // D2 may be D (in place)
-            std::copy(up + to, up + to + n_, u_old);
-            std::copy(vp + to, vp + to + n_, v_old);
-            edge_row<T>(wr, xt, xh, d_old, u_old, v_old, U, V, Dn, e, n_, gam, hi, inv);
-          }
-          scatter_row<T>(nb + i * W + tx, nb + (i + dy) * W + hx, e, n_);
-        }
-      }
-    }
-  });
-}
-
-void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, c10::optional<at::Tensor> u,
-                    c10::optional<at::Tensor> v, at::Tensor D2, at::Tensor u2, at::Tensor v2, at::Tensor g,
-                    at::Tensor n) {
-  const bool first = !D.has_value();
-  at::Tensor Dt = first ? at::Tensor() : *D, ut = first ? at::Tensor() : *u, vt = first ? at::Tensor() : *v;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge", [&] {
-    edge_impl<scalar_t>(x, wbar, first, Dt, ut, vt, D2, u2, v2, g, n);
-  });
-}
-
-// Gradient of out = a x - W x with respect to the undirected weights:
-// gw[b, k, kk, p] = -sum_c (g_p x_q + g_q x_p), q = p + o_kk. g (B, K, C, H, W) contiguous,
-// x broadcastable (contiguous rows), gw (B, K, 12, H, W) zero-initialised. Threads over (b, k).
-template <typename T>
-static void dma_grad_w_impl(const at::Tensor& g, const at::Tensor& x, at::Tensor& gw) {
-  const int64_t B = g.size(0), K = g.size(1), C = g.size(2), H = g.size(3), W = g.size(4);
-  const T* gp = g.data_ptr<T>();
-  const T* xp = x.data_ptr<T>();
-  T* wp = gw.data_ptr<T>();
-  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
-  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bk = begin; bk < end; ++bk) {
-      const int64_t b = bk / K, k = bk % K;
-      T* wb = wp + bk * NU * H * W;
-      for (int64_t c = 0; c < C; ++c) {
-        const T* gb = gp + (bk * C + c) * H * W;
-        const T* xb = xp + b * xsb + k * xsk + c * xsc;
-        for (int kk = 0; kk < NU; ++kk) {
-          const int dy = OFF[kk][0], dx = OFF[kk][1];
-          const int64_t n = W - std::abs(dx);
-          if (n <= 0) continue;
-          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
-          for (int64_t i = 0; i + dy < H; ++i) {
-            grad_w_row<T>(wb + kk * H * W + i * W + px, gb + i * W + px, xb + (i + dy) * xsr + qx,
-                          gb + (i + dy) * W + qx, xb + i * xsr + px, n);
-          }
-        }
-      }
-    }
-  });
-}
-
-at::Tensor diag_minus_adjacency_grad_w(at::Tensor g, at::Tensor x, at::Tensor gw) {
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gsp_dma_gw", [&] { dma_grad_w_impl<scalar_t>(g, x, gw); });
-  return gw;
-}
-
-// Backward of the fused ADMM edge step (same arithmetic as the PyTorch formulas in
-// solvers._AdmmEdgeStep.backward). Threads over (b, k): gw sums over channels, gx and the
-// per-unit gamma partial sums stay private to a unit.
-template <typename T>
-static void edge_bwd_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
-                          const at::Tensor& u, const at::Tensor& v, const at::Tensor& g,
-                          const at::Tensor& gD2, const at::Tensor& gu2, const at::Tensor& gv2,
-                          const at::Tensor& gn, at::Tensor& gx, at::Tensor& gw, at::Tensor& gD,
-                          at::Tensor& gu, at::Tensor& gv, at::Tensor& gg) {
-  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
-  const int64_t HW = H * W;
-  const T* xp = x.data_ptr<T>();
-  const T* wp = wbar.data_ptr<T>();
-  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
-  const T* gp = g.data_ptr<T>();
-  const bool g_per_head = g.numel() > 1;
-  const T* Dp = first ? nullptr : D.data_ptr<T>();
-  const T* up = first ? nullptr : u.data_ptr<T>();
-  const T* vp = first ? nullptr : v.data_ptr<T>();
-  const T* gD2p = gD2.defined() ? gD2.data_ptr<T>() : nullptr;
-  const T* gu2p = gu2.defined() ? gu2.data_ptr<T>() : nullptr;
-  const T* gv2p = gv2.defined() ? gv2.data_ptr<T>() : nullptr;
-  const T* gnp = gn.defined() ? gn.data_ptr<T>() : nullptr;
-  T* gxp = gx.data_ptr<T>();
-  T* gwp = gw.data_ptr<T>();
-  T* gDp = first ? nullptr : gD.data_ptr<T>();
-  T* gup = first ? nullptr : gu.data_ptr<T>();
-  T* gvp = first ? nullptr : gv.data_ptr<T>();
-  T* ggp = gg.data_ptr<T>();
-  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> zeros(W, T(0));
-    for (int64_t bk = begin; bk < end; ++bk) {
-      const int64_t b = bk / K, k = bk % K;
-      const T gam = g_per_head ? gp[k] : gp[0];
-      const T hi = T(0.5) / gam, inv = T(1) / gam;
-      const T* wb = wp + b * wsb + k * wsk;
-      T* gwb = gwp + bk * 2 * NU * HW;
-      double gsum = 0.0;
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t plane = bk * C + c;
-        const T* xb = xp + plane * HW;
-        T* gxb = gxp + plane * HW;
-        const T* gnb = gnp ? gnp + plane * HW : nullptr;
-        const int64_t eb = plane * 2 * NU * HW;
-        for (int jj = 0; jj < 2 * NU; ++jj) {
-          const int kk = jj % NU;
-          const int sgn = jj < NU ? 1 : -1;
-          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
-          const int64_t n_ = W - std::abs(dx);
-          if (n_ <= 0) continue;
-          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
-          for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
-            const int64_t to = eb + jj * HW + i * W + tx;
-            const T* xt = xb + i * W + tx;
-            const T* xh = xb + (i + dy) * W + hx;
-            const T* wr = wb + jj * HW + i * W + tx;
-            const T* z = zeros.data();
-            const T* gD2r = gD2p ? gD2p + to : z;
-            const T* gu2r = gu2p ? gu2p + to : z;
-            const T* gv2r = gv2p ? gv2p + to : z;
-            const T* gnt = gnb ? gnb + i * W + tx : z;
-            const T* gnh = gnb ? gnb + (i + dy) * W + hx : z;
-            T* gxt = gxb + i * W + tx;
-            T* gxh = gxb + (i + dy) * W + hx;
-            T* gwr = gwb + jj * HW + i * W + tx;
-            for (int64_t t = 0; t < n_; ++t) {
-              const T dxv = xt[t] - xh[t];
-              const T r = wr[t] * dxv;
-              T d0 = 0, a, bb;
-              if (first) {
-                a = -hi; bb = T(-0.5) * r;
-              } else {
-                d0 = Dp[to + t];
-                const T u0 = up[to + t], v0 = vp[to + t];
-                a = T(0.5) * (u0 + v0) - hi;
-                bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
-              }
-              const T sp = a + bb, sm = a - bb;
-              const T uu = relu(sp), vv = relu(sm);
-              const T diff = uu - vv;
-              const T dn = d0 - gam * (T(2) * r + diff);
-              const T e0 = dn * hi - T(0.5) * diff;
-              const T ggn = gnt[t] - gnh[t];
-              const T ge = ggn * wr[t];
-              const T gdn = gD2r[t] + ge * hi;
-              const T gU = gu2r[t] - T(0.5) * ge - gam * gdn;
-              const T gV = gv2r[t] + T(0.5) * ge + gam * gdn;
-              const T s1 = sp > T(0) ? gU : T(0);
-              const T s2 = sm > T(0) ? gV : T(0);
-              const T ga = s1 + s2, gb = s1 - s2;
-              const T gr = T(-2) * gam * gdn - T(0.5) * gb;
-              gwr[t] += ggn * e0 + gr * dxv;
-              gxt[t] += gr * wr[t];
-              gxh[t] -= gr * wr[t];
-              if (!first) {
-                gDp[to + t] = gdn + T(0.25) * gb * inv;
-                gup[to + t] = T(0.5) * ga + T(0.25) * gb;
-                gvp[to + t] = T(0.5) * ga - T(0.25) * gb;
-              }
-              T tg = -ge * dn * hi * inv - gdn * (T(2) * r + diff) + ga * hi * inv;
-              if (!first) tg -= gb * d0 * T(0.25) * inv * inv;
-              gsum += double(tg);
-            }
-          }
-        }
-      }
-      ggp[bk] = T(gsum);
-    }
-  });
-}
-
-void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D,
-                             c10::optional<at::Tensor> u, c10::optional<at::Tensor> v, at::Tensor g,
-                             c10::optional<at::Tensor> gD2, c10::optional<at::Tensor> gu2,
-                             c10::optional<at::Tensor> gv2, c10::optional<at::Tensor> gn, at::Tensor gx,
-                             at::Tensor gw, c10::optional<at::Tensor> gD, c10::optional<at::Tensor> gu,
-                             c10::optional<at::Tensor> gv, at::Tensor gg) {
-  const bool first = !D.has_value();
-  auto opt = [](const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
-  at::Tensor gDt = opt(gD), gut = opt(gu), gvt = opt(gv);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge_bwd", [&] {
-    edge_bwd_impl<scalar_t>(x, wbar, first, opt(D), opt(u), opt(v), g, opt(gD2), opt(gu2), opt(gv2),
-                            opt(gn), gx, gw, gDt, gut, gvt, gg);
-  });
-}
-
-// Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
-// optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
-// zero-initialised (entries whose neighbour leaves the image stay 0). Threads over (b, k, row).
-template <typename T>
-static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor& out, bool do_exp) {
-  const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
-  const int64_t HW = H * W;
-  const T* fp = f.data_ptr<T>();
-  const T* mp = mf.data_ptr<T>();
-  T* op = out.data_ptr<T>();
-  const int64_t fsb = bst(f, 0), fsk = bst(f, 1), fsf = f.stride(2);
-  const int64_t msb = bst(mf, 0), msk = bst(mf, 1), msf = mf.stride(2);
-  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
-      const T* fb = fp + b * fsb + k * fsk;
-      const T* mb = mp + b * msb + k * msk;
-      T* ob = op + ((b * K + k) * NU) * HW;
-      for (int kk = 0; kk < NU; ++kk) {
-        const int dy = OFF[kk][0], dx = OFF[kk][1];
-        const int64_t n = W - std::abs(dx);
-        if (n <= 0 || i + dy >= H) continue;
-        const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
-        T* o = ob + kk * HW + i * W + px;
-        for (int64_t c = 0; c < F; ++c)
-          dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
-                      mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
-        if (do_exp)
-          for (int64_t t = 0; t < n; ++t) o[t] = std::exp(-o[t]);
-      }
-    }
-  });
-}
-
-at::Tensor edge_distances(at::Tensor f, at::Tensor mf, at::Tensor out, bool do_exp) {
-  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "gsp_edge_dist", [&] { edge_dist_impl<scalar_t>(f, mf, out, do_exp); });
-  return out;
-}
-
-// Eq. 28 from distances: wbar[j, p] = softmax over the in-image directed edges j of p of -dd,
-// dd[j < 12, p] = d_j[p], dd[12 + k, p] = d_k[p - o_k]. d (B, K, 12, H, W) contiguous,
-// wbar (B, K, 24, H, W) zero-initialised. Threads over (b, k, row).
-template <typename T>
-static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
-  const int64_t B = d.size(0), K = d.size(1), H = d.size(3), W = d.size(4);
-  const int64_t HW = H * W;
-  const T* dp = d.data_ptr<T>();
-  T* wp = wbar.data_ptr<T>();
-  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
-    std::vector<T> mbuf(W), sbuf(W);
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t i = idx % H, bk = idx / H;
-      const T* db = dp + bk * NU * HW;
-      T* wb = wp + bk * 2 * NU * HW;
-      T* m = mbuf.data();
-      T* s = sbuf.data();
-      std::fill(m, m + W, std::numeric_limits<T>::infinity());
-      std::fill(s, s + W, T(0));
-      // pass 1: minimum; pass 2: exp(-(dd - min)) and sum; pass 3: normalise
-      for (int pass = 0; pass < 3; ++pass) {
-        for (int jj = 0; jj < 2 * NU; ++jj) {
-          const int kk = jj % NU;
-          const int sgn = jj < NU ? 1 : -1;
-          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
-          const int64_t n = W - std::abs(dx);
-          if (n <= 0 || i + dy < 0 || i + dy >= H) continue;
-          const int64_t tx = std::max(0, -dx);
-          // the undirected distance is stored at the tail for j < 12, at the head for the others
-          const T* src = jj < NU ? db + kk * HW + i * W + tx : db + kk * HW + (i + dy) * W + std::max(0, dx);
-          T* dst = wb + jj * HW + i * W + tx;
-          if (pass == 0) min_row<T>(m + tx, src, n);
-          else if (pass == 1) exp_row<T>(dst, s + tx, src, m + tx, n);
-          else norm_row<T>(dst, s + tx, n);
-        }
-      }
-    }
-  });
-}
-
-at::Tensor random_walk_from_distances(at::Tensor d, at::Tensor wbar) {
-  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gsp_rw", [&] { rw_dist_impl<scalar_t>(d, wbar); });
-  return wbar;
-}
-"""
 
 _native_state: dict = {}
 _log = logging.getLogger(__name__)
@@ -705,8 +222,7 @@ def _native():
                 mod = cpp_extension.load_inline(
                     name=name,
                     cpp_sources=[_NATIVE_SRC],
-                    functions=["diag_minus_adjacency", "diag_minus_adjacency_grad_w", "admm_edge_step",
-                               "admm_edge_step_backward", "edge_distances", "random_walk_from_distances"],
+                    functions=list(_NATIVE_FUNCTIONS),
                     extra_cflags=flags,
                     build_directory=build_dir,
                     verbose=False,
@@ -728,6 +244,14 @@ def _use_native(*tensors: Optional[Tensor]) -> bool:
         if t is not None and (t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64)):
             return False
     return _native() is not None
+
+
+def _no_grad_native(*tensors: Tensor) -> bool:
+    """Whether a forward-only native kernel may replace a plain-autograd PyTorch formula (no
+    gradient to record: autograd off or no input requiring one)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return _use_native(*tensors)
 
 
 def _rows_contiguous(t: Tensor) -> Tensor:
@@ -843,6 +367,8 @@ def degree(w: Tensor) -> Tensor:
     """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W)."""
     _check_weights(w, _NU, "w")
     B, K, _, H, W = w.shape
+    if _no_grad_native(w):
+        return _native().degree(w.contiguous(), w.new_empty(B, K, 1, H, W))
     deg = w.new_zeros(B, K, 1, H, W)
     for k, P, Q in _regions(H, W):
         wk = w[:, :, k : k + 1, P[0], P[1]]
@@ -1146,6 +672,8 @@ def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
     ``s_pq = wbar(p -> q)^2 + wbar(q -> p)^2``; (B, K, 24, H, W) -> (B, K, 12, H, W)."""
     _check_weights(wbar, 2 * _NU, "wbar")
     B, K, _, H, W = wbar.shape
+    if _no_grad_native(wbar):
+        return _native().incidence_laplacian_weights(wbar.contiguous(), wbar.new_empty(B, K, _NU, H, W))
     s = wbar.new_zeros(B, K, _NU, H, W)
     for k, P, Q in _regions(H, W):
         s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, _NU + k, Q[0], Q[1]].square()

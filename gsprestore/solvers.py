@@ -22,7 +22,8 @@ autograd it updates (D, u, v) in place; with autograd it saves only node tensors
 iterates) and replays the edge state in its backward pass.
 
 Without autograd (``torch.no_grad``/``inference_mode``) both CG forms update their buffers in
-place. ``python -m gsprestore.solvers`` times the operators and one solver block
+place, and unrolled CG on a :class:`StencilOperator` (the matrices of eqs. 9 and 20) runs as one
+fused native kernel: each step is one pass over memory (``A v`` and the three vector updates). ``python -m gsprestore.solvers`` times the operators and one solver block
 (:func:`benchmark`).
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "gtv_interpolate",
     "gtv_admm_reference",
     "admm_edge_step",
+    "StencilOperator",
 ]
 
 Operator = Callable[[Tensor], Tensor]
@@ -133,6 +135,57 @@ def _step(param: Tensor, t: int, like: Tensor) -> Tensor:
     return p.reshape((1, -1) + (1,) * (like.dim() - 2))
 
 
+class StencilOperator:
+    """``v -> keep * (diag * v - W v)``: the matrices of eqs. 9 and 20 (W the symmetric adjacency
+    of undirected weights ``w`` (B, K|1, 12, H, W); ``diag``/``keep`` broadcast against
+    ``(B, K, C, H, W)``; ``keep=None`` means 1). A plain callable for the solvers; without
+    autograd :func:`cg_unrolled` recognises it and runs the whole unrolled CG through one fused
+    native kernel (one pass over memory per step) when the native kernels are in use."""
+
+    __slots__ = ("w", "diag", "keep")
+
+    def __init__(self, w: Tensor, diag: Tensor, keep: Optional[Tensor] = None):
+        self.w, self.diag, self.keep = w, diag, keep
+
+    def __call__(self, v: Tensor) -> Tensor:
+        out = G.diag_minus_adjacency_apply(self.w, v, self.diag)
+        return out if self.keep is None else self.keep * out
+
+
+def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
+    """(T,) or (T, K) step sizes as a contiguous (T, K) table of ``like``'s dtype."""
+    p = param.detach().to(dtype=like.dtype)
+    return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
+
+
+def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor) -> Tensor:
+    """:func:`cg_unrolled` without autograd through the fused native kernel: the same recurrence,
+    each step one pass over the rows (``A v`` and the three vector updates together)."""
+    T = alphas.shape[0]
+    K = b.shape[1]
+    x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
+    g = op(x).sub_(b).contiguous()
+    v = g.clone()
+    diag = G._rows_contiguous(op.diag.expand(b.shape))
+    keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
+    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, x, g, v, torch.empty_like(v),
+                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b))
+    return x
+
+
+def _fused_cg_ok(op, b: Tensor, x0: Tensor) -> bool:
+    if not isinstance(op, StencilOperator) or b.dim() != 5:
+        return False
+    ts = [t for t in (op.w, op.diag, op.keep, b, x0) if t is not None]
+    if any(t.dtype != b.dtype for t in ts) or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
+        return False
+    try:
+        ok = all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
+    except RuntimeError:
+        return False
+    return ok and G._use_native(*ts)
+
+
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor) -> Tensor:
     """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
     ``A x = b``, ``T = len(alphas)`` steps, no global dot products::
@@ -152,6 +205,8 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     if betas.shape[0] != T:
         raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
     if not torch.is_grad_enabled():  # inference: the same recurrence in place
+        if _fused_cg_ok(apply_A, b, x0):
+            return _cg_unrolled_native(apply_A, b, x0, alphas, betas)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
         v = g.clone()
@@ -236,8 +291,7 @@ def glr_interpolate(
     B, _, C, H, W = known5.shape
     shape = (B, K, C, H, W)
 
-    def apply_A(v: Tensor) -> Tensor:  # P L P v (v already lives on the unknowns)
-        return keep * G.diag_minus_adjacency_apply(wop, v, diag)
+    apply_A = StencilOperator(wop, diag, keep)  # P L P v (v already lives on the unknowns)
 
     b = -(keep * G.diag_minus_adjacency_apply(wop, y, diag))
     b = b.expand(shape) if b.shape != shape else b
@@ -274,6 +328,11 @@ class _GtvProblem:
     def apply_A(self, v: Tensor) -> Tensor:
         """(C-bar^T C-bar + H^T H) v, the matrix of eq. 20."""
         return G.diag_minus_adjacency_apply(self.s, v, self.diag)
+
+    @property
+    def operator(self) -> "StencilOperator":
+        """:meth:`apply_A` as a :class:`StencilOperator` (the fused inference CG knows it)."""
+        return StencilOperator(self.s, self.diag)
 
 
 def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor) -> _GtvProblem:
@@ -560,7 +619,7 @@ def gtv_interpolate(
         rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
         if n is not None:
             rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
-        x = _solve(pb.apply_A, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+        x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
         reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
@@ -682,7 +741,7 @@ def gtv_admm_reference(
         st.z = z_update(st, gamma)
         rhs = x_update_rhs(pb, st, gamma)
         if x_solver is None:
-            st.x = _solve(pb.apply_A, rhs, st.x, kind, cg_iters, a_t, b_t, cg_tol)
+            st.x = _solve(pb.operator, rhs, st.x, kind, cg_iters, a_t, b_t, cg_tol)
         else:
             st.x = x_solver(pb.apply_A, rhs, st.x, "exact" if kind == "exact" else ("unrolled", a_t, b_t))
         r = G.incidence_apply(wbar, st.x)

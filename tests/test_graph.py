@@ -322,3 +322,25 @@ def test_native_kernels_match_pytorch_path(gen, dtype, monkeypatch):
     monkeypatch.setitem(G._native_state, "mod", None)
     for c, g in zip(cases, got):
         torch.testing.assert_close(g, G._diag_minus_adjacency(*c))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("size", [(7, 9), (1, 9), (9, 1), (1, 1), (2, 3), (4, 30)])
+def test_native_stencil_degree_and_incidence_laplacian_match_pytorch(gen, dtype, size, monkeypatch):
+    """The forward-only kernels (a x - W x row by row, degrees, weights of C-bar^T C-bar) on odd
+    sizes, 1-row/1-column images and borders; weights stay arbitrary (nonzero) where an edge
+    leaves the image, which both paths must ignore."""
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    h, w_ = size
+    w = rand(gen, 2, 3, 12, h, w_, positive=True).to(dtype)
+    wbar = rand(gen, 2, 3, 24, h, w_, positive=True).to(dtype)
+    x = rand(gen, 2, 3, 2, h, w_).to(dtype)
+    a = rand(gen, 2, 3, 2, h, w_).to(dtype)
+    fns = [lambda: G._diag_minus_adjacency(w, a, x), lambda: G._diag_minus_adjacency(w[:, :1], None, x),
+           lambda: G.degree(w), lambda: G.incidence_laplacian_weights(wbar)]
+    with torch.no_grad():
+        got = [f() for f in fns]
+        monkeypatch.setitem(G._native_state, "mod", None)
+        for f, g in zip(fns, got):
+            torch.testing.assert_close(g, f())

@@ -442,3 +442,29 @@ def test_green_difference_is_for_colour_demosaicking_only():
         build_model("ugtv", "upscale2x", signal="green-difference")
     with pytest.raises(ValueError, match="unknown signal"):
         build_model("uglr", "demosaic", signal="lab")
+
+
+@pytest.mark.parametrize("method,signal", [("ugtv", "rgb"), ("ugtv", "green-difference"), ("uglr", "rgb")])
+def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen, monkeypatch):
+    """A whole network forward without autograd (fused CG and the other forward-only kernels)
+    equals the PyTorch path, and the autograd forward; odd size, float64 and float32."""
+    from gsprestore import graph as G
+
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4, signal=signal,
+                        **(dict(admm_iters=2) if method == "ugtv" else {}))
+    gt = torch.rand(1, 3, 9, 11, generator=gen)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
+        m = model.to(dtype)
+        k, msk = known.to(dtype), mask.to(dtype)
+        with torch.no_grad():
+            fast = m(k, msk)
+        with_grad = m(k, msk).detach()
+        with monkeypatch.context() as mp:
+            mp.setitem(G._native_state, "mod", None)
+            with torch.no_grad():
+                slow = m(k, msk)
+        torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)
+        torch.testing.assert_close(fast, with_grad, rtol=tol, atol=tol)

@@ -1,0 +1,701 @@
+"""C++ source of the optional native CPU kernels of :mod:`gsprestore.graph` and
+:mod:`gsprestore.solvers` (compiled on first use by :func:`gsprestore.graph._native` with
+``torch.utils.cpp_extension``).
+
+The kernels do the arithmetic of the PyTorch formulas in ``graph.py``/``solvers.py`` row by row
+in one pass (contiguous rows, auto-vectorised inner loops, threads over rows/planes). They are an
+accelerator only: forward values equal the PyTorch path to rounding (tested), gradients always use
+the PyTorch formulas, CUDA tensors never use them.
+"""
+
+#: The functions the extension exports (``load_inline(functions=...)``).
+FUNCTIONS: tuple[str, ...] = (
+    "diag_minus_adjacency",
+    "diag_minus_adjacency_grad_w",
+    "cg_unrolled",
+    "incidence_laplacian_weights",
+    "degree",
+    "admm_edge_step",
+    "admm_edge_step_backward",
+    "edge_distances",
+    "random_walk_from_distances",
+)
+
+SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+// Run f(begin, end) over [0, n) on at::get_num_threads() threads (PyTorch's intra-op setting,
+// so torch.set_num_threads applies; no second OpenMP runtime next to PyTorch's).
+template <typename F>
+static void parallel_chunks(int64_t n, int64_t min_per_thread, const F& f) {
+  int64_t nt = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread)));
+  if (nt <= 1) { f(0, n); return; }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + nt - 1) / nt;
+  for (int64_t t = 1; t < nt; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
+  }
+  f(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+static const int NU = 12;
+static const int OFF[12][2] = {{0,1},{0,2},{1,-2},{1,-1},{1,0},{1,1},{1,2},{2,-2},{2,-1},{2,0},{2,1},{2,2}};
+
+// max(s, 0) exactly, written without a branch so that the loops vectorise
+template <typename T> static inline T relu(T s) { return T(0.5) * (s + std::abs(s)); }
+
+// stride of dim d, 0 where the tensor broadcasts (size 1)
+static inline int64_t bst(const at::Tensor& t, int d) { return t.size(d) == 1 ? 0 : t.stride(d); }
+
+// One row segment of the fused ADMM edge step (restrict-qualified parameters let GCC vectorise).
+// first: D = u = v = 0. Writes the new state U, V, Dn and e = wbar (Dn/(2g) - (U - V)/2).
+template <typename T>
+static void edge_row(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
+                     const T* __restrict__ Dr, const T* __restrict__ ur, const T* __restrict__ vr,
+                     T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
+                     int64_t n, T gam, T hi, T inv) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T r = wr[t] * (xt[t] - xh[t]);
+    const T d0 = Dr[t], u0 = ur[t], v0 = vr[t];
+    const T a = T(0.5) * (u0 + v0) - hi;
+    const T bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
+    const T uu = relu(a + bb), vv = relu(a - bb);
+    const T diff = uu - vv;
+    const T dn = d0 - gam * (T(2) * r + diff);
+    U[t] = uu; V[t] = vv; Dn[t] = dn;
+    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
+  }
+}
+
+template <typename T>
+static void edge_row_first(const T* __restrict__ wr, const T* __restrict__ xt, const T* __restrict__ xh,
+                           T* __restrict__ U, T* __restrict__ V, T* __restrict__ Dn, T* __restrict__ e,
+                           int64_t n, T gam, T hi) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T r = wr[t] * (xt[t] - xh[t]);
+    const T a = -hi, bb = T(-0.5) * r;
+    const T uu = relu(a + bb), vv = relu(a - bb);
+    const T diff = uu - vv;
+    const T dn = -gam * (T(2) * r + diff);
+    U[t] = uu; V[t] = vv; Dn[t] = dn;
+    e[t] = wr[t] * (dn * hi - T(0.5) * diff);
+  }
+}
+
+template <typename T>
+static void scatter_row(T* __restrict__ nt, T* __restrict__ nh, const T* __restrict__ e, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) nt[t] += e[t];
+  for (int64_t t = 0; t < n; ++t) nh[t] -= e[t];
+}
+
+template <typename T>
+static void fma_row(T* __restrict__ o, const T* __restrict__ w, const T* __restrict__ x, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) o[t] -= w[t] * x[t];
+}
+
+template <typename T>
+static void grad_w_row(T* __restrict__ gw, const T* __restrict__ gp, const T* __restrict__ xq,
+                       const T* __restrict__ gq, const T* __restrict__ xp, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) gw[t] -= gp[t] * xq[t] + gq[t] * xp[t];
+}
+
+template <typename T>
+static void dist_row(T* __restrict__ o, const T* __restrict__ fp, const T* __restrict__ fq,
+                     const T* __restrict__ mp, const T* __restrict__ mq, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) o[t] += (fp[t] - fq[t]) * (mp[t] - mq[t]);
+}
+
+template <typename T>
+static void min_row(T* __restrict__ m, const T* __restrict__ d, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) m[t] = d[t] < m[t] ? d[t] : m[t];
+}
+
+template <typename T>
+static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) { const T e = std::exp(m[t] - d[t]); dst[t] = e; s[t] += e; }
+}
+
+template <typename T>
+static void norm_row(T* __restrict__ dst, const T* __restrict__ s, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) dst[t] /= s[t];
+}
+
+// ---- the stencil a x - W x of the 5x5-window graph, one output row at a time -------------
+//
+// o[j] = a[j] x[i, j] - sum over the in-image directed neighbours q of p = (i, j) of w(p, q) x[q].
+// The undirected weight of offset kk is stored at its tail: w_kk[p] for q = p + o_kk and
+// w_kk[q] for q = p - o_kk. The terms of an output row are accumulated in registers six at a
+// time; the columns [2, W - 2) run in branch-free vectorised loops (every term whose row is
+// inside the image is inside it there), the border pixels check each term.
+
+// o[j] -= sum_{t < 6} w_t[j] x_t[j]: six terms per pass, so the twelve row pointers stay in
+// registers (one pass with all 24 terms spills them and runs slower than 24 passes)
+template <typename T>
+static void fma_rows6(T* __restrict__ o, const T* const* wr, const T* const* xr, int64_t j0, int64_t j1) {
+  const T* __restrict__ w0 = wr[0]; const T* __restrict__ w1 = wr[1]; const T* __restrict__ w2 = wr[2];
+  const T* __restrict__ w3 = wr[3]; const T* __restrict__ w4 = wr[4]; const T* __restrict__ w5 = wr[5];
+  const T* __restrict__ x0 = xr[0]; const T* __restrict__ x1 = xr[1]; const T* __restrict__ x2 = xr[2];
+  const T* __restrict__ x3 = xr[3]; const T* __restrict__ x4 = xr[4]; const T* __restrict__ x5 = xr[5];
+#pragma GCC ivdep
+  for (int64_t j = j0; j < j1; ++j)
+    o[j] -= (w0[j] * x0[j] + w1[j] * x1[j]) + (w2[j] * x2[j] + w3[j] * x3[j]) + (w4[j] * x4[j] + w5[j] * x5[j]);
+}
+
+// One row i of one (b, k, c) plane: xb/wb plane bases, xsr/wsr row strides, wsj the stride
+// between the 12 weight planes; ar the row of a (unused without HAS_A).
+template <typename T, bool HAS_A>
+static void stencil_row(T* __restrict__ o, const T* __restrict__ ar, const T* xb, int64_t xsr, const T* wb,
+                        int64_t wsj, int64_t wsr, int64_t i, int64_t H, int64_t W) {
+  const T* wr[2 * NU];
+  const T* xr[2 * NU];
+  int64_t cd[2 * NU];
+  int n = 0;
+  for (int kk = 0; kk < NU; ++kk) {
+    const int dy = OFF[kk][0], dx = OFF[kk][1];
+    // pointers are only dereferenced at in-image neighbours (checked below at border columns)
+    if (i + dy < H) {  // q = p + o: weight at p
+      wr[n] = wb + kk * wsj + i * wsr; xr[n] = xb + (i + dy) * xsr + dx; cd[n] = dx; ++n;
+    }
+    if (i - dy >= 0) {  // q = p - o: weight at q
+      wr[n] = wb + kk * wsj + (i - dy) * wsr - dx; xr[n] = xb + (i - dy) * xsr - dx; cd[n] = -dx; ++n;
+    }
+  }
+  const T* xc = xb + i * xsr;
+  auto border_pixel = [&](int64_t j) {
+    T s = T(0);
+    for (int t = 0; t < n; ++t) {
+      const int64_t q = j + cd[t];
+      if (q >= 0 && q < W) s += wr[t][j] * xr[t][j];
+    }
+    o[j] = (HAS_A ? ar[j] * xc[j] : xc[j]) - s;
+  };
+  const int64_t j0 = std::min<int64_t>(2, W), j1 = std::max<int64_t>(j0, W - 2);
+  for (int64_t j = 0; j < j0; ++j) border_pixel(j);
+  for (int64_t j = j1; j < W; ++j) border_pixel(j);
+  if (j1 <= j0) return;
+  for (int64_t j = j0; j < j1; ++j) o[j] = HAS_A ? ar[j] * xc[j] : xc[j];
+  int t = 0;
+  for (; t + 6 <= n; t += 6) fma_rows6<T>(o, wr + t, xr + t, j0, j1);
+  for (; t < n; ++t) fma_row<T>(o + j0, wr[t] + j0, xr[t] + j0, j1 - j0);  // border rows
+}
+
+// out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
+// contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
+template <typename T>
+static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const at::Tensor& x, at::Tensor& out) {
+  const int64_t B = out.size(0), K = out.size(1), C = out.size(2), H = out.size(3), W = out.size(4);
+  const T* wp = w.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const T* ap = has_a ? a.data_ptr<T>() : nullptr;
+  T* op = out.data_ptr<T>();
+  const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
+  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
+  int64_t asb = 0, ask = 0, asc = 0, asr = 0;
+  if (has_a) { asb = bst(a, 0); ask = bst(a, 1); asc = bst(a, 2); asr = a.stride(3); }
+  // threads over (b, k, row); the channels of a row run back to back so the weight rows
+  // they share stay in cache
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
+      const T* wb = wp + b * wsb + k * wsk;
+      for (int64_t c = 0; c < C; ++c) {
+        T* o = op + (((b * K + k) * C + c) * H + i) * W;
+        const T* xb = xp + b * xsb + k * xsk + c * xsc;
+        if (has_a)
+          stencil_row<T, true>(o, ap + b * asb + k * ask + c * asc + i * asr, xb, xsr, wb, wsj, wsr, i, H, W);
+        else
+          stencil_row<T, false>(o, nullptr, xb, xsr, wb, wsj, wsr, i, H, W);
+      }
+    }
+  });
+}
+
+// Unrolled CG with learned step sizes (solvers.cg_unrolled, inference only), in place. Given
+// x = x^0, g = A x^0 - b and v = g (all contiguous (B, K, C, H, W)) and a second buffer v2,
+// steps t = 0 .. T-2 are one pass over the rows each:
+//   Av = keep * (diag * v - S v);  x -= a_t v;  g -= a_t Av;  v' = g + b_{t+1} v  (v' into the other buffer)
+// and the last step is x -= a_{T-1} v. S (B, K|1, 12, H, W), diag, keep broadcastable with
+// contiguous rows (keep may be undefined: 1); al, be (T, K) contiguous. Threads over (b, k, row)
+// within a step; the steps are sequential (v' needs the neighbours' v).
+template <typename T>
+static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const at::Tensor& keep, bool has_keep,
+                             at::Tensor& x, at::Tensor& g, at::Tensor& v, at::Tensor& v2,
+                             const at::Tensor& al, const at::Tensor& be) {
+  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t Tn = al.size(0), HW = H * W;
+  const T* wp = w.data_ptr<T>();
+  const T* dp = diag.data_ptr<T>();
+  const T* kp = has_keep ? keep.data_ptr<T>() : nullptr;
+  const T* alp = al.data_ptr<T>();
+  const T* bep = be.data_ptr<T>();
+  T* xp = x.data_ptr<T>();
+  T* gp = g.data_ptr<T>();
+  T* bufs[2] = {v.data_ptr<T>(), v2.data_ptr<T>()};
+  const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
+  const int64_t dsb = bst(diag, 0), dsk = bst(diag, 1), dsc = bst(diag, 2), dsr = diag.stride(3);
+  int64_t ksb = 0, ksk = 0, ksc = 0, ksr = 0;
+  if (has_keep) { ksb = bst(keep, 0); ksk = bst(keep, 1); ksc = bst(keep, 2); ksr = keep.stride(3); }
+  for (int64_t t = 0; t < Tn; ++t) {
+    const T* vp = bufs[t % 2];
+    T* vn = bufs[(t + 1) % 2];
+    const bool last = t + 1 == Tn;
+    parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+      std::vector<T> buf(W);
+      T* __restrict__ av = buf.data();
+      for (int64_t idx = begin; idx < end; ++idx) {
+        const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
+        const T a = alp[t * K + k];
+        const T bn = last ? T(0) : bep[(t + 1) * K + k];
+        const T* wb = wp + b * wsb + k * wsk;
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t plane = (b * K + k) * C + c;
+          T* __restrict__ xr = xp + plane * HW + i * W;
+          const T* __restrict__ vr = vp + plane * HW + i * W;
+          if (last) {
+            for (int64_t j = 0; j < W; ++j) xr[j] -= a * vr[j];
+            continue;
+          }
+          stencil_row<T, true>(av, dp + b * dsb + k * dsk + c * dsc + i * dsr, vp + plane * HW, W, wb, wsj, wsr,
+                               i, H, W);
+          T* __restrict__ gr = gp + plane * HW + i * W;
+          T* __restrict__ vnr = vn + plane * HW + i * W;
+          if (has_keep) {
+            const T* __restrict__ kr = kp + b * ksb + k * ksk + c * ksc + i * ksr;
+            for (int64_t j = 0; j < W; ++j) {
+              const T vj = vr[j];
+              xr[j] -= a * vj;
+              const T gj = gr[j] - a * (kr[j] * av[j]);
+              gr[j] = gj;
+              vnr[j] = gj + bn * vj;
+            }
+          } else {
+            for (int64_t j = 0; j < W; ++j) {
+              const T vj = vr[j];
+              xr[j] -= a * vj;
+              const T gj = gr[j] - a * av[j];
+              gr[j] = gj;
+              vnr[j] = gj + bn * vj;
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
+void cg_unrolled(at::Tensor w, at::Tensor diag, c10::optional<at::Tensor> keep_opt, at::Tensor x, at::Tensor g,
+                 at::Tensor v, at::Tensor v2, at::Tensor al, at::Tensor be) {
+  const bool has_keep = keep_opt.has_value() && keep_opt->defined();
+  at::Tensor keep = has_keep ? *keep_opt : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_cg_unrolled", [&] {
+    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, x, g, v, v2, al, be);
+  });
+}
+
+at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, at::Tensor x, at::Tensor out) {
+  const bool has_a = a_opt.has_value() && a_opt->defined();
+  at::Tensor a = has_a ? *a_opt : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_dma", [&] { dma_impl<scalar_t>(w, a, has_a, x, out); });
+  return out;
+}
+
+// Weights of L-bar = C-bar^T C-bar (graph.incidence_laplacian_weights):
+// s_kk[p] = wbar_kk[p]^2 + wbar_{12+kk}[p + o_kk]^2 where p + o_kk is inside the image, else 0.
+// wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) contiguous. Threads over (b, k, row).
+template <typename T>
+static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
+  const int64_t BK = s.size(0) * s.size(1), H = s.size(3), W = s.size(4), HW = H * W;
+  const T* wp = wbar.data_ptr<T>();
+  T* sp = s.data_ptr<T>();
+  parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        T* __restrict__ o = sp + (bk * NU + kk) * HW + i * W;
+        const int64_t j0 = std::max(0, -dx), j1 = std::max<int64_t>(j0, std::min<int64_t>(W, W - dx));
+        if (i + dy >= H || j1 <= j0) { std::fill(o, o + W, T(0)); continue; }
+        const T* __restrict__ f = wp + (bk * 2 * NU + kk) * HW + i * W;
+        const T* __restrict__ r = wp + (bk * 2 * NU + NU + kk) * HW + (i + dy) * W + dx;
+        std::fill(o, o + j0, T(0));
+        for (int64_t j = j0; j < j1; ++j) o[j] = f[j] * f[j] + r[j] * r[j];
+        std::fill(o + j1, o + W, T(0));
+      }
+    }
+  });
+}
+
+at::Tensor incidence_laplacian_weights(at::Tensor wbar, at::Tensor s) {
+  AT_DISPATCH_FLOATING_TYPES(wbar.scalar_type(), "gsp_ilw", [&] { ilw_impl<scalar_t>(wbar, s); });
+  return s;
+}
+
+// Degrees (graph.degree): deg[p] = sum_kk w_kk[p] [p + o_kk inside] + w_kk[p - o_kk] [p - o_kk inside].
+// w (B, K, 12, H, W) contiguous, deg (B, K, 1, H, W) contiguous. Threads over (b, k, row).
+template <typename T>
+static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
+  const int64_t BK = w.size(0) * w.size(1), H = w.size(3), W = w.size(4), HW = H * W;
+  const T* wp = w.data_ptr<T>();
+  T* dp = deg.data_ptr<T>();
+  parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      T* __restrict__ o = dp + bk * HW + i * W;
+      std::fill(o, o + W, T(0));
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        const int64_t n = W - std::abs(dx);
+        if (n <= 0) continue;
+        const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+        const T* wk = wp + (bk * NU + kk) * HW;
+        if (i + dy < H) {  // p in this row, its edge to p + o
+          const T* __restrict__ r = wk + i * W + px;
+          T* __restrict__ q = o + px;
+          for (int64_t t = 0; t < n; ++t) q[t] += r[t];
+        }
+        if (i - dy >= 0) {  // q = p + o in this row, the edge stored at p = q - o
+          const T* __restrict__ r = wk + (i - dy) * W + px;
+          T* __restrict__ q = o + qx;
+          for (int64_t t = 0; t < n; ++t) q[t] += r[t];
+        }
+      }
+    }
+  });
+}
+
+at::Tensor degree(at::Tensor w, at::Tensor deg) {
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "gsp_degree", [&] { degree_impl<scalar_t>(w, deg); });
+  return deg;
+}
+
+// Fused ADMM edge step. x (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous,
+// D/u/v and D2/u2/v2 (B, K, C, 24, H, W) contiguous (D2 may alias D etc.), g (K) per head,
+// n (B, K, C, H, W) zero-initialised. One thread per (b, k, c) plane: the scatter into n
+// stays inside the plane.
+template <typename T>
+static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
+                      const at::Tensor& u, const at::Tensor& v, at::Tensor& D2, at::Tensor& u2,
+                      at::Tensor& v2, const at::Tensor& g, at::Tensor& n) {
+  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t HW = H * W;
+  const T* xp = x.data_ptr<T>();
+  const T* wp = wbar.data_ptr<T>();
+  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
+  const T* gp = g.data_ptr<T>();
+  const bool g_per_head = g.numel() > 1;
+  const T* Dp = first ? nullptr : D.data_ptr<T>();
+  const T* up = first ? nullptr : u.data_ptr<T>();
+  const T* vp = first ? nullptr : v.data_ptr<T>();
+  T* D2p = D2.data_ptr<T>();
+  T* u2p = u2.data_ptr<T>();
+  T* v2p = v2.data_ptr<T>();
+  T* np_ = n.data_ptr<T>();
+  parallel_chunks(B * K * C, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> buf(4 * W);  // e and copies of the old D, u, v rows (the new ones may overwrite them)
+    T* __restrict__ e = buf.data();
+    T* __restrict__ d_old = e + W;
+    T* __restrict__ u_old = e + 2 * W;
+    T* __restrict__ v_old = e + 3 * W;
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t k = (plane / C) % K, b = plane / (C * K);
+      const T gam = g_per_head ? gp[k] : gp[0];
+      const T hi = T(0.5) / gam, inv = T(1) / gam;
+      const T* xb = xp + plane * HW;
+      T* nb = np_ + plane * HW;
+      const T* wb = wp + b * wsb + k * wsk;
+      const int64_t eb = plane * 2 * NU * HW;
+      for (int jj = 0; jj < 2 * NU; ++jj) {  // edge plane by edge plane: the state streams
+        const int kk = jj % NU;
+        const int sgn = jj < NU ? 1 : -1;
+        const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+        const int64_t n_ = W - std::abs(dx);
+        if (n_ <= 0) continue;
+        for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
+          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
+          const int64_t to = eb + jj * HW + i * W + tx;  // edge-tensor offset of the tails
+          const T* __restrict__ xt = xb + i * W + tx;
+          const T* __restrict__ xh = xb + (i + dy) * W + hx;
+          const T* __restrict__ wr = wb + jj * HW + i * W + tx;
+          T* __restrict__ U = u2p + to;
+          T* __restrict__ V = v2p + to;
+          T* __restrict__ Dn = D2p + to;
+          if (first) {
+            edge_row_first<T>(wr, xt, xh, U, V, Dn, e, n_, gam, hi);
+          } else {
+            std::copy(Dp + to, Dp + to + n_, d_old);  // D2 may be D (in place)
+            std::copy(up + to, up + to + n_, u_old);
+            std::copy(vp + to, vp + to + n_, v_old);
+            edge_row<T>(wr, xt, xh, d_old, u_old, v_old, U, V, Dn, e, n_, gam, hi, inv);
+          }
+          scatter_row<T>(nb + i * W + tx, nb + (i + dy) * W + hx, e, n_);
+        }
+      }
+    }
+  });
+}
+
+void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, c10::optional<at::Tensor> u,
+                    c10::optional<at::Tensor> v, at::Tensor D2, at::Tensor u2, at::Tensor v2, at::Tensor g,
+                    at::Tensor n) {
+  const bool first = !D.has_value();
+  at::Tensor Dt = first ? at::Tensor() : *D, ut = first ? at::Tensor() : *u, vt = first ? at::Tensor() : *v;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge", [&] {
+    edge_impl<scalar_t>(x, wbar, first, Dt, ut, vt, D2, u2, v2, g, n);
+  });
+}
+
+// Gradient of out = a x - W x with respect to the undirected weights:
+// gw[b, k, kk, p] = -sum_c (g_p x_q + g_q x_p), q = p + o_kk. g (B, K, C, H, W) contiguous,
+// x broadcastable (contiguous rows), gw (B, K, 12, H, W) zero-initialised. Threads over (b, k).
+template <typename T>
+static void dma_grad_w_impl(const at::Tensor& g, const at::Tensor& x, at::Tensor& gw) {
+  const int64_t B = g.size(0), K = g.size(1), C = g.size(2), H = g.size(3), W = g.size(4);
+  const T* gp = g.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  T* wp = gw.data_ptr<T>();
+  const int64_t xsb = bst(x, 0), xsk = bst(x, 1), xsc = bst(x, 2), xsr = x.stride(3);
+  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bk = begin; bk < end; ++bk) {
+      const int64_t b = bk / K, k = bk % K;
+      T* wb = wp + bk * NU * H * W;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* gb = gp + (bk * C + c) * H * W;
+        const T* xb = xp + b * xsb + k * xsk + c * xsc;
+        for (int kk = 0; kk < NU; ++kk) {
+          const int dy = OFF[kk][0], dx = OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0) continue;
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          for (int64_t i = 0; i + dy < H; ++i) {
+            grad_w_row<T>(wb + kk * H * W + i * W + px, gb + i * W + px, xb + (i + dy) * xsr + qx,
+                          gb + (i + dy) * W + qx, xb + i * xsr + px, n);
+          }
+        }
+      }
+    }
+  });
+}
+
+at::Tensor diag_minus_adjacency_grad_w(at::Tensor g, at::Tensor x, at::Tensor gw) {
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gsp_dma_gw", [&] { dma_grad_w_impl<scalar_t>(g, x, gw); });
+  return gw;
+}
+
+// Backward of the fused ADMM edge step (same arithmetic as the PyTorch formulas in
+// solvers._AdmmEdgeStep.backward). Threads over (b, k): gw sums over channels, gx and the
+// per-unit gamma partial sums stay private to a unit.
+template <typename T>
+static void edge_bwd_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
+                          const at::Tensor& u, const at::Tensor& v, const at::Tensor& g,
+                          const at::Tensor& gD2, const at::Tensor& gu2, const at::Tensor& gv2,
+                          const at::Tensor& gn, at::Tensor& gx, at::Tensor& gw, at::Tensor& gD,
+                          at::Tensor& gu, at::Tensor& gv, at::Tensor& gg) {
+  const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t HW = H * W;
+  const T* xp = x.data_ptr<T>();
+  const T* wp = wbar.data_ptr<T>();
+  const int64_t wsb = bst(wbar, 0), wsk = bst(wbar, 1);
+  const T* gp = g.data_ptr<T>();
+  const bool g_per_head = g.numel() > 1;
+  const T* Dp = first ? nullptr : D.data_ptr<T>();
+  const T* up = first ? nullptr : u.data_ptr<T>();
+  const T* vp = first ? nullptr : v.data_ptr<T>();
+  const T* gD2p = gD2.defined() ? gD2.data_ptr<T>() : nullptr;
+  const T* gu2p = gu2.defined() ? gu2.data_ptr<T>() : nullptr;
+  const T* gv2p = gv2.defined() ? gv2.data_ptr<T>() : nullptr;
+  const T* gnp = gn.defined() ? gn.data_ptr<T>() : nullptr;
+  T* gxp = gx.data_ptr<T>();
+  T* gwp = gw.data_ptr<T>();
+  T* gDp = first ? nullptr : gD.data_ptr<T>();
+  T* gup = first ? nullptr : gu.data_ptr<T>();
+  T* gvp = first ? nullptr : gv.data_ptr<T>();
+  T* ggp = gg.data_ptr<T>();
+  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> zeros(W, T(0));
+    for (int64_t bk = begin; bk < end; ++bk) {
+      const int64_t b = bk / K, k = bk % K;
+      const T gam = g_per_head ? gp[k] : gp[0];
+      const T hi = T(0.5) / gam, inv = T(1) / gam;
+      const T* wb = wp + b * wsb + k * wsk;
+      T* gwb = gwp + bk * 2 * NU * HW;
+      double gsum = 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t plane = bk * C + c;
+        const T* xb = xp + plane * HW;
+        T* gxb = gxp + plane * HW;
+        const T* gnb = gnp ? gnp + plane * HW : nullptr;
+        const int64_t eb = plane * 2 * NU * HW;
+        for (int jj = 0; jj < 2 * NU; ++jj) {
+          const int kk = jj % NU;
+          const int sgn = jj < NU ? 1 : -1;
+          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+          const int64_t n_ = W - std::abs(dx);
+          if (n_ <= 0) continue;
+          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
+          for (int64_t i = std::max(0, -dy); i < std::min<int64_t>(H, H - dy); ++i) {
+            const int64_t to = eb + jj * HW + i * W + tx;
+            const T* xt = xb + i * W + tx;
+            const T* xh = xb + (i + dy) * W + hx;
+            const T* wr = wb + jj * HW + i * W + tx;
+            const T* z = zeros.data();
+            const T* gD2r = gD2p ? gD2p + to : z;
+            const T* gu2r = gu2p ? gu2p + to : z;
+            const T* gv2r = gv2p ? gv2p + to : z;
+            const T* gnt = gnb ? gnb + i * W + tx : z;
+            const T* gnh = gnb ? gnb + (i + dy) * W + hx : z;
+            T* gxt = gxb + i * W + tx;
+            T* gxh = gxb + (i + dy) * W + hx;
+            T* gwr = gwb + jj * HW + i * W + tx;
+            for (int64_t t = 0; t < n_; ++t) {
+              const T dxv = xt[t] - xh[t];
+              const T r = wr[t] * dxv;
+              T d0 = 0, a, bb;
+              if (first) {
+                a = -hi; bb = T(-0.5) * r;
+              } else {
+                d0 = Dp[to + t];
+                const T u0 = up[to + t], v0 = vp[to + t];
+                a = T(0.5) * (u0 + v0) - hi;
+                bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
+              }
+              const T sp = a + bb, sm = a - bb;
+              const T uu = relu(sp), vv = relu(sm);
+              const T diff = uu - vv;
+              const T dn = d0 - gam * (T(2) * r + diff);
+              const T e0 = dn * hi - T(0.5) * diff;
+              const T ggn = gnt[t] - gnh[t];
+              const T ge = ggn * wr[t];
+              const T gdn = gD2r[t] + ge * hi;
+              const T gU = gu2r[t] - T(0.5) * ge - gam * gdn;
+              const T gV = gv2r[t] + T(0.5) * ge + gam * gdn;
+              const T s1 = sp > T(0) ? gU : T(0);
+              const T s2 = sm > T(0) ? gV : T(0);
+              const T ga = s1 + s2, gb = s1 - s2;
+              const T gr = T(-2) * gam * gdn - T(0.5) * gb;
+              gwr[t] += ggn * e0 + gr * dxv;
+              gxt[t] += gr * wr[t];
+              gxh[t] -= gr * wr[t];
+              if (!first) {
+                gDp[to + t] = gdn + T(0.25) * gb * inv;
+                gup[to + t] = T(0.5) * ga + T(0.25) * gb;
+                gvp[to + t] = T(0.5) * ga - T(0.25) * gb;
+              }
+              T tg = -ge * dn * hi * inv - gdn * (T(2) * r + diff) + ga * hi * inv;
+              if (!first) tg -= gb * d0 * T(0.25) * inv * inv;
+              gsum += double(tg);
+            }
+          }
+        }
+      }
+      ggp[bk] = T(gsum);
+    }
+  });
+}
+
+void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D,
+                             c10::optional<at::Tensor> u, c10::optional<at::Tensor> v, at::Tensor g,
+                             c10::optional<at::Tensor> gD2, c10::optional<at::Tensor> gu2,
+                             c10::optional<at::Tensor> gv2, c10::optional<at::Tensor> gn, at::Tensor gx,
+                             at::Tensor gw, c10::optional<at::Tensor> gD, c10::optional<at::Tensor> gu,
+                             c10::optional<at::Tensor> gv, at::Tensor gg) {
+  const bool first = !D.has_value();
+  auto opt = [](const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
+  at::Tensor gDt = opt(gD), gut = opt(gu), gvt = opt(gv);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge_bwd", [&] {
+    edge_bwd_impl<scalar_t>(x, wbar, first, opt(D), opt(u), opt(v), g, opt(gD2), opt(gu2), opt(gv2),
+                            opt(gn), gx, gw, gDt, gut, gvt, gg);
+  });
+}
+
+// Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
+// optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
+// zero-initialised (entries whose neighbour leaves the image stay 0). Threads over (b, k, row).
+template <typename T>
+static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor& out, bool do_exp) {
+  const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
+  const int64_t HW = H * W;
+  const T* fp = f.data_ptr<T>();
+  const T* mp = mf.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  const int64_t fsb = bst(f, 0), fsk = bst(f, 1), fsf = f.stride(2);
+  const int64_t msb = bst(mf, 0), msk = bst(mf, 1), msf = mf.stride(2);
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
+      const T* fb = fp + b * fsb + k * fsk;
+      const T* mb = mp + b * msb + k * msk;
+      T* ob = op + ((b * K + k) * NU) * HW;
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        const int64_t n = W - std::abs(dx);
+        if (n <= 0 || i + dy >= H) continue;
+        const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+        T* o = ob + kk * HW + i * W + px;
+        for (int64_t c = 0; c < F; ++c)
+          dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
+                      mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
+        if (do_exp)
+          for (int64_t t = 0; t < n; ++t) o[t] = std::exp(-o[t]);
+      }
+    }
+  });
+}
+
+at::Tensor edge_distances(at::Tensor f, at::Tensor mf, at::Tensor out, bool do_exp) {
+  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "gsp_edge_dist", [&] { edge_dist_impl<scalar_t>(f, mf, out, do_exp); });
+  return out;
+}
+
+// Eq. 28 from distances: wbar[j, p] = softmax over the in-image directed edges j of p of -dd,
+// dd[j < 12, p] = d_j[p], dd[12 + k, p] = d_k[p - o_k]. d (B, K, 12, H, W) contiguous,
+// wbar (B, K, 24, H, W) zero-initialised. Threads over (b, k, row).
+template <typename T>
+static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
+  const int64_t B = d.size(0), K = d.size(1), H = d.size(3), W = d.size(4);
+  const int64_t HW = H * W;
+  const T* dp = d.data_ptr<T>();
+  T* wp = wbar.data_ptr<T>();
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    std::vector<T> mbuf(W), sbuf(W);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      const T* db = dp + bk * NU * HW;
+      T* wb = wp + bk * 2 * NU * HW;
+      T* m = mbuf.data();
+      T* s = sbuf.data();
+      std::fill(m, m + W, std::numeric_limits<T>::infinity());
+      std::fill(s, s + W, T(0));
+      // pass 1: minimum; pass 2: exp(-(dd - min)) and sum; pass 3: normalise
+      for (int pass = 0; pass < 3; ++pass) {
+        for (int jj = 0; jj < 2 * NU; ++jj) {
+          const int kk = jj % NU;
+          const int sgn = jj < NU ? 1 : -1;
+          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0 || i + dy < 0 || i + dy >= H) continue;
+          const int64_t tx = std::max(0, -dx);
+          // the undirected distance is stored at the tail for j < 12, at the head for the others
+          const T* src = jj < NU ? db + kk * HW + i * W + tx : db + kk * HW + (i + dy) * W + std::max(0, dx);
+          T* dst = wb + jj * HW + i * W + tx;
+          if (pass == 0) min_row<T>(m + tx, src, n);
+          else if (pass == 1) exp_row<T>(dst, s + tx, src, m + tx, n);
+          else norm_row<T>(dst, s + tx, n);
+        }
+      }
+    }
+  });
+}
+
+at::Tensor random_walk_from_distances(at::Tensor d, at::Tensor wbar) {
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gsp_rw", [&] { rw_dist_impl<scalar_t>(d, wbar); });
+  return wbar;
+}
+"""
