@@ -579,6 +579,7 @@ def gtv_interpolate(
     history: Optional[list] = None,
     cg_tol: float = 0.0,
     workspace: Optional[dict] = None,
+    precondition: bool = False,
 ) -> Tensor:
     """GTV interpolation ``min ||C-bar x||_1 s.t. H x = y`` (eq. 10) by the ADMM of Sec. 4.2.
 
@@ -605,21 +606,31 @@ def gtv_interpolate(
     evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
     checked in the tests). Memory: three edge tensors instead of nine.
 
+    ``precondition=True`` runs each x-update's CG on the Jacobi-scaled system (see
+    :class:`_JacobiSystem`): the same linear system of eq. 20, but its eigenvalues stay in
+    (0, 2] whatever the learned graph, so fixed or learned unrolled step sizes cannot diverge.
+
     If ``history`` is a list, the plain form :func:`gtv_admm_reference` runs instead (it has z and
     q to report) and appends one dict of per-(batch, head) residuals per iteration."""
     if history is not None:
+        if precondition:
+            raise ValueError("history (the plain ADMM form) has no preconditioned variant")
         return gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters,
                                   cg=cg, mu_init=mu_init, x0=x0, history=history, cg_tol=cg_tol)
     pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
+    jac = _JacobiSystem(pb, shape) if precondition else None
     xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
         rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
         if n is not None:
             rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
-        x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+        if jac is not None:
+            x = jac.solve(rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+        else:
+            x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
         reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
@@ -629,6 +640,39 @@ def gtv_interpolate(
         xs.append(x)
         mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
+
+
+class _JacobiSystem:
+    """The x-update system of eq. 20, ``A x = rhs`` with ``A = C-bar^T C-bar + H^T H = P - W_s``
+    (``P`` its diagonal: degree of L-bar plus the mask), solved in ``z = P^1/2 x``:
+    ``(P^-1/2 A P^-1/2) z = P^-1/2 rhs``, then ``x = P^-1/2 z`` (symmetric Jacobi scaling; the
+    exact solution is unchanged). The scaled matrix is ``I - P^-1/2 W_s P^-1/2``, whose
+    eigenvalues lie in (0, 2) (a generalised normalized Laplacian), whereas those of ``A`` grow
+    with the learned graph (a pixel that many neighbours point to gets degree up to ~25), which
+    made unrolled CG with learned steps diverge during training. ``P`` depends on the channel
+    (the mask does), so the channels are folded into the head dimension for the stencil."""
+
+    def __init__(self, pb: "_GtvProblem", shape):
+        B, K, C, H, W = shape
+        self.shape, self.C = shape, C
+        d = pb.diag.expand(shape).reshape(B, K * C, 1, H, W)
+        s = pb.s.expand(B, K, pb.s.shape[2], H, W).unsqueeze(2).expand(B, K, C, pb.s.shape[2], H, W)
+        wn, a = G.normalized_weights(s.reshape(B, K * C, s.shape[3], H, W), d)
+        self.op = StencilOperator(wn, a)
+        self.sqrt_d = d.clamp_min(1e-12).sqrt()
+
+    def _fold(self, t: Tensor) -> Tensor:
+        B, K, C, H, W = self.shape
+        return t.expand(self.shape).reshape(B, K * C, 1, H, W)
+
+    def _steps(self, p: Optional[Tensor]) -> Optional[Tensor]:
+        # per-head step sizes (T, K) -> one per folded (head, channel) pair (T, K * C)
+        return p if p is None or p.dim() < 2 else p.repeat_interleave(self.C, dim=-1)
+
+    def solve(self, rhs: Tensor, x: Tensor, kind: str, iters: int, alphas, betas, tol: float) -> Tensor:
+        z = _solve(self.op, self._fold(rhs) / self.sqrt_d, self._fold(x) * self.sqrt_d, kind, iters,
+                   self._steps(alphas), self._steps(betas), tol)
+        return (z / self.sqrt_d).reshape(self.shape)
 
 
 def _cg_params(alphas, betas, t: int):

@@ -376,3 +376,41 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, monkeyp
     for g, r in zip(got, ref):
         torch.testing.assert_close(g, r)
     assert S.cg_unrolled(ops[0], b, x0, *steps[0]).requires_grad is False
+
+
+def test_jacobi_preconditioned_x_update(gen):
+    """precondition=True solves the same eq.-20 systems (exact CG: same ADMM iterates as the plain
+    form), and its scaled matrix has eigenvalues in (0, 2] even for a 'hub' graph whose plain
+    matrix reaches ~25, where unrolled CG with alpha = 0.5 diverges without the scaling."""
+    K, C, h, w = 2, 2, 5, 6
+    wbar, known, mask = gtv_problem(gen, B=1, K=K, C=C, h=h, w=w)
+    gamma = torch.tensor([3.0, 10.0], dtype=DT)
+    for iters in (1, 3):
+        a = S.gtv_interpolate(wbar, known, mask, gamma=gamma, admm_iters=iters, cg_iters=60, cg="exact",
+                              precondition=True)
+        b = S.gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=iters, cg_iters=60, cg="exact")
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-8)
+    # a hub: every neighbour of the centre pixel sends (almost) all its weight to it
+    d = torch.full((1, 1, 12, 7, 7), 50.0, dtype=DT)  # undirected distances; 0 on the hub's edges
+    for j, (dy, dx) in enumerate(G.OFFSETS):
+        for i in range(7):
+            for k in range(7):
+                if (i, k) == (3, 3) or (i + dy, k + dx) == (3, 3):
+                    d[0, 0, j, i, k] = 0.0
+    wbar = G.random_walk_weights_from_distances(d)
+    mask = torch.zeros(1, 1, 7, 7, dtype=DT)
+    mask[..., ::2, ::2] = 1
+    known = rand(gen, 1, 1, 7, 7) * mask
+    pb = S._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    n = 49
+    eye = torch.eye(n, dtype=DT).reshape(n, 1, 1, 1, 7, 7)
+    A = torch.stack([pb.apply_A(eye[i]).reshape(-1) for i in range(n)])
+    jac = S._JacobiSystem(pb, (1, 1, 1, 7, 7))
+    An = torch.stack([jac.op(eye[i]).reshape(-1) for i in range(n)])
+    ev, evn = torch.linalg.eigvalsh(A), torch.linalg.eigvalsh(An)
+    assert ev.max() > 10 and 0 < evn.min() and evn.max() <= 2 + 1e-9
+    T = 10
+    al, be = torch.full((T,), 0.5, dtype=DT), torch.full((T,), 0.3, dtype=DT)
+    plain = S.gtv_interpolate(wbar, known, mask, admm_iters=2, cg_iters=T, cg=("unrolled", al, be))
+    pre = S.gtv_interpolate(wbar, known, mask, admm_iters=2, cg_iters=T, cg=("unrolled", al, be), precondition=True)
+    assert plain.abs().max() > 1e3 and pre.abs().max() < 2

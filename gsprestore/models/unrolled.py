@@ -82,7 +82,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
     if prior == "glr":
         cfg.update(cg_iters=50, glr_laplacian="preconditioned")
     else:
-        cfg.update(admm_iters=5, cg_iters=10, gamma_init=10.0, mu_init=0.1)
+        cfg.update(admm_iters=5, cg_iters=10, gamma_init=10.0, mu_init=0.1, gtv_precondition=True)
     return cfg
 
 
@@ -193,12 +193,14 @@ class UnrolledBlock(nn.Module):
         beta_init: float = 0.3,
         gamma_init: float = 10.0,
         mu_init: float = 0.1,
+        gtv_precondition: bool = False,
         signal: str = "rgb",
     ):
         super().__init__()
         if signal not in SIGNALS:
             raise ValueError(f"unknown signal {signal!r}; expected one of {SIGNALS}")
         self.signal = signal
+        self.gtv_precondition = bool(gtv_precondition)
         if prior not in PRIORS:
             raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
         if cnn_input not in CNN_INPUTS:
@@ -266,7 +268,7 @@ class UnrolledBlock(nn.Module):
         gamma = torch.exp(self.log_gamma[hs])  # (K,)
         return solvers.gtv_interpolate(
             w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
-            cg=cg, mu_init=self.mu_init, x0=x05, **({"workspace": workspace} if workspace is not None else {}),
+            cg=cg, mu_init=self.mu_init, x0=x05, precondition=self.gtv_precondition, **({"workspace": workspace} if workspace is not None else {}),
         )
 
     def _solve_head(self, k: int, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
@@ -339,7 +341,8 @@ class UnrolledNet(nn.Module):
         if prior == "glr":
             block_kw.update(glr_laplacian=cfg["glr_laplacian"])
         if prior == "gtv":
-            block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"])
+            block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"],
+                            gtv_precondition=cfg["gtv_precondition"])
         self.blocks = nn.ModuleList(UnrolledBlock(prior, cnn_in=cnn_in, **block_kw) for _ in range(cfg["blocks"]))
 
     @property
