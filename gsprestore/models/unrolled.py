@@ -49,6 +49,9 @@ LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
 GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
+#: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
+#: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
+GLR_MIN_WEIGHT: float = 1e-8
 CHECKPOINT_MODES: tuple[str, ...] = ("", "head", "block", "block+head")
 #: What the graph solvers interpolate (demosaicking only, see :func:`green_difference_estimate`):
 #: the R, G, B planes themselves (``"rgb"``, the paper's appendix for iGLR / iGTV), or G and then
@@ -243,7 +246,9 @@ class UnrolledBlock(nn.Module):
 
         f, metric = self.head_features(x), self.metric()
         if self.prior == "glr":
-            return graph.edge_weights(f, metric)
+            # floor: a node whose every weight underflows to 0 would be isolated, and the
+            # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
+            return graph.edge_weights(f, metric).clamp_min(GLR_MIN_WEIGHT)
         return graph.random_walk_weights_from_distances(graph.edge_distances(f, metric))
 
     def mix_weights(self) -> Tensor:
