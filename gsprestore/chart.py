@@ -138,3 +138,25 @@ def write_chart(path: str | Path | None = None, *, overwrite: bool = True) -> Pa
 
     return write_image(path or chart_path(), make_chart(), 8, overwrite=overwrite,
                        text={"Software": "gsprestore chart", "Description": "generated test chart"})
+
+
+#: The classical method the learned models of each task are compared with on the chart.
+CHART_BASELINE = {"demosaic": "malvar", "upscale2x": "bicubic"}
+
+
+def chart_psnr(restorer, task: str) -> float:
+    """PSNR (dB) of ``restorer`` on the bundled chart, with the paper's observation and channel
+    space: RGB for demosaicking (RGGB mosaic of the chart), BT.601 Y for 2x interpolation
+    (``chart[0::2, 0::2]`` upscaled). Float output, not clipped (dataset-MSE PSNR of one image)."""
+    import torch
+
+    from . import sampling
+    from .metrics import psnr, rgb_to_y
+
+    gt = torch.from_numpy(np.ascontiguousarray(load_chart())).permute(2, 0, 1).unsqueeze(0)
+    y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
+    with torch.no_grad():
+        out = restorer(y, "RGGB")
+    if task != "demosaic":
+        out, gt = rgb_to_y(out), rgb_to_y(gt)
+    return float(psnr(out.float(), gt))

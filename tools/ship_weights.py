@@ -30,6 +30,20 @@ ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean",
             "seconds_per_image", "megapixels_per_second")
 
 
+def chart_scores(model: str) -> dict:
+    """The model's and its task's classical baseline's PSNR on the bundled chart (the shipped-weights
+    test recomputes both, so a code change that alters what the shipped weights do is caught)."""
+    from gsprestore.chart import CHART_BASELINE, chart_psnr
+    from gsprestore.restorers import get_restorer
+
+    obj = _read_file(model)
+    method, task = obj["method"], obj["task"]
+    base = CHART_BASELINE[task]
+    return {"image": "gsprestore/data/chart.png", "space": "rgb" if task == "demosaic" else "y",
+            "psnr": chart_psnr(get_restorer(method, task, weights=model), task),
+            "baseline": base, "baseline_psnr": chart_psnr(get_restorer(base, task), task)}
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -62,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         if not rows or any(r["psnr_dataset_mse"] is None for r in rows):
             raise SystemExit(f"{path}: no scored {method} row")
         scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
+    scores["chart"] = chart_scores(args.model)
     entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes)
     print(json.dumps({k: entry[k] for k in ("file", "sha256", "method", "task", "params")}, indent=2))
     return 0
