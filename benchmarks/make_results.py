@@ -283,6 +283,14 @@ def write_markdown(results: dict, noise: dict | None, notes: list[str], out: Pat
                   "(`weights/manifest.json` lists none), so their rows say \"no weights\"; the paper's numbers "
                   "for them are shown for reference. Methods the paper compares against but gsprestore does not "
                   "implement (RST-B/S, MAIN, SwinIR) say \"not in gsprestore\".", ""]
+    learned = sorted({r["method"] for res in results.values() for r in res["results"]
+                      if r["kind"] == "learned" and r.get("skipped") is None})
+    if learned:
+        lines += [f"**Learned rows** ({', '.join(learned)}): the weights shipped in `weights/` (their recipe, "
+                  "parameter counts and the commands that scored them are in `weights/manifest.json`). The "
+                  "parameter column is the paper's; the shipped models were trained briefly on a CPU with "
+                  "cheaper unrolling (see [training.md](training.md)), which is why they sit well below the "
+                  "paper's rows.", ""]
     for n in notes:
         lines += [f"**Missing:** {n}", ""]
     lines += differences(results, shown) + [""]
