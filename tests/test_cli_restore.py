@@ -397,6 +397,8 @@ def test_demo_writes_its_png_and_prints_psnr(tmp_path):
     assert "PSNR" in out and "malvar" in out
     psnr = float(out.split("PSNR ")[1].split(" dB")[0])
     assert 20 < psnr < 60
+    ref = float(out.split("menon on the same mosaic: PSNR ")[1].split(" dB")[0])  # the reference line
+    assert 20 < ref < 60 and ref != psnr
     img = read_image(tmp_path / "gsprestore-demo.png")
     assert img.array.shape == (256, 256, 3)
     assert cli("demo", "-m", "bilinear", cwd=tmp_path)[0] == 0  # replaces its own output
@@ -421,6 +423,7 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     code, out, err = cli("demo", cwd=tmp_path)
     assert code == 0, err
     assert "using menon instead" in err and "with menon" in out
+    assert "for reference" not in out  # menon is not compared with itself
 
 
 def test_bundled_chart_is_the_generated_one():
