@@ -133,17 +133,28 @@ def cg_trace(apply_A, b: Tensor, x0: Tensor, cg: Any, iters: int, tol: float = 0
 
 def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, admm_iters: int = 5,
               cg_iters: int = 10, cg: Any = "exact", mu_init: float = 0.1,
-              x0: Tensor | None = None) -> tuple[Tensor, list[dict], Tensor]:
+              x0: Tensor | None = None, precondition: bool = False) -> tuple[Tensor, list[dict], Tensor]:
     """:func:`gsprestore.solvers.gtv_admm_reference` (the ADMM of eqs. 19-24, one function per
     equation) with the x-update (eq. 20) run by :func:`cg_trace`: returns ``(x, history,
     cg_residuals)`` where ``history`` is the reference's per-iteration dicts and
-    ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update."""
-    from .solvers import gtv_admm_reference
+    ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
+    ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
+    (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
+    from .solvers import _make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
+    sq = None
+    if precondition:
+        km = known if known.dim() == 5 else known.unsqueeze(1)
+        mm = mask if mask.dim() == 5 else mask.unsqueeze(1)
+        sq = _make_problem(wbar, km, mm).diag.clamp_min(1e-12).sqrt()
 
     def traced_cg(apply_A, b, x_start, spec):
-        x, res = cg_trace(apply_A, b, x_start, spec, cg_iters)
+        if sq is None:
+            x, res = cg_trace(apply_A, b, x_start, spec, cg_iters)
+        else:  # (P^-1/2 A P^-1/2) z = P^-1/2 b, x = P^-1/2 z
+            z, res = cg_trace(lambda v: apply_A(v / sq) / sq, b / sq, x_start * sq, spec, cg_iters)
+            x = z / sq
         traces.append(res)
         return x
 
@@ -247,6 +258,7 @@ def explain(
     one built from ``method``/``weights`` (tests)."""
     from .graph import edge_distances, edge_weights, random_walk_weights_from_distances
     from .models.estimate import initial_estimate
+    from .models.unrolled import green_difference_estimate
     from .restorers import get_restorer, method_spec, observation
     from .sampling import check_pattern, mosaic
 
@@ -323,7 +335,10 @@ def explain(
     mask = mask.expand_as(known)
     ex = Explanation(method=method, task=task, crop=crop, pixel=pixel, reference=ref_crop, estimates=[])
     with torch.no_grad():
-        x = initial_estimate(known, mask)
+        if spec.kind == "learned" and model.config.get("signal") == "green-difference":
+            x = green_difference_estimate(known, mask)  # the model's own x^0
+        else:
+            x = initial_estimate(known, mask)
         ex.estimates.append(_hwc(x))
         if spec.kind == "learned":
             blocks = list(model.blocks)
@@ -390,12 +405,15 @@ def _residuals_learned(block, f, M, known, mask, x) -> dict[str, list]:
     from .graph import edge_distances, edge_weights, random_walk_weights_from_distances
 
     cg = ("unrolled", block.alpha, block.beta)
+    if getattr(block, "signal", "rgb") == "green-difference":  # the block's first solve: the G plane
+        known, mask, x = known[:, 1:2], mask[:, 1:2], x[:, 1:2]
     if block.prior == "glr":
         res = glr_residuals(edge_weights(f, M), known, mask, x, cg, block.cg_iters, block.glr_laplacian)
         return {"CG relative residual": [r[0] for r in res]}
     wbar = random_walk_weights_from_distances(edge_distances(f, M))
     return _gtv_history(wbar, known, mask, x, gamma=torch.exp(block.log_gamma), admm_iters=block.admm_iters,
-                        cg_iters=block.cg_iters, cg=cg, mu_init=block.mu_init)
+                        cg_iters=block.cg_iters, cg=cg, mu_init=block.mu_init,
+                        precondition=getattr(block, "gtv_precondition", False))
 
 
 def _residuals_graph(model, f, M, known, mask, x) -> dict[str, list]:
