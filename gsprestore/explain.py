@@ -202,15 +202,21 @@ def crop_pattern(pattern: str, x: int, y: int) -> str:
     return "".join(p[((y + i) % 2) * 2 + (x + j) % 2] for i in (0, 1) for j in (0, 1))
 
 
+def _ints(text: str, n: int) -> tuple[int, ...]:
+    """``"1,2,3"`` -> ``(1, 2, 3)`` if it holds exactly ``n`` integers, else ``()``."""
+    try:
+        vals = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        return ()
+    return vals if len(vals) == n else ()
+
+
 def parse_box(text: str | None, what: str = "--crop") -> tuple[int, int, int, int] | None:
     """``"x,y,w,h"`` -> a tuple of four ints (w, h > 0, x, y >= 0)."""
     if text is None:
         return None
-    try:
-        vals = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        vals = ()
-    if len(vals) != 4 or vals[2] <= 0 or vals[3] <= 0 or vals[0] < 0 or vals[1] < 0:
+    vals = _ints(text, 4)
+    if not vals or vals[2] <= 0 or vals[3] <= 0 or vals[0] < 0 or vals[1] < 0:
         raise UsageError(f"{what} must be x,y,w,h with x, y >= 0 and w, h > 0, got {text!r}")
     return vals  # type: ignore[return-value]
 
@@ -218,11 +224,8 @@ def parse_box(text: str | None, what: str = "--crop") -> tuple[int, int, int, in
 def parse_point(text: str | None, what: str = "--pixel") -> tuple[int, int] | None:
     if text is None:
         return None
-    try:
-        vals = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        vals = ()
-    if len(vals) != 2 or min(vals) < 0:
+    vals = _ints(text, 2)
+    if not vals or min(vals) < 0:
         raise UsageError(f"{what} must be x,y with x, y >= 0, got {text!r}")
     return vals  # type: ignore[return-value]
 
