@@ -123,6 +123,23 @@ def make_observation(task: str, gt: "torch.Tensor", pattern: str = "RGGB") -> "t
     return sampling.decimate(gt)
 
 
+def restored_psnr(restorer: Callable, task: str, image: Any, pattern: str = "RGGB") -> float:
+    """PSNR (dB) of ``restorer`` on one ground-truth image under the protocol of this module: the
+    observation of :func:`make_observation`, scored in the task's channel space (RGB for
+    demosaicking, BT.601 Y for 2x), float output not clipped. ``image`` is ``(H, W, 3)`` in [0, 1]
+    (NumPy or torch), H and W even."""
+    import numpy as np
+    import torch
+
+    from .metrics import psnr, to_space
+
+    gt = torch.as_tensor(np.ascontiguousarray(image), dtype=torch.float32).permute(2, 0, 1).unsqueeze(0)
+    with torch.no_grad():
+        out = restorer(make_observation(task, gt, pattern), pattern)
+    space = CHANNEL_SPACE[task]
+    return float(psnr(to_space(out.float(), space), to_space(gt, space)))
+
+
 def add_noise(y: "torch.Tensor", sigma: float, seed: int) -> "torch.Tensor":  # noqa: F821
     """``y + (sigma / 255) * N(0, 1)``, the noise drawn on the CPU from ``torch.Generator(seed)``
     (the same numbers on every device)."""

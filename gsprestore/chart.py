@@ -148,15 +148,6 @@ def chart_psnr(restorer, task: str) -> float:
     """PSNR (dB) of ``restorer`` on the bundled chart, with the paper's observation and channel
     space: RGB for demosaicking (RGGB mosaic of the chart), BT.601 Y for 2x interpolation
     (``chart[0::2, 0::2]`` upscaled). Float output, not clipped (dataset-MSE PSNR of one image)."""
-    import torch
+    from .benchmark import restored_psnr
 
-    from . import sampling
-    from .metrics import psnr, rgb_to_y
-
-    gt = torch.from_numpy(np.ascontiguousarray(load_chart())).permute(2, 0, 1).unsqueeze(0)
-    y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
-    with torch.no_grad():
-        out = restorer(y, "RGGB")
-    if task != "demosaic":
-        out, gt = rgb_to_y(out), rgb_to_y(gt)
-    return float(psnr(out.float(), gt))
+    return restored_psnr(restorer, task, load_chart())

@@ -44,6 +44,25 @@ def chart_scores(model: str) -> dict:
             "baseline": base, "baseline_psnr": chart_psnr(get_restorer(base, task), task)}
 
 
+def dead_leaves_scores(model: str, seeds=(0, 1, 2), size: int = 128) -> dict:
+    """PSNR of the model and of its task's classical baseline on generated dead-leaves images (what
+    tests/test_shipped_weights.py uses for "clearly beats the baseline")."""
+    from gsprestore.benchmark import restored_psnr
+    from gsprestore.chart import CHART_BASELINE
+    from gsprestore.deadleaves import dead_leaves
+    from gsprestore.restorers import get_restorer
+
+    obj = _read_file(model)
+    method, task = obj["method"], obj["task"]
+    ours, base = get_restorer(method, task, weights=model), get_restorer(CHART_BASELINE[task], task)
+    images = [dead_leaves(size, seed=s) for s in seeds]
+    return {"image": f"gsprestore.deadleaves.dead_leaves({size}, seed=s)", "seeds": list(seeds),
+            "space": "rgb" if task == "demosaic" else "y",
+            "psnr": [round(restored_psnr(ours, task, im), 3) for im in images],
+            "baseline": CHART_BASELINE[task],
+            "baseline_psnr": [round(restored_psnr(base, task, im), 3) for im in images]}
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -77,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{path}: no scored {method} row")
         scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
     scores["chart"] = chart_scores(args.model)
+    scores["dead_leaves"] = dead_leaves_scores(args.model)
     entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes)
     print(json.dumps({k: entry[k] for k in ("file", "sha256", "method", "task", "params")}, indent=2))
     return 0
