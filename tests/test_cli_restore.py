@@ -13,34 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from gsprestore import pngcodec
-from gsprestore.cli.app import _register, app
-from gsprestore.errors import GspError
 from gsprestore.io import read_image, write_image
 from gsprestore.restorers import get_restorer
 from gsprestore.sampling import mosaic
 
-_register()
+from cli_runner import cli
 
-
-def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run the app like the console script does (`app.main`): a GspError becomes one
-    `error: ...` line on stderr and its exit code."""
-    old = os.getcwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(app, [str(a) for a in args])
-    finally:
-        os.chdir(old)
-    exc = result.exception
-    if isinstance(exc, GspError):
-        return exc.exit_code, result.stdout, result.stderr + f"error: {exc}\n"
-    if exc is not None and not isinstance(exc, SystemExit):
-        raise exc
-    return result.exit_code, result.stdout, result.stderr
 
 
 def errors(stderr: str) -> list[str]:
@@ -434,16 +414,9 @@ def test_bundled_chart_is_the_generated_one():
 
 def test_a_missing_single_input_is_named(tmp_path):
     """A typo in the only input names that file, not the -o/inputs mismatch."""
-    from typer.testing import CliRunner
-
-    from gsprestore.cli.app import _register, app
-
-    _register()
     missing = tmp_path / "nope.png"
     out = tmp_path / "out.png"
-    result = CliRunner().invoke(app, ["mosaic", str(missing), "-o", str(out)])
-    from gsprestore.errors import GspError
-
-    assert isinstance(result.exception, GspError)
-    assert str(result.exception) == f"{missing}: no such file or folder"
+    code, _, err = cli("mosaic", missing, "-o", out)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: {missing}: no such file or folder"
     assert not out.exists()

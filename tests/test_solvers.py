@@ -11,6 +11,8 @@ import torch
 from gsprestore import graph as G
 from gsprestore import solvers as S
 
+from dense_graphs import dense_adjacency, dense_incidence
+
 DT = torch.float64
 
 
@@ -32,31 +34,6 @@ def random_mask(gen, shape, frac):
     m = (torch.rand(*shape, generator=gen) < frac).to(DT)
     m.view(-1, m.shape[-2] * m.shape[-1])[:, 0] = 1  # at least one sample per channel
     return m
-
-
-def dense_adjacency(w2d: np.ndarray) -> np.ndarray:
-    _, h, wd = w2d.shape
-    A = np.zeros((h * wd, h * wd))
-    for k, (dy, dx) in enumerate(G.OFFSETS):
-        for i, j in itertools.product(range(h), range(wd)):
-            if 0 <= i + dy < h and 0 <= j + dx < wd:
-                p, q = i * wd + j, (i + dy) * wd + j + dx
-                A[p, q] += w2d[k, i, j]
-                A[q, p] += w2d[k, i, j]
-    return A
-
-
-def dense_incidence(wbar2d: np.ndarray) -> np.ndarray:
-    _, h, wd = wbar2d.shape
-    N = h * wd
-    Cm = np.zeros((24 * N, N))
-    for j, (dy, dx) in enumerate(G.DIRECTED_OFFSETS):
-        for i, jj in itertools.product(range(h), range(wd)):
-            if 0 <= i + dy < h and 0 <= jj + dx < wd:
-                r = j * N + i * wd + jj
-                Cm[r, i * wd + jj] = wbar2d[j, i, jj]
-                Cm[r, (i + dy) * wd + jj + dx] = -wbar2d[j, i, jj]
-    return Cm
 
 
 # ---------------------------------------------------------------- CG

@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from typer.testing import CliRunner
 
 from gsprestore import visualize as V
-from gsprestore.cli.app import _register, app
 from gsprestore.errors import GspError, UsageError, WeightsError
 from gsprestore.explain import (
     cg_trace,
@@ -27,17 +25,8 @@ from gsprestore.explain import (
 from gsprestore.io import read_image, write_image
 from gsprestore.sampling import PATTERNS, mosaic
 
-_register()
+from cli_runner import cli
 
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    exc = result.exception
-    if isinstance(exc, GspError):
-        return exc.exit_code, result.stdout, result.stderr + f"error: {exc}\n"
-    if exc is not None and not isinstance(exc, SystemExit):
-        raise exc
-    return result.exit_code, result.stdout, result.stderr
 
 
 def scene(h: int = 48, w: int = 48, seed: int = 0) -> np.ndarray:

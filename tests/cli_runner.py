@@ -1,0 +1,31 @@
+"""Run the Typer app in-process the way the console script does (shared by the CLI tests)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gsprestore.cli.app import _register, app
+from gsprestore.errors import GspError
+
+_register()
+
+
+def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run the app like the console script does (`app.main`): a GspError becomes one
+    `error: ...` line on stderr and its exit code."""
+    old = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(old)
+    exc = result.exception
+    if isinstance(exc, GspError):
+        return exc.exit_code, result.stdout, result.stderr + f"error: {exc}\n"
+    if exc is not None and not isinstance(exc, SystemExit):
+        raise exc
+    return result.exit_code, result.stdout, result.stderr
