@@ -103,12 +103,16 @@ def inference(args) -> dict:
     rgb = synthetic_rgb(H, W)
     y = sampling.mosaic(rgb) if args.task == "demosaic" else sampling.decimate(rgb)
     known, mask = observation(args.task, y)
-    acc: dict[str, float] = {}
-    with torch.inference_mode():
-        with timed_methods(acc):
-            t0 = time.perf_counter()
-            out = model(known, mask)
-            t_model = time.perf_counter() - t0
+    runs = []
+    for _ in range(max(1, args.repeats)):  # the first forward also faults in fresh memory
+        acc: dict[str, float] = {}
+        with torch.inference_mode():
+            with timed_methods(acc):
+                t0 = time.perf_counter()
+                out = model(known, mask)
+                t_model = time.perf_counter() - t0
+        runs.append((t_model, acc))
+    t_model, acc = min(runs, key=lambda r: r[0])
     assert out.shape == known.shape and torch.isfinite(out).all()
     t_conv_after = None
     with torch.inference_mode():
@@ -238,6 +242,7 @@ def main() -> None:
     ap.add_argument("--weights", nargs="*", help="halo: weight files of uglr/ugtv demosaickers")
     ap.add_argument("--method", choices=["uglr", "ugtv"], default="ugtv")
     ap.add_argument("--task", choices=["demosaic", "upscale2x"], default="demosaic")
+    ap.add_argument("--repeats", type=int, default=2, help="inference: forwards timed (the fastest is reported)")
     ap.add_argument("--signal", choices=["rgb", "green-difference"], default="rgb",
                     help="inference: what the solvers interpolate (demosaicking models' config option)")
     ap.add_argument("--height", type=int, default=512)

@@ -221,12 +221,14 @@ static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const
 // Unrolled CG with learned step sizes (solvers.cg_unrolled, inference only), in place. Given
 // x = x^0, g = A x^0 - b and v = g (all contiguous (B, K, C, H, W)) and a second buffer v2,
 // steps t = 0 .. T-2 are one pass over the rows each:
-//   Av = keep * (diag * v - S v);  x -= a_t v;  g -= a_t Av;  v' = g + b_{t+1} v  (v' into the other buffer)
-// and the last step is x -= a_{T-1} v. S (B, K|1, 12, H, W), diag, keep broadcastable with
-// contiguous rows (keep may be undefined: 1); al, be (T, K) contiguous. Threads over (b, k, row)
-// within a step; the steps are sequential (v' needs the neighbours' v).
+//   Av = keep * (diag * v - S v);  x -= a_t v;  g -= a_t Av;  v' = pre * g + b_{t+1} v  (v' into the other buffer)
+// and the last step is x -= a_{T-1} v. S (B, K|1, 12, H, W), diag, keep, pre broadcastable with
+// contiguous rows (keep, pre may be undefined: 1; pre is a diagonal preconditioner, the caller
+// starts with v = pre * g); al, be (T, K) contiguous. Threads over (b, k, row) within a step; the
+// steps are sequential (v' needs the neighbours' v).
 template <typename T>
 static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const at::Tensor& keep, bool has_keep,
+                             const at::Tensor& pre, bool has_pre,
                              at::Tensor& x, at::Tensor& g, at::Tensor& v, at::Tensor& v2,
                              const at::Tensor& al, const at::Tensor& be) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
@@ -243,6 +245,9 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
   const int64_t dsb = bst(diag, 0), dsk = bst(diag, 1), dsc = bst(diag, 2), dsr = diag.stride(3);
   int64_t ksb = 0, ksk = 0, ksc = 0, ksr = 0;
   if (has_keep) { ksb = bst(keep, 0); ksk = bst(keep, 1); ksc = bst(keep, 2); ksr = keep.stride(3); }
+  const T* pp = has_pre ? pre.data_ptr<T>() : nullptr;
+  int64_t psb = 0, psk = 0, psc = 0, psr = 0;
+  if (has_pre) { psb = bst(pre, 0); psk = bst(pre, 1); psc = bst(pre, 2); psr = pre.stride(3); }
   for (int64_t t = 0; t < Tn; ++t) {
     const T* vp = bufs[t % 2];
     T* vn = bufs[(t + 1) % 2];
@@ -267,7 +272,17 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
                                i, H, W);
           T* __restrict__ gr = gp + plane * HW + i * W;
           T* __restrict__ vnr = vn + plane * HW + i * W;
-          if (has_keep) {
+          if (has_pre) {
+            const T* __restrict__ kr = has_keep ? kp + b * ksb + k * ksk + c * ksc + i * ksr : nullptr;
+            const T* __restrict__ pr = pp + b * psb + k * psk + c * psc + i * psr;
+            for (int64_t j = 0; j < W; ++j) {
+              const T vj = vr[j];
+              xr[j] -= a * vj;
+              const T gj = gr[j] - a * (has_keep ? kr[j] * av[j] : av[j]);
+              gr[j] = gj;
+              vnr[j] = pr[j] * gj + bn * vj;
+            }
+          } else if (has_keep) {
             const T* __restrict__ kr = kp + b * ksb + k * ksk + c * ksc + i * ksr;
             for (int64_t j = 0; j < W; ++j) {
               const T vj = vr[j];
@@ -291,12 +306,15 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
   }
 }
 
-void cg_unrolled(at::Tensor w, at::Tensor diag, c10::optional<at::Tensor> keep_opt, at::Tensor x, at::Tensor g,
+void cg_unrolled(at::Tensor w, at::Tensor diag, c10::optional<at::Tensor> keep_opt,
+                 c10::optional<at::Tensor> pre_opt, at::Tensor x, at::Tensor g,
                  at::Tensor v, at::Tensor v2, at::Tensor al, at::Tensor be) {
   const bool has_keep = keep_opt.has_value() && keep_opt->defined();
   at::Tensor keep = has_keep ? *keep_opt : at::Tensor();
+  const bool has_pre = pre_opt.has_value() && pre_opt->defined();
+  at::Tensor pre = has_pre ? *pre_opt : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_cg_unrolled", [&] {
-    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, x, g, v, v2, al, be);
+    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, pre, has_pre, x, g, v, v2, al, be);
   });
 }
 

@@ -158,25 +158,27 @@ def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
     return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
-def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor) -> Tensor:
+def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
+                        precond: Optional[Tensor] = None) -> Tensor:
     """:func:`cg_unrolled` without autograd through the fused native kernel: the same recurrence,
     each step one pass over the rows (``A v`` and the three vector updates together)."""
     T = alphas.shape[0]
     K = b.shape[1]
     x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
     g = op(x).sub_(b).contiguous()
-    v = g.clone()
+    v = g.clone() if precond is None else (precond * g).contiguous()
     diag = G._rows_contiguous(op.diag.expand(b.shape))
     keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
-    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, x, g, v, torch.empty_like(v),
+    pre = None if precond is None else G._rows_contiguous(precond.expand(b.shape))
+    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, pre, x, g, v, torch.empty_like(v),
                             _step_table(alphas, T, K, b), _step_table(betas, T, K, b))
     return x
 
 
-def _fused_cg_ok(op, b: Tensor, x0: Tensor) -> bool:
+def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
     if not isinstance(op, StencilOperator) or b.dim() != 5:
         return False
-    ts = [t for t in (op.w, op.diag, op.keep, b, x0) if t is not None]
+    ts = [t for t in (op.w, op.diag, op.keep, b, x0, precond) if t is not None]
     if any(t.dtype != b.dtype for t in ts) or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
         return False
     try:
@@ -186,13 +188,14 @@ def _fused_cg_ok(op, b: Tensor, x0: Tensor) -> bool:
     return ok and G._use_native(*ts)
 
 
-def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor) -> Tensor:
+def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
+                precond: Optional[Tensor] = None) -> Tensor:
     """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
     ``A x = b``, ``T = len(alphas)`` steps, no global dot products::
 
         g^0 = A x^0 - b,   v^{-1} = 0
         for t = 0 .. T-1:
-            v^t     = g^t + beta_t v^{t-1}          (so v^0 = g^0; beta_0 is unused)
+            v^t     = P^-1 g^t + beta_t v^{t-1}     (so v^0 = P^-1 g^0; beta_0 is unused)
             x^{t+1} = x^t - alpha_t v^t
             g^{t+1} = g^t - alpha_t A v^t           (= A x^{t+1} - b exactly; skipped at t = T-1)
 
@@ -200,20 +203,26 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     x^{t+1} = x^t - alpha v^t`` with the gradient update indexed so that ``g^t`` stays the true
     gradient ``A x^t - b`` (the printed form uses alpha_t where x moved by alpha_{t-1}; both are
     identical for constant alpha). ``T`` steps cost ``T`` applications of A. ``alphas``/``betas``
-    are ``(T,)`` (shared) or ``(T, K)`` (one per head, broadcast over ``b``'s dim 1)."""
+    are ``(T,)`` (shared) or ``(T, K)`` (one per head, broadcast over ``b``'s dim 1).
+
+    ``precond`` (``P^-1``, broadcasting against ``b``; default none, ``P = I``) makes it the
+    diagonally preconditioned recurrence. With ``P`` the diagonal of ``A`` it is exactly the plain
+    recurrence run on the Jacobi-scaled system ``(P^-1/2 A P^-1/2) z = P^-1/2 b`` in the variable
+    ``z = P^1/2 x`` (substitute ``x = P^-1/2 z``, ``v_x = P^-1/2 v_z``, ``g_x = P^1/2 g_z``), but
+    ``A`` keeps its unscaled weights, which the channels of a head share (tested equal)."""
     T = alphas.shape[0]
     if betas.shape[0] != T:
         raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
     if not torch.is_grad_enabled():  # inference: the same recurrence in place
-        if _fused_cg_ok(apply_A, b, x0):
-            return _cg_unrolled_native(apply_A, b, x0, alphas, betas)
+        if _fused_cg_ok(apply_A, b, x0, precond):
+            return _cg_unrolled_native(apply_A, b, x0, alphas, betas, precond)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
-        v = g.clone()
+        v = g.clone() if precond is None else precond * g
         for t in range(T):
             a = _step(alphas, t, g)
             if t > 0:
-                torch.addcmul(g, _step(betas, t, g), v, out=v)
+                torch.addcmul(g if precond is None else precond * g, _step(betas, t, g), v, out=v)
             x.addcmul_(a, v, value=-1.0)
             if t + 1 < T:
                 g.addcmul_(a, apply_A(v), value=-1.0)
@@ -223,7 +232,8 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     v: Optional[Tensor] = None
     for t in range(T):
         a = _step(alphas, t, g)
-        v = g if v is None else torch.addcmul(g, _step(betas, t, g), v)
+        pg = g if precond is None else precond * g
+        v = pg if v is None else torch.addcmul(pg, _step(betas, t, g), v)
         x = torch.addcmul(x, a, v, value=-1.0)
         if t + 1 < T:
             g = torch.addcmul(g, a, apply_A(v), value=-1.0)
@@ -240,10 +250,11 @@ def _parse_cg(cg: CGSpec):
     raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
 
 
-def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
+def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0,
+           precond: Optional[Tensor] = None):
     if kind == "exact":
         return cg_exact(apply_A, b, x0, iters=iters, tol=tol)
-    return cg_unrolled(apply_A, b, x0, alphas, betas)
+    return cg_unrolled(apply_A, b, x0, alphas, betas, precond)
 
 
 def _as5d(t: Tensor, name: str) -> Tensor:
@@ -649,30 +660,35 @@ class _JacobiSystem:
     exact solution is unchanged). The scaled matrix is ``I - P^-1/2 W_s P^-1/2``, whose
     eigenvalues lie in (0, 2) (a generalised normalized Laplacian), whereas those of ``A`` grow
     with the learned graph (a pixel that many neighbours point to gets degree up to ~25), which
-    made unrolled CG with learned steps diverge during training. ``P`` depends on the channel
-    (the mask does), so the channels are folded into the head dimension for the stencil."""
+    made unrolled CG with learned steps diverge during training.
+
+    Unrolled CG runs this as the equivalent ``P^-1``-preconditioned recurrence in ``x``
+    (:func:`cg_unrolled` with ``precond``), so the stencil keeps the unscaled weights that the
+    channels of a head share. Exact CG runs on the scaled matrix itself; ``P`` depends on the
+    channel (the mask does), so there the channels are folded into the head dimension."""
 
     def __init__(self, pb: "_GtvProblem", shape):
-        B, K, C, H, W = shape
-        self.shape, self.C = shape, C
-        d = pb.diag.expand(shape).reshape(B, K * C, 1, H, W)
-        s = pb.s.expand(B, K, pb.s.shape[2], H, W).unsqueeze(2).expand(B, K, C, pb.s.shape[2], H, W)
-        wn, a = G.normalized_weights(s.reshape(B, K * C, s.shape[3], H, W), d)
-        self.op = StencilOperator(wn, a)
-        self.sqrt_d = d.clamp_min(1e-12).sqrt()
+        self.pb, self.shape, self.C = pb, shape, shape[2]
 
     def _fold(self, t: Tensor) -> Tensor:
         B, K, C, H, W = self.shape
         return t.expand(self.shape).reshape(B, K * C, 1, H, W)
 
-    def _steps(self, p: Optional[Tensor]) -> Optional[Tensor]:
-        # per-head step sizes (T, K) -> one per folded (head, channel) pair (T, K * C)
-        return p if p is None or p.dim() < 2 else p.repeat_interleave(self.C, dim=-1)
+    def _scaled(self) -> tuple["StencilOperator", Tensor]:
+        B, K, C, H, W = self.shape
+        pb = self.pb
+        d = self._fold(pb.diag)
+        s = pb.s.expand(B, K, pb.s.shape[2], H, W).unsqueeze(2).expand(B, K, C, pb.s.shape[2], H, W)
+        wn, a = G.normalized_weights(s.reshape(B, K * C, s.shape[3], H, W), d)
+        return StencilOperator(wn, a), d.clamp_min(1e-12).sqrt()
 
     def solve(self, rhs: Tensor, x: Tensor, kind: str, iters: int, alphas, betas, tol: float) -> Tensor:
-        z = _solve(self.op, self._fold(rhs) / self.sqrt_d, self._fold(x) * self.sqrt_d, kind, iters,
-                   self._steps(alphas), self._steps(betas), tol)
-        return (z / self.sqrt_d).reshape(self.shape)
+        if kind == "unrolled":
+            pinv = self.pb.diag.clamp_min(1e-12).reciprocal()
+            return cg_unrolled(self.pb.operator, rhs, x, alphas, betas, precond=pinv)
+        op, sqrt_d = self._scaled()
+        z = cg_exact(op, self._fold(rhs) / sqrt_d, self._fold(x) * sqrt_d, iters=iters, tol=tol)
+        return (z / sqrt_d).reshape(self.shape)
 
 
 def _cg_params(alphas, betas, t: int):

@@ -488,3 +488,18 @@ def test_uglr_gradients_stay_finite_with_a_sharp_metric(task, gen):
         ((out - gt) ** 2).mean().backward()
         bad = [n for n, p in model.named_parameters() if not torch.isfinite(p.grad).all()]
         assert not bad, (scale, bad)
+
+
+@pytest.mark.parametrize("cin,h,w", [(3, 7, 5), (48, 2, 9), (1, 33, 20), (3, 2, 2)])
+def test_feature_cnn_inference_path_equals_replicate_padded_convs(cin, h, w):
+    """Without autograd FeatureCNN skips the padded copies (zero-padded conv + border strips);
+    the values must be those of nn.Conv2d(padding_mode="replicate")."""
+    from gsprestore.models.unrolled import FeatureCNN
+
+    torch.manual_seed(0)
+    m = FeatureCNN(cin).double()
+    x = torch.rand(2, cin, h, w, dtype=torch.float64)
+    ref = m(x)
+    with torch.no_grad():
+        got = m(x)
+    torch.testing.assert_close(got, ref.detach(), rtol=1e-12, atol=1e-12)

@@ -383,7 +383,8 @@ def test_jacobi_preconditioned_x_update(gen):
     eye = torch.eye(n, dtype=DT).reshape(n, 1, 1, 1, 7, 7)
     A = torch.stack([pb.apply_A(eye[i]).reshape(-1) for i in range(n)])
     jac = S._JacobiSystem(pb, (1, 1, 1, 7, 7))
-    An = torch.stack([jac.op(eye[i]).reshape(-1) for i in range(n)])
+    scaled_op, _ = jac._scaled()
+    An = torch.stack([scaled_op(eye[i]).reshape(-1) for i in range(n)])
     ev, evn = torch.linalg.eigvalsh(A), torch.linalg.eigvalsh(An)
     assert ev.max() > 10 and 0 < evn.min() and evn.max() <= 2 + 1e-9
     T = 10
@@ -391,3 +392,43 @@ def test_jacobi_preconditioned_x_update(gen):
     plain = S.gtv_interpolate(wbar, known, mask, admm_iters=2, cg_iters=T, cg=("unrolled", al, be))
     pre = S.gtv_interpolate(wbar, known, mask, admm_iters=2, cg_iters=T, cg=("unrolled", al, be), precondition=True)
     assert plain.abs().max() > 1e3 and pre.abs().max() < 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(backend, gen, dtype):
+    """cg_unrolled(precond = P^-1) in x equals the plain unrolled recurrence on the scaled matrix
+    P^-1/2 A P^-1/2 in z = P^1/2 x (built here from dense scaled weights), with autograd, on the
+    in-place inference loop and (backend 'native') the fused kernel; per-head steps."""
+    K, C, h, w, T = 3, 2, 9, 11, 7
+    wbar, known, mask = gtv_problem(gen, B=2, K=K, C=C, h=h, w=w)
+    pb = S._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    shape = (2, K, C, h, w)
+    b = rand(gen, *shape).to(dtype)
+    x0 = rand(gen, *shape).to(dtype)
+    al = (0.3 + 0.4 * rand(gen, T, K)).to(dtype)
+    be = (0.5 * rand(gen, T, K)).to(dtype)
+    s, diag = pb.s.to(dtype), pb.diag.to(dtype)
+    op = S.StencilOperator(s, diag)
+    sq = diag.sqrt().expand(shape)
+    scaled = S.StencilOperator(s, diag)  # A, applied to P^-1/2 z and scaled back: P^-1/2 A P^-1/2 z
+
+    def apply_scaled(z):
+        return scaled(z / sq) / sq
+
+    ref = S.cg_unrolled(apply_scaled, b / sq, x0 * sq, al, be) / sq
+    tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-5)
+    with torch.no_grad():
+        got = S.cg_unrolled(op, b, x0, al, be, precond=diag.reciprocal())
+    torch.testing.assert_close(got, ref, **tol)
+    with torch.enable_grad():
+        got_ad = S.cg_unrolled(op, b, x0, al, be, precond=diag.reciprocal())
+    torch.testing.assert_close(got_ad, ref, **tol)
+    # the x-update of gtv_interpolate(precondition=True) equals unrolled CG on the folded,
+    # normalized-weight scaled operator (how it ran before: one "head" per (head, channel))
+    jac = S._JacobiSystem(pb, shape)
+    sop, sqd = jac._scaled()
+    with torch.no_grad():
+        z = S.cg_unrolled(sop, jac._fold(b.double()) / sqd, jac._fold(x0.double()) * sqd,
+                          al.double().repeat_interleave(C, -1), be.double().repeat_interleave(C, -1))
+        new = jac.solve(b.double(), x0.double(), "unrolled", T, al.double(), be.double(), 0.0)
+    torch.testing.assert_close(new, (z / sqd).reshape(shape), rtol=1e-9, atol=1e-10)

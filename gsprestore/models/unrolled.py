@@ -163,10 +163,32 @@ class FeatureCNN(nn.Module):
         return len(self.convs)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.relu(self.convs[0](x))
+        if torch.is_grad_enabled() or min(x.shape[-2:]) < 2:
+            h = F.relu(self.convs[0](x))
+            for conv in self.convs[1:]:
+                h = h + F.relu(conv(h))
+            return h
+        h = _conv3x3_replicate(self.convs[0], x).relu_()  # inference: the same values, fewer passes
         for conv in self.convs[1:]:
-            h = h + F.relu(conv(h))
+            h.add_(_conv3x3_replicate(conv, h).relu_())
         return h
+
+
+def _conv3x3_replicate(conv: nn.Conv2d, x: Tensor) -> Tensor:
+    """``conv(x)`` of a 3x3 ``padding_mode="replicate"`` convolution without the padded copy of
+    ``x``: a zero-padded convolution, then the outermost rows and columns (the only outputs the
+    padding reaches) recomputed from thin replicate-padded strips."""
+    H, W = x.shape[-2:]
+    out = F.conv2d(x, conv.weight, conv.bias, padding=1)
+    for rows, cols, pad, (r0, c0) in (
+        (slice(0, 2), slice(None), (1, 1, 1, 0), (0, 0)),
+        (slice(H - 2, H), slice(None), (1, 1, 0, 1), (H - 1, 0)),
+        (slice(None), slice(0, 2), (1, 0, 1, 1), (0, 0)),
+        (slice(None), slice(W - 2, W), (0, 1, 1, 1), (0, W - 1)),
+    ):
+        edge = F.conv2d(F.pad(x[..., rows, cols], pad, mode="replicate"), conv.weight, conv.bias)
+        out[..., r0 : r0 + edge.shape[-2], c0 : c0 + edge.shape[-1]] = edge
+    return out
 
 
 class UnrolledBlock(nn.Module):
