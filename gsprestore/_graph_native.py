@@ -224,13 +224,15 @@ static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const
 //   Av = keep * (diag * v - S v);  x -= a_t v;  g -= a_t Av;  v' = pre * g + b_{t+1} v  (v' into the other buffer)
 // and the last step is x -= a_{T-1} v. S (B, K|1, 12, H, W), diag, keep, pre broadcastable with
 // contiguous rows (keep, pre may be undefined: 1; pre is a diagonal preconditioner, the caller
-// starts with v = pre * g); al, be (T, K) contiguous. Threads over (b, k, row) within a step; the
-// steps are sequential (v' needs the neighbours' v).
+// starts with v = pre * g); al, be (T, K) contiguous. mode 0: threads over (b, k, row) within a
+// step, the steps one after the other (v' needs the neighbours' v); mode 1: the wavefront below,
+// threads over planes (b, k); mode -1: the wavefront when there are at least as many planes as
+// threads.
 template <typename T>
 static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const at::Tensor& keep, bool has_keep,
                              const at::Tensor& pre, bool has_pre,
                              at::Tensor& x, at::Tensor& g, at::Tensor& v, at::Tensor& v2,
-                             const at::Tensor& al, const at::Tensor& be) {
+                             const at::Tensor& al, const at::Tensor& be, int64_t mode) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
   const int64_t Tn = al.size(0), HW = H * W;
   const T* wp = w.data_ptr<T>();
@@ -248,59 +250,83 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
   const T* pp = has_pre ? pre.data_ptr<T>() : nullptr;
   int64_t psb = 0, psk = 0, psc = 0, psr = 0;
   if (has_pre) { psb = bst(pre, 0); psk = bst(pre, 1); psc = bst(pre, 2); psr = pre.stride(3); }
-  for (int64_t t = 0; t < Tn; ++t) {
+  // step t on row i of plane (b, k), all channels; av a scratch row
+  auto row_step = [&](int64_t b, int64_t k, int64_t i, int64_t t, T* __restrict__ av) {
     const T* vp = bufs[t % 2];
     T* vn = bufs[(t + 1) % 2];
     const bool last = t + 1 == Tn;
+    const T a = alp[t * K + k];
+    const T bn = last ? T(0) : bep[(t + 1) * K + k];
+    const T* wb = wp + b * wsb + k * wsk;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t plane = (b * K + k) * C + c;
+      T* __restrict__ xr = xp + plane * HW + i * W;
+      const T* __restrict__ vr = vp + plane * HW + i * W;
+      if (last) {
+        for (int64_t j = 0; j < W; ++j) xr[j] -= a * vr[j];
+        continue;
+      }
+      stencil_row<T, true>(av, dp + b * dsb + k * dsk + c * dsc + i * dsr, vp + plane * HW, W, wb, wsj, wsr,
+                           i, H, W);
+      T* __restrict__ gr = gp + plane * HW + i * W;
+      T* __restrict__ vnr = vn + plane * HW + i * W;
+      const T* __restrict__ kr = has_keep ? kp + b * ksb + k * ksk + c * ksc + i * ksr : nullptr;
+      if (has_pre) {
+        const T* __restrict__ pr = pp + b * psb + k * psk + c * psc + i * psr;
+        for (int64_t j = 0; j < W; ++j) {
+          const T vj = vr[j];
+          xr[j] -= a * vj;
+          const T gj = gr[j] - a * (has_keep ? kr[j] * av[j] : av[j]);
+          gr[j] = gj;
+          vnr[j] = pr[j] * gj + bn * vj;
+        }
+      } else if (has_keep) {
+        for (int64_t j = 0; j < W; ++j) {
+          const T vj = vr[j];
+          xr[j] -= a * vj;
+          const T gj = gr[j] - a * (kr[j] * av[j]);
+          gr[j] = gj;
+          vnr[j] = gj + bn * vj;
+        }
+      } else {
+        for (int64_t j = 0; j < W; ++j) {
+          const T vj = vr[j];
+          xr[j] -= a * vj;
+          const T gj = gr[j] - a * av[j];
+          gr[j] = gj;
+          vnr[j] = gj + bn * vj;
+        }
+      }
+    }
+  };
+  const bool wavefront = mode == 1 || (mode < 0 && B * K >= at::get_num_threads());
+  if (wavefront) {
+    // One thread per plane sweeps its rows once for all T steps: step t runs on row i - LAG t, so
+    // the rows a step reads (its v within the stencil's 2 rows, g and x of its own row) were
+    // written by step t - 1 in this or an earlier sweep position, and the v row it overwrites
+    // (v^{t+1} over v^{t-1}) is no longer read by step t - 1. The steps in flight touch a window
+    // of about 2 T + 5 rows, which stays in cache: memory is read about once per solve.
+    const int64_t LAG = 2;
+    parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> buf(W);
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const int64_t k = pl % K, b = pl / K;
+        for (int64_t i = 0; i < H + LAG * (Tn - 1); ++i)
+          for (int64_t t = 0; t < Tn; ++t) {
+            const int64_t r = i - LAG * t;
+            if (r < 0) break;
+            if (r < H) row_step(b, k, r, t, buf.data());
+          }
+      }
+    });
+    return;
+  }
+  for (int64_t t = 0; t < Tn; ++t) {
     parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
       std::vector<T> buf(W);
-      T* __restrict__ av = buf.data();
       for (int64_t idx = begin; idx < end; ++idx) {
         const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
-        const T a = alp[t * K + k];
-        const T bn = last ? T(0) : bep[(t + 1) * K + k];
-        const T* wb = wp + b * wsb + k * wsk;
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t plane = (b * K + k) * C + c;
-          T* __restrict__ xr = xp + plane * HW + i * W;
-          const T* __restrict__ vr = vp + plane * HW + i * W;
-          if (last) {
-            for (int64_t j = 0; j < W; ++j) xr[j] -= a * vr[j];
-            continue;
-          }
-          stencil_row<T, true>(av, dp + b * dsb + k * dsk + c * dsc + i * dsr, vp + plane * HW, W, wb, wsj, wsr,
-                               i, H, W);
-          T* __restrict__ gr = gp + plane * HW + i * W;
-          T* __restrict__ vnr = vn + plane * HW + i * W;
-          if (has_pre) {
-            const T* __restrict__ kr = has_keep ? kp + b * ksb + k * ksk + c * ksc + i * ksr : nullptr;
-            const T* __restrict__ pr = pp + b * psb + k * psk + c * psc + i * psr;
-            for (int64_t j = 0; j < W; ++j) {
-              const T vj = vr[j];
-              xr[j] -= a * vj;
-              const T gj = gr[j] - a * (has_keep ? kr[j] * av[j] : av[j]);
-              gr[j] = gj;
-              vnr[j] = pr[j] * gj + bn * vj;
-            }
-          } else if (has_keep) {
-            const T* __restrict__ kr = kp + b * ksb + k * ksk + c * ksc + i * ksr;
-            for (int64_t j = 0; j < W; ++j) {
-              const T vj = vr[j];
-              xr[j] -= a * vj;
-              const T gj = gr[j] - a * (kr[j] * av[j]);
-              gr[j] = gj;
-              vnr[j] = gj + bn * vj;
-            }
-          } else {
-            for (int64_t j = 0; j < W; ++j) {
-              const T vj = vr[j];
-              xr[j] -= a * vj;
-              const T gj = gr[j] - a * av[j];
-              gr[j] = gj;
-              vnr[j] = gj + bn * vj;
-            }
-          }
-        }
+        row_step(b, k, i, t, buf.data());
       }
     });
   }
@@ -308,13 +334,13 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
 
 void cg_unrolled(at::Tensor w, at::Tensor diag, c10::optional<at::Tensor> keep_opt,
                  c10::optional<at::Tensor> pre_opt, at::Tensor x, at::Tensor g,
-                 at::Tensor v, at::Tensor v2, at::Tensor al, at::Tensor be) {
+                 at::Tensor v, at::Tensor v2, at::Tensor al, at::Tensor be, int64_t mode) {
   const bool has_keep = keep_opt.has_value() && keep_opt->defined();
   at::Tensor keep = has_keep ? *keep_opt : at::Tensor();
   const bool has_pre = pre_opt.has_value() && pre_opt->defined();
   at::Tensor pre = has_pre ? *pre_opt : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_cg_unrolled", [&] {
-    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, pre, has_pre, x, g, v, v2, al, be);
+    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, pre, has_pre, x, g, v, v2, al, be, mode);
   });
 }
 

@@ -158,6 +158,11 @@ def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
     return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
+#: How the fused native unrolled CG schedules its work: -1 automatic, 0 every step a parallel pass
+#: over all rows, 1 one cache-resident wavefront sweep per (batch, head) plane for all steps.
+FUSED_CG_MODE = -1
+
+
 def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
                         precond: Optional[Tensor] = None) -> Tensor:
     """:func:`cg_unrolled` without autograd through the fused native kernel: the same recurrence,
@@ -171,7 +176,7 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
     pre = None if precond is None else G._rows_contiguous(precond.expand(b.shape))
     G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, pre, x, g, v, torch.empty_like(v),
-                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b))
+                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b), FUSED_CG_MODE)
     return x
 
 

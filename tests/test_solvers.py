@@ -329,14 +329,17 @@ def test_workspace_reuse(gen):
                                                         mask[..., :5, :5], admm_iters=3))
 
 
+@pytest.mark.parametrize("mode", [0, 1])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("size", [(7, 9), (1, 9), (9, 1), (1, 1), (5, 6)])
-def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, monkeypatch):
-    """Inference CG through the fused kernel (one pass per step) against the PyTorch loop:
-    with and without the projection ``keep`` (GLR / GTV forms), per-head and shared step
-    sizes, weights shared by the heads, 0, 1 and several steps."""
+@pytest.mark.parametrize("size", [(7, 9), (1, 9), (9, 1), (1, 1), (5, 6), (23, 9)])
+def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, mode, monkeypatch):
+    """Inference CG through the fused kernel (mode 0: one pass per step; mode 1: one wavefront
+    sweep per plane for all steps) against the PyTorch loop: with and without the projection
+    ``keep`` (GLR / GTV forms), with a diagonal preconditioner, per-head and shared step sizes,
+    weights shared by the heads, 0, 1 and several steps."""
     if not G.native_available():
         pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    monkeypatch.setattr(S, "FUSED_CG_MODE", mode)
     h, w_ = size
     B, K, C = 2, 3, 2
     w = graph_weights(gen, B, K, h, w_).to(dtype)
@@ -346,12 +349,15 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, monkeyp
     ops = [S.StencilOperator(w, G.degree(w) + 1.0, keep), S.StencilOperator(w[:, :1], G.degree(w[:, :1]) + keep)]
     steps = [(torch.rand(6, K, generator=gen) * 0.3, torch.rand(6, K, generator=gen) * 0.3),
              (torch.full((1,), 0.4), torch.full((1,), 0.2)), (torch.zeros(0), torch.zeros(0))]
+    pre = 0.5 + rand(gen, B, 1, C, h, w_).to(dtype)
+    cases = [(op, al, be, p) for op in ops for al, be in steps for p in (None, pre)]
     with torch.no_grad():
-        got = [S.cg_unrolled(op, b, x0, al, be) for op in ops for al, be in steps]
+        got = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
         monkeypatch.setitem(G._native_state, "mod", None)
-        ref = [S.cg_unrolled(op, b, x0, al, be) for op in ops for al, be in steps]
+        ref = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
+    tol = {} if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)  # float32: 6 steps of rounding
     for g, r in zip(got, ref):
-        torch.testing.assert_close(g, r)
+        torch.testing.assert_close(g, r, **tol)
     assert S.cg_unrolled(ops[0], b, x0, *steps[0]).requires_grad is False
 
 
