@@ -597,6 +597,19 @@ def _incidence_t(wbar: Tensor, e: Tensor) -> Tensor:
     return out
 
 
+def _incidence_weight_grad(edges: Tensor, nodes: Tensor, wbar_shape) -> Tensor:
+    """``sum_c edges[c, j, p] (nodes_p - nodes_{p+o_j})``: the gradient with respect to wbar of
+    ``<edges, C-bar(wbar) nodes>``, the weight gradient of both C-bar and C-bar^T (the same
+    bilinear form), summed to ``wbar_shape``."""
+    H, W = nodes.shape[-2:]
+    gw = torch.zeros(edges.shape[0], edges.shape[1], 2 * _NU, H, W, dtype=edges.dtype, device=edges.device)
+    for k, P, Q in _regions(H, W):
+        d = nodes[..., P[0], P[1]] - nodes[..., Q[0], Q[1]]
+        gw[:, :, k, P[0], P[1]] = (edges[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
+        gw[:, :, _NU + k, Q[0], Q[1]] = -(edges[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
+    return _sum_to(gw, wbar_shape)
+
+
 class _Incidence(torch.autograd.Function):
     """e = C-bar(wbar) x: e[p, j] = wbar[p, j] (x_p - x_{p + o_j})."""
 
@@ -613,13 +626,7 @@ class _Incidence(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             gx = _sum_to(_incidence_t(wbar, ge), x.shape)
         if ctx.needs_input_grad[0]:
-            H, W = x.shape[-2:]
-            gw = torch.zeros(ge.shape[0], ge.shape[1], 2 * _NU, H, W, dtype=ge.dtype, device=ge.device)
-            for k, P, Q in _regions(H, W):
-                d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
-                gw[:, :, k, P[0], P[1]] = (ge[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
-                gw[:, :, _NU + k, Q[0], Q[1]] = -(ge[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
-            gw = _sum_to(gw, wbar.shape)
+            gw = _incidence_weight_grad(ge, x, wbar.shape)
         return gw, gx
 
 
@@ -639,13 +646,7 @@ class _IncidenceT(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             ge = _sum_to(_incidence(wbar, g), e.shape)
         if ctx.needs_input_grad[0]:
-            H, W = g.shape[-2:]
-            gw = torch.zeros(e.shape[0], e.shape[1], 2 * _NU, H, W, dtype=e.dtype, device=e.device)
-            for k, P, Q in _regions(H, W):
-                d = g[..., P[0], P[1]] - g[..., Q[0], Q[1]]
-                gw[:, :, k, P[0], P[1]] = (e[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
-                gw[:, :, _NU + k, Q[0], Q[1]] = -(e[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
-            gw = _sum_to(gw, wbar.shape)
+            gw = _incidence_weight_grad(e, g, wbar.shape)
         return gw, ge
 
 
