@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gsprestore import sampling  # noqa: E402
+from gsprestore import sampling, training  # noqa: E402
 from gsprestore.models import build_model  # noqa: E402
 from gsprestore.models.unrolled import UnrolledBlock  # noqa: E402
 from gsprestore.restorers import observation  # noqa: E402
@@ -138,24 +138,9 @@ def inference(args) -> dict:
     return res
 
 
-def set_mmap_threshold(nbytes: int) -> bool:
-    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)``: allocations of at least ``nbytes`` get their
-    own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
-    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
-    keeps the resident size well above the live tensors. Returns False where unavailable."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, int(nbytes)))  # M_MMAP_THRESHOLD = -3
-    except (OSError, AttributeError):
-        return False
-
-
 def _training_child(args) -> None:
     """Run in a fresh process: one training step, print JSON with ru_maxrss."""
-    mmap_set = set_mmap_threshold(args.mmap_threshold) if args.mmap_threshold else False
+    mmap_set = training.set_mmap_threshold(args.mmap_threshold) if args.mmap_threshold else False
     torch.manual_seed(0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     mode = "" if args.checkpoint == "none" else args.checkpoint

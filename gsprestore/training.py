@@ -405,6 +405,21 @@ def model_factory() -> Callable:
     return build_model
 
 
+def set_mmap_threshold(nbytes: int) -> bool:
+    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets 1 MiB): allocations of at least ``nbytes`` get their
+    own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
+    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
+    keeps the resident size well above the live tensors. Returns False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, int(nbytes)))  # M_MMAP_THRESHOLD = -3
+    except (OSError, AttributeError):
+        return False
+
+
 def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
     """The network of the recipe, initialised from ``torch.manual_seed(cfg.seed)`` (or from the
     weights in ``cfg.init``: a ``model.pt``, ``best.pt`` or ``last.pt``). ``grad_checkpoint``
