@@ -255,11 +255,10 @@ def _parse_cg(cg: CGSpec):
     raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
 
 
-def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0,
-           precond: Optional[Tensor] = None):
+def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
     if kind == "exact":
         return cg_exact(apply_A, b, x0, iters=iters, tol=tol)
-    return cg_unrolled(apply_A, b, x0, alphas, betas, precond)
+    return cg_unrolled(apply_A, b, x0, alphas, betas)
 
 
 def _as5d(t: Tensor, name: str) -> Tensor:
@@ -673,13 +672,20 @@ class _JacobiSystem:
     channel (the mask does), so there the channels are folded into the head dimension."""
 
     def __init__(self, pb: "_GtvProblem", shape):
-        self.pb, self.shape, self.C = pb, shape, shape[2]
+        self.pb, self.shape = pb, shape
+        self._pinv: Optional[Tensor] = None  # built once per problem, on first use
+        self._scaled_op: Optional[tuple["StencilOperator", Tensor]] = None
 
     def _fold(self, t: Tensor) -> Tensor:
         B, K, C, H, W = self.shape
         return t.expand(self.shape).reshape(B, K * C, 1, H, W)
 
     def _scaled(self) -> tuple["StencilOperator", Tensor]:
+        if self._scaled_op is None:
+            self._scaled_op = self._build_scaled()
+        return self._scaled_op
+
+    def _build_scaled(self) -> tuple["StencilOperator", Tensor]:
         B, K, C, H, W = self.shape
         pb = self.pb
         d = self._fold(pb.diag)
@@ -689,8 +695,9 @@ class _JacobiSystem:
 
     def solve(self, rhs: Tensor, x: Tensor, kind: str, iters: int, alphas, betas, tol: float) -> Tensor:
         if kind == "unrolled":
-            pinv = self.pb.diag.clamp_min(1e-12).reciprocal()
-            return cg_unrolled(self.pb.operator, rhs, x, alphas, betas, precond=pinv)
+            if self._pinv is None:
+                self._pinv = self.pb.diag.clamp_min(1e-12).reciprocal()
+            return cg_unrolled(self.pb.operator, rhs, x, alphas, betas, precond=self._pinv)
         op, sqrt_d = self._scaled()
         z = cg_exact(op, self._fold(rhs) / sqrt_d, self._fold(x) * sqrt_d, iters=iters, tol=tol)
         return (z / sqrt_d).reshape(self.shape)
