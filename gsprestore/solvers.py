@@ -170,12 +170,11 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     T = alphas.shape[0]
     K = b.shape[1]
     x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
-    g = op(x).sub_(b).contiguous()
-    v = g.clone() if precond is None else (precond * g).contiguous()
+    g, v, v2 = (torch.empty_like(x) for _ in range(3))  # the kernel starts with g = A x - b, v = P^-1 g
     diag = G._rows_contiguous(op.diag.expand(b.shape))
     keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
     pre = None if precond is None else G._rows_contiguous(precond.expand(b.shape))
-    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, pre, x, g, v, torch.empty_like(v),
+    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, pre, G._rows_contiguous(b), x, g, v, v2,
                             _step_table(alphas, T, K, b), _step_table(betas, T, K, b), FUSED_CG_MODE)
     return x
 
@@ -568,6 +567,36 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
     return _edge_step_forward(x, wbar, D, u, v, g, inplace=True, out=out)
 
 
+#: The most ADMM iterates the native kernel replays (edge steps of one call: admm_iters - 1).
+MAX_REPLAYED_STEPS = 8
+
+
+def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
+    """Whether :func:`_edge_term_replayed` can run ``steps`` edge steps: native CPU kernels, no
+    autograd to record, at most :data:`MAX_REPLAYED_STEPS`."""
+    if steps > MAX_REPLAYED_STEPS:
+        return False
+    tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return G._use_native(*tensors)
+
+
+def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma) -> Tensor:
+    """The edge term ``n`` that :func:`admm_edge_step` returns after the iterates ``xs = (x^1, ...,
+    x^S)`` from the zero state, without keeping the edge state: the native kernel replays each
+    directed edge's (D, u, v) through the S steps in cache (an edge's state depends only on its
+    own ``r^s = wbar (x^s_tail - x^s_head)``), so the 3 x 24 values per pixel and channel that the
+    stateful form reads and writes per iteration never reach memory; the arithmetic is S steps
+    instead of one. Inference on the CPU only (see :func:`_can_replay`)."""
+    x = xs[-1]
+    K = max(x.shape[1], wbar.shape[1])
+    shape = (x.shape[0], K, *x.shape[2:])
+    gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
+    n = x.new_zeros(shape)
+    return G._native().admm_edge_replay([h.expand(shape).contiguous() for h in xs], wbar.contiguous(), gk, n)
+
+
 def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor]):
     """Common start of both ADMM forms: the problem, the (B, K, C, H, W) shape, x^0 (default
     H^T y) and mu_c^0 = mu_init on the samples, and the parsed CG spec."""
@@ -635,6 +664,7 @@ def gtv_interpolate(
     pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
+    replay: Optional[bool] = None  # replay the edge state (native inference) or keep it
     jac = _JacobiSystem(pb, shape) if precondition else None
     xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
     for t in range(admm_iters):
@@ -648,11 +678,17 @@ def gtv_interpolate(
             x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
-        reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
-        D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs, out=reuse)  # eqs. 19, 21, 23, 24
-        if workspace is not None and not torch.is_grad_enabled():
-            workspace["gtv_edge_state"] = (D, u, v)
-        xs.append(x)
+        if replay is None:
+            replay = _can_replay(x, wbar, gamma, admm_iters - 1)
+        if replay:  # inference on the CPU: the same n, the edge state replayed instead of stored
+            xs.append(x)
+            n = _edge_term_replayed(xs, wbar, gamma)  # eqs. 19, 21, 23, 24
+        else:
+            reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
+            D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs, out=reuse)  # eqs. 19, 21, 23, 24
+            if workspace is not None and not torch.is_grad_enabled():
+                workspace["gtv_edge_state"] = (D, u, v)
+            xs.append(x)
         mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
 

@@ -311,8 +311,10 @@ def test_inference_paths_equal_autograd_paths(backend, gen):
         assert torch.equal(a, b)
 
 
-def test_workspace_reuse(gen):
-    """Edge-state buffers kept in a caller's workspace give the same results call after call."""
+def test_workspace_reuse(gen, monkeypatch):
+    """Edge-state buffers kept in a caller's workspace give the same results call after call (the
+    PyTorch path: the native one replays the state and keeps no edge tensors)."""
+    monkeypatch.setitem(G._native_state, "mod", None)
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
     ref = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5)
     ws: dict = {}
@@ -329,19 +331,58 @@ def test_workspace_reuse(gen):
                                                         mask[..., :5, :5], admm_iters=3))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(1, 2, 3, 6, 7), (2, 1, 2, 9, 21), (1, 3, 1, 1, 5), (1, 1, 2, 4, 1)])
+def test_replayed_edge_term_equals_the_stateful_edge_steps(gen, dtype, shape):
+    """The native replay (no edge state kept) gives the edge term n of the stateful edge steps
+    (:func:`admm_edge_step` chained from the zero state) after 1..8 iterates: per-head and shared
+    gamma, head-shared weights, border-only images."""
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    B, K, C, h, w = shape
+    for wk in (K, 1):
+        wbar = G.random_walk_weights(graph_weights(gen, B, wk, h, w)).to(dtype)
+        xs = [(rand(gen, B, K, C, h, w) * 3).to(dtype) for _ in range(S.MAX_REPLAYED_STEPS)]
+        for gamma in (torch.linspace(0.5, 12.0, K, dtype=dtype), 4.0):
+            D = u = v = None
+            with torch.no_grad():
+                for t in range(S.MAX_REPLAYED_STEPS):
+                    D, u, v, n = S.admm_edge_step(xs[t], wbar, D, u, v, gamma)
+                    D, u, v = D.clone(), u.clone(), v.clone()
+                    got = S._edge_term_replayed(xs[: t + 1], wbar, gamma)
+                    tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5 * (1 + n.abs().max().item()))
+                    torch.testing.assert_close(got, n, **tol)
+                    assert got.abs().max() > 0
+
+
+def test_admm_beyond_the_replayable_steps_keeps_the_state(gen):
+    """More edge steps than the replay kernel handles: the stateful path runs, same result as
+    autograd's path."""
+    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
+    iters = S.MAX_REPLAYED_STEPS + 2
+    al, be = torch.full((3,), 0.4, dtype=DT), torch.full((3,), 0.2, dtype=DT)
+    ref = S.gtv_interpolate(wbar.requires_grad_(), known, mask, admm_iters=iters, cg_iters=3, cg=("unrolled", al, be))
+    with torch.no_grad():
+        got = S.gtv_interpolate(wbar, known, mask, admm_iters=iters, cg_iters=3, cg=("unrolled", al, be))
+    torch.testing.assert_close(got, ref.detach(), rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("mode", [0, 1])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("size", [(7, 9), (1, 9), (9, 1), (1, 1), (5, 6), (23, 9)])
-def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, mode, monkeypatch):
+@pytest.mark.parametrize("size,C", [((7, 9), 2), ((1, 9), 2), ((9, 1), 2), ((1, 1), 1), ((5, 6), 2), ((23, 9), 3),
+                                    ((6, 21), 1), ((7, 29), 3), ((5, 20), 4), ((6, 13), 5)])
+def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, C, mode, monkeypatch):
     """Inference CG through the fused kernel (mode 0: one pass per step; mode 1: one wavefront
     sweep per plane for all steps) against the PyTorch loop: with and without the projection
     ``keep`` (GLR / GTV forms), with a diagonal preconditioner, per-head and shared step sizes,
-    weights shared by the heads, 0, 1 and several steps."""
+    weights shared by the heads, 0, 1 and several steps. Widths from 1 to 29 and 1 to 5 channels
+    cover the kernel's vectorised interior (whole vectors and an overlapping last one, 1-4
+    channels at once), its scalar border columns and rows, and the per-channel fallback."""
     if not G.native_available():
         pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
     monkeypatch.setattr(S, "FUSED_CG_MODE", mode)
     h, w_ = size
-    B, K, C = 2, 3, 2
+    B, K = 2, 3
     w = graph_weights(gen, B, K, h, w_).to(dtype)
     b = rand(gen, B, K, C, h, w_).to(dtype)
     x0 = rand(gen, B, 1, C, h, w_).to(dtype)
