@@ -633,9 +633,11 @@ void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, 
 // (edge_row's a and b, and D' = D - g (2 r + u' - v') divided by 4g); the state stays in
 // registers (the S steps unrolled, so the column loop vectorises). Writes
 // e = wbar (D'/(2g) - (u' - v')/2) = 2 wbar (dl' - ms'/4).
-template <typename T, int S>
+// With ADD (the tail and head rows differ, so the two never overlap) e is added to the tail's
+// and subtracted from the head's n directly (nt, nh); else it is written to e.
+template <typename T, int S, bool ADD>
 static void replay_row(const T* __restrict__ w, const T* const* xt, const T* const* xh, T* __restrict__ e,
-                       int64_t n, T hi) {
+                       T* __restrict__ nt, T* __restrict__ nh, int64_t n, T hi) {
   static_assert(S >= 1 && S <= 8, "1 to 8 steps");
   const T* t0 = xt[0]; const T* t1 = xt[S > 1 ? 1 : 0]; const T* t2 = xt[S > 2 ? 2 : 0]; const T* t3 = xt[S > 3 ? 3 : 0];
   const T* t4 = xt[S > 4 ? 4 : 0]; const T* t5 = xt[S > 5 ? 5 : 0]; const T* t6 = xt[S > 6 ? 6 : 0]; const T* t7 = xt[S > 7 ? 7 : 0];
@@ -662,19 +664,25 @@ static void replay_row(const T* __restrict__ w, const T* const* xt, const T* con
     if constexpr (S > 5) step(t5[j] - h5[j]);
     if constexpr (S > 6) step(t6[j] - h6[j]);
     if constexpr (S > 7) step(t7[j] - h7[j]);
-    e[j] = T(2) * w[j] * (dl - T(0.25) * ms);
+    const T ej = T(2) * w[j] * (dl - T(0.25) * ms);
+    if (ADD) {
+      nt[j] += ej;
+      nh[j] -= ej;
+    } else {
+      e[j] = ej;
+    }
   }
 }
 
 template <typename T>
-using replay_fn = void (*)(const T*, const T* const*, const T* const*, T*, int64_t, T);
+using replay_fn = void (*)(const T*, const T* const*, const T* const*, T*, T*, T*, int64_t, T);
 
-template <typename T>
+template <typename T, bool ADD>
 static replay_fn<T> replay_kernel(int64_t S) {
   switch (S) {
-    case 1: return replay_row<T, 1>; case 2: return replay_row<T, 2>; case 3: return replay_row<T, 3>;
-    case 4: return replay_row<T, 4>; case 5: return replay_row<T, 5>; case 6: return replay_row<T, 6>;
-    case 7: return replay_row<T, 7>; case 8: return replay_row<T, 8>;
+    case 1: return replay_row<T, 1, ADD>; case 2: return replay_row<T, 2, ADD>; case 3: return replay_row<T, 3, ADD>;
+    case 4: return replay_row<T, 4, ADD>; case 5: return replay_row<T, 5, ADD>; case 6: return replay_row<T, 6, ADD>;
+    case 7: return replay_row<T, 7, ADD>; case 8: return replay_row<T, 8, ADD>;
     default: return nullptr;
   }
 }
@@ -684,7 +692,8 @@ static replay_fn<T> replay_kernel(int64_t S) {
 // through the S edge steps in registers (an edge's state depends only on its own
 // r^s = wbar (x^s_tail - x^s_head)), so no edge tensor is read or written; then
 // n = C-bar^T e. xs each (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous, g (K)
-// per head or (1), n (B, K, C, H, W) zero-initialised. Threads over (b, k); a row's 24 edges and
+// per head or (1), n (B, K, C, H, W) to add to (zeros, or the node part of the right-hand side).
+// Threads over (b, k); a row's 24 edges and
 // C channels run back to back so the rows they read (x^s at rows i - 2 .. i + 2, the wbar row)
 // stay in cache.
 template <typename T>
@@ -692,8 +701,8 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
                              at::Tensor& n) {
   const int64_t B = n.size(0), K = n.size(1), C = n.size(2), H = n.size(3), W = n.size(4);
   const int64_t HW = H * W, S = static_cast<int64_t>(xs.size());
-  const replay_fn<T> row = replay_kernel<T>(S);
-  TORCH_CHECK(row != nullptr, "admm_edge_replay replays 1 to 8 iterates, got ", S);
+  const replay_fn<T> row_add = replay_kernel<T, true>(S), row_e = replay_kernel<T, false>(S);
+  TORCH_CHECK(row_add != nullptr, "admm_edge_replay replays 1 to 8 iterates, got ", S);
   std::vector<const T*> xp(S);
   for (int64_t s = 0; s < S; ++s) xp[s] = xs[s].data_ptr<T>();
   const T* wp = wbar.data_ptr<T>();
@@ -722,8 +731,12 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
           for (int64_t c = 0; c < C; ++c) {
             const int64_t ot = (bk * C + c) * HW + i * W + tx, oh = (bk * C + c) * HW + (i + dy) * W + hx;
             for (int64_t s = 0; s < S; ++s) { xt[s] = xp[s] + ot; xh[s] = xp[s] + oh; }
-            row(wr, xt, xh, e.data(), n_, hi);
-            scatter_row<T>(np_ + ot, np_ + oh, e.data(), n_);
+            if (dy != 0) {
+              row_add(wr, xt, xh, nullptr, np_ + ot, np_ + oh, n_, hi);
+            } else {  // tail and head in the same row: through e
+              row_e(wr, xt, xh, e.data(), nullptr, nullptr, n_, hi);
+              scatter_row<T>(np_ + ot, np_ + oh, e.data(), n_);
+            }
           }
         }
       }

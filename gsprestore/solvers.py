@@ -582,18 +582,19 @@ def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     return G._use_native(*tensors)
 
 
-def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma) -> Tensor:
+def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
     """The edge term ``n`` that :func:`admm_edge_step` returns after the iterates ``xs = (x^1, ...,
     x^S)`` from the zero state, without keeping the edge state: the native kernel replays each
     directed edge's (D, u, v) through the S steps in cache (an edge's state depends only on its
     own ``r^s = wbar (x^s_tail - x^s_head)``), so the 3 x 24 values per pixel and channel that the
     stateful form reads and writes per iteration never reach memory; the arithmetic is S steps
-    instead of one. Inference on the CPU only (see :func:`_can_replay`)."""
+    instead of one. Inference on the CPU only (see :func:`_can_replay`). ``base`` (a contiguous
+    tensor of the full shape, overwritten) is added to n: the node part of the right-hand side."""
     x = xs[-1]
     K = max(x.shape[1], wbar.shape[1])
     shape = (x.shape[0], K, *x.shape[2:])
     gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
-    n = x.new_zeros(shape)
+    n = x.new_zeros(shape) if base is None else base
     return G._native().admm_edge_replay([h.expand(shape).contiguous() for h in xs], wbar.contiguous(), gk, n)
 
 
@@ -667,29 +668,37 @@ def gtv_interpolate(
     replay: Optional[bool] = None  # replay the edge state (native inference) or keep it
     jac = _JacobiSystem(pb, shape) if precondition else None
     xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
+    c: Optional[Tensor] = None  # the replay form keeps H^T mu_c / gamma instead of mu_c
+    rhs: Optional[Tensor] = None
     for t in range(admm_iters):
         a_t, b_t = _cg_params(alphas, betas, t)
-        rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
-        if n is not None:
-            rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
+        if rhs is None:
+            rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
+            if n is not None:
+                rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
         if jac is not None:
             x = jac.solve(rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         else:
             x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+        rhs = None
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
         if replay is None:
             replay = _can_replay(x, wbar, gamma, admm_iters - 1)
-        if replay:  # inference on the CPU: the same n, the edge state replayed instead of stored
+        if replay:  # inference on the CPU: the edge state replayed instead of stored
+            if c is None:
+                c = (pb.mask * mu_c / _per_head(gamma, 5)).expand(shape).contiguous()
+            c.addcmul_(pb.mask, torch.mul(pb.mask, x).sub_(pb.y))  # eq. 24, block c, divided by gamma
             xs.append(x)
-            n = _edge_term_replayed(xs, wbar, gamma)  # eqs. 19, 21, 23, 24
+            # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
+            rhs = _edge_term_replayed(xs, wbar, gamma, base=torch.sub(pb.y, c))
         else:
             reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
             D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs, out=reuse)  # eqs. 19, 21, 23, 24
             if workspace is not None and not torch.is_grad_enabled():
                 workspace["gtv_edge_state"] = (D, u, v)
             xs.append(x)
-        mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
+            mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
 
 

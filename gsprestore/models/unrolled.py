@@ -168,10 +168,14 @@ class FeatureCNN(nn.Module):
             for conv in self.convs[1:]:
                 h = h + F.relu(conv(h))
             return h
-        h = _conv3x3_replicate(self.convs[0], x).relu_()  # inference: the same values, fewer passes
+        # inference: the same values with fewer passes, in the channels-last layout, where
+        # oneDNN's CPU convolution runs ~1.5x faster than on NCHW tensors
+        if x.device.type == "cpu":
+            x = x.contiguous(memory_format=torch.channels_last)
+        h = _conv3x3_replicate(self.convs[0], x).relu_()
         for conv in self.convs[1:]:
             h.add_(_conv3x3_replicate(conv, h).relu_())
-        return h
+        return h.contiguous()
 
 
 def _conv3x3_replicate(conv: nn.Conv2d, x: Tensor) -> Tensor:
