@@ -29,6 +29,7 @@ SOURCE = r"""
 #include <cmath>
 #include <limits>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -120,14 +121,52 @@ static void min_row(T* __restrict__ m, const T* __restrict__ d, int64_t n) {
   for (int64_t t = 0; t < n; ++t) m[t] = d[t] < m[t] ? d[t] : m[t];
 }
 
-template <typename T>
-static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) { const T e = std::exp(m[t] - d[t]); dst[t] = e; s[t] += e; }
+// exp of 8 floats (Cephes expf: exp(x) = 2^n exp(r), |r| <= ln2/2, a degree-7 polynomial;
+// relative error ~1e-7, like std::exp's ~0.5 ulp to within 2 ulp). Arguments below -87.3 give
+// exp(-87.3) ~ 1e-38 instead of a denormal or 0.
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+static inline v8f exp8(v8f x) {
+  x = x < -87.3f ? v8f{} - 87.3f : x;
+  x = x > 88.3f ? v8f{} + 88.3f : x;
+  const v8f fx = x * 1.44269504088896341f + 0.5f;
+  v8i n = __builtin_convertvector(fx, v8i);            // truncation ...
+  n += (v8i)(__builtin_convertvector(n, v8f) > fx);     // ... to floor (the mask is -1 where true)
+  const v8f nf = __builtin_convertvector(n, v8f);
+  const v8f r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
+  v8f y = r * 1.9875691500E-4f + 1.3981999507E-3f;
+  y = y * r + 8.3334519073E-3f;
+  y = y * r + 4.1665795894E-2f;
+  y = y * r + 1.6666665459E-1f;
+  y = y * r + 5.0000001201E-1f;
+  y = y * (r * r) + r + 1.0f;
+  const v8i bits = (n + 127) << 23;
+  v8f p2;
+  __builtin_memcpy(&p2, &bits, sizeof(p2));
+  return y * p2;
 }
 
 template <typename T>
-static void norm_row(T* __restrict__ dst, const T* __restrict__ s, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) dst[t] /= s[t];
+static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
+  int64_t t = 0;
+  if constexpr (std::is_same_v<T, float>) {  // the vectorised exp (std::exp does not vectorise)
+    for (; t + 8 <= n; t += 8) {
+      v8f mv, dv, sv;
+      __builtin_memcpy(&mv, m + t, sizeof(mv));
+      __builtin_memcpy(&dv, d + t, sizeof(dv));
+      __builtin_memcpy(&sv, s + t, sizeof(sv));
+      const v8f e = exp8(mv - dv);
+      sv += e;
+      __builtin_memcpy(dst + t, &e, sizeof(e));
+      __builtin_memcpy(s + t, &sv, sizeof(sv));
+    }
+  }
+  for (; t < n; ++t) { const T e = std::exp(m[t] - d[t]); dst[t] = e; s[t] += e; }
+}
+
+template <typename T>
+static void norm_row(T* __restrict__ dst, const T* __restrict__ s_inv, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) dst[t] *= s_inv[t];
 }
 
 // ---- the stencil a x - W x of the 5x5-window graph, one output row at a time -------------
@@ -482,10 +521,13 @@ at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, a
 
 // Weights of L-bar = C-bar^T C-bar (graph.incidence_laplacian_weights):
 // s_kk[p] = wbar_kk[p]^2 + wbar_{12+kk}[p + o_kk]^2 where p + o_kk is inside the image, else 0.
-// wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) contiguous. Threads over (b, k, row).
+// wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) with contiguous rows (its planes may be
+// padded apart: graph._padded_planes). Threads over (b, k, row).
 template <typename T>
 static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
-  const int64_t BK = s.size(0) * s.size(1), H = s.size(3), W = s.size(4), HW = H * W;
+  const int64_t K = s.size(1), H = s.size(3), W = s.size(4), HW = H * W;
+  const int64_t BK = s.size(0) * K;
+  const int64_t ss0 = s.stride(0), ss1 = s.stride(1), ssj = s.stride(2), ssr = s.stride(3);
   const T* wp = wbar.data_ptr<T>();
   T* sp = s.data_ptr<T>();
   parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
@@ -493,7 +535,7 @@ static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
       const int64_t i = idx % H, bk = idx / H;
       for (int kk = 0; kk < NU; ++kk) {
         const int dy = OFF[kk][0], dx = OFF[kk][1];
-        T* __restrict__ o = sp + (bk * NU + kk) * HW + i * W;
+        T* __restrict__ o = sp + (bk / K) * ss0 + (bk % K) * ss1 + kk * ssj + i * ssr;
         const int64_t j0 = std::max(0, -dx), j1 = std::max<int64_t>(j0, std::min<int64_t>(W, W - dx));
         if (i + dy >= H || j1 <= j0) { std::fill(o, o + W, T(0)); continue; }
         const T* __restrict__ f = wp + (bk * 2 * NU + kk) * HW + i * W;
@@ -512,10 +554,13 @@ at::Tensor incidence_laplacian_weights(at::Tensor wbar, at::Tensor s) {
 }
 
 // Degrees (graph.degree): deg[p] = sum_kk w_kk[p] [p + o_kk inside] + w_kk[p - o_kk] [p - o_kk inside].
-// w (B, K, 12, H, W) contiguous, deg (B, K, 1, H, W) contiguous. Threads over (b, k, row).
+// w (B, K, 12, H, W) with contiguous rows (planes may be padded apart), deg (B, K, 1, H, W)
+// contiguous. Threads over (b, k, row).
 template <typename T>
 static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
-  const int64_t BK = w.size(0) * w.size(1), H = w.size(3), W = w.size(4), HW = H * W;
+  const int64_t K = w.size(1), H = w.size(3), W = w.size(4), HW = H * W;
+  const int64_t BK = w.size(0) * K;
+  const int64_t ws0 = w.stride(0), ws1 = w.stride(1), wsj = w.stride(2), wsr = w.stride(3);
   const T* wp = w.data_ptr<T>();
   T* dp = deg.data_ptr<T>();
   parallel_chunks(BK * H, 16, [&](int64_t begin, int64_t end) {
@@ -528,14 +573,14 @@ static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
         const int64_t n = W - std::abs(dx);
         if (n <= 0) continue;
         const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
-        const T* wk = wp + (bk * NU + kk) * HW;
+        const T* wk = wp + (bk / K) * ws0 + (bk % K) * ws1 + kk * wsj;
         if (i + dy < H) {  // p in this row, its edge to p + o
-          const T* __restrict__ r = wk + i * W + px;
+          const T* __restrict__ r = wk + i * wsr + px;
           T* __restrict__ q = o + px;
           for (int64_t t = 0; t < n; ++t) q[t] += r[t];
         }
         if (i - dy >= 0) {  // q = p + o in this row, the edge stored at p = q - o
-          const T* __restrict__ r = wk + (i - dy) * W + px;
+          const T* __restrict__ r = wk + (i - dy) * wsr + px;
           T* __restrict__ q = o + qx;
           for (int64_t t = 0; t < n; ++t) q[t] += r[t];
         }
@@ -625,49 +670,63 @@ void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, 
   });
 }
 
-// One row segment of the replayed edge state (edge_replay_impl): the S edge steps of edge_row
-// in the scaled variables ps = u + v, ms = u - v, dl = D / (4 g), with rho = r / 2:
+// One row segment of the replayed edge state (edge_replay_impl) for both directed edges of the
+// undirected edges (p, q = p + o): the forward edge p -> q (weight wf at p, r = wf (x_p - x_q))
+// and the reverse edge q -> p (weight wr at q, r = -wr (x_p - x_q)) share the loads of x. Each
+// runs the S edge steps of edge_row in the scaled variables ps = u + v, ms = u - v, dl = D / (4g),
+// with rho = r / 2:
 //   c = dl - rho, a = ps/2 - 1/(2g), b = c + ms/4, u' = relu(a + b), v' = relu(a - b),
 //   ps' = u' + v' = a + (|a + b| + |a - b|)/2, ms' = u' - v' = b + (|a + b| - |a - b|)/2,
 //   dl' = c - ms'/4
-// (edge_row's a and b, and D' = D - g (2 r + u' - v') divided by 4g); the state stays in
-// registers (the S steps unrolled, so the column loop vectorises). Writes
-// e = wbar (D'/(2g) - (u' - v')/2) = 2 wbar (dl' - ms'/4).
-// With ADD (the tail and head rows differ, so the two never overlap) e is added to the tail's
-// and subtracted from the head's n directly (nt, nh); else it is written to e.
+// (edge_row's a and b, and D' = D - g (2 r + u' - v') divided by 4g); the states stay in
+// registers (the S steps unrolled, so the column loop vectorises). With e = wbar (D'/(2g) -
+// (u' - v')/2) = 2 wbar (dl' - ms'/4) of each edge, n_p gets e_f - e_r and n_q gets e_r - e_f:
+// added directly (ADD: p and q in different rows, so the two never overlap) or written to e.
 template <typename T, int S, bool ADD>
-static void replay_row(const T* __restrict__ w, const T* const* xt, const T* const* xh, T* __restrict__ e,
-                       T* __restrict__ nt, T* __restrict__ nh, int64_t n, T hi) {
+static void replay_pair_row(const T* __restrict__ wf, const T* __restrict__ wr, const T* const* xp,
+                            const T* const* xq, T* __restrict__ e, T* __restrict__ np, T* __restrict__ nq,
+                            int64_t n, T hi) {
   static_assert(S >= 1 && S <= 8, "1 to 8 steps");
-  const T* t0 = xt[0]; const T* t1 = xt[S > 1 ? 1 : 0]; const T* t2 = xt[S > 2 ? 2 : 0]; const T* t3 = xt[S > 3 ? 3 : 0];
-  const T* t4 = xt[S > 4 ? 4 : 0]; const T* t5 = xt[S > 5 ? 5 : 0]; const T* t6 = xt[S > 6 ? 6 : 0]; const T* t7 = xt[S > 7 ? 7 : 0];
-  const T* h0 = xh[0]; const T* h1 = xh[S > 1 ? 1 : 0]; const T* h2 = xh[S > 2 ? 2 : 0]; const T* h3 = xh[S > 3 ? 3 : 0];
-  const T* h4 = xh[S > 4 ? 4 : 0]; const T* h5 = xh[S > 5 ? 5 : 0]; const T* h6 = xh[S > 6 ? 6 : 0]; const T* h7 = xh[S > 7 ? 7 : 0];
+  const T* p0 = xp[0]; const T* p1 = xp[S > 1 ? 1 : 0]; const T* p2 = xp[S > 2 ? 2 : 0]; const T* p3 = xp[S > 3 ? 3 : 0];
+  const T* p4 = xp[S > 4 ? 4 : 0]; const T* p5 = xp[S > 5 ? 5 : 0]; const T* p6 = xp[S > 6 ? 6 : 0]; const T* p7 = xp[S > 7 ? 7 : 0];
+  const T* q0 = xq[0]; const T* q1 = xq[S > 1 ? 1 : 0]; const T* q2 = xq[S > 2 ? 2 : 0]; const T* q3 = xq[S > 3 ? 3 : 0];
+  const T* q4 = xq[S > 4 ? 4 : 0]; const T* q5 = xq[S > 5 ? 5 : 0]; const T* q6 = xq[S > 6 ? 6 : 0]; const T* q7 = xq[S > 7 ? 7 : 0];
 #pragma GCC ivdep
   for (int64_t j = 0; j < n; ++j) {
-    const T wh = T(0.5) * w[j];
-    T ps = T(0), ms = T(0), dl = T(0);
-    auto step = [&](T d) {
-      const T c = dl - wh * d;
-      const T a = T(0.5) * ps - hi;
-      const T b = c + T(0.25) * ms;
-      const T p = std::abs(a + b), q = std::abs(a - b);
-      ps = a + T(0.5) * (p + q);
-      ms = b + T(0.5) * (p - q);
-      dl = c - T(0.25) * ms;
+    const T hf = T(0.5) * wf[j], hr = T(-0.5) * wr[j];
+    T psf = T(0), msf = T(0), dlf = T(0), psr = T(0), msr = T(0), dlr = T(0);
+    auto step = [&](T d) __attribute__((always_inline)) {
+      {
+        const T c = dlf - hf * d;
+        const T a = T(0.5) * psf - hi;
+        const T b = c + T(0.25) * msf;
+        const T p = std::abs(a + b), q = std::abs(a - b);
+        psf = a + T(0.5) * (p + q);
+        msf = b + T(0.5) * (p - q);
+        dlf = c - T(0.25) * msf;
+      }
+      {
+        const T c = dlr - hr * d;
+        const T a = T(0.5) * psr - hi;
+        const T b = c + T(0.25) * msr;
+        const T p = std::abs(a + b), q = std::abs(a - b);
+        psr = a + T(0.5) * (p + q);
+        msr = b + T(0.5) * (p - q);
+        dlr = c - T(0.25) * msr;
+      }
     };
-    step(t0[j] - h0[j]);
-    if constexpr (S > 1) step(t1[j] - h1[j]);
-    if constexpr (S > 2) step(t2[j] - h2[j]);
-    if constexpr (S > 3) step(t3[j] - h3[j]);
-    if constexpr (S > 4) step(t4[j] - h4[j]);
-    if constexpr (S > 5) step(t5[j] - h5[j]);
-    if constexpr (S > 6) step(t6[j] - h6[j]);
-    if constexpr (S > 7) step(t7[j] - h7[j]);
-    const T ej = T(2) * w[j] * (dl - T(0.25) * ms);
+    step(p0[j] - q0[j]);
+    if constexpr (S > 1) step(p1[j] - q1[j]);
+    if constexpr (S > 2) step(p2[j] - q2[j]);
+    if constexpr (S > 3) step(p3[j] - q3[j]);
+    if constexpr (S > 4) step(p4[j] - q4[j]);
+    if constexpr (S > 5) step(p5[j] - q5[j]);
+    if constexpr (S > 6) step(p6[j] - q6[j]);
+    if constexpr (S > 7) step(p7[j] - q7[j]);
+    const T ej = T(2) * wf[j] * (dlf - T(0.25) * msf) - T(2) * wr[j] * (dlr - T(0.25) * msr);
     if (ADD) {
-      nt[j] += ej;
-      nh[j] -= ej;
+      np[j] += ej;
+      nq[j] -= ej;
     } else {
       e[j] = ej;
     }
@@ -675,14 +734,15 @@ static void replay_row(const T* __restrict__ w, const T* const* xt, const T* con
 }
 
 template <typename T>
-using replay_fn = void (*)(const T*, const T* const*, const T* const*, T*, T*, T*, int64_t, T);
+using replay_fn = void (*)(const T*, const T*, const T* const*, const T* const*, T*, T*, T*, int64_t, T);
 
 template <typename T, bool ADD>
 static replay_fn<T> replay_kernel(int64_t S) {
   switch (S) {
-    case 1: return replay_row<T, 1, ADD>; case 2: return replay_row<T, 2, ADD>; case 3: return replay_row<T, 3, ADD>;
-    case 4: return replay_row<T, 4, ADD>; case 5: return replay_row<T, 5, ADD>; case 6: return replay_row<T, 6, ADD>;
-    case 7: return replay_row<T, 7, ADD>; case 8: return replay_row<T, 8, ADD>;
+    case 1: return replay_pair_row<T, 1, ADD>; case 2: return replay_pair_row<T, 2, ADD>;
+    case 3: return replay_pair_row<T, 3, ADD>; case 4: return replay_pair_row<T, 4, ADD>;
+    case 5: return replay_pair_row<T, 5, ADD>; case 6: return replay_pair_row<T, 6, ADD>;
+    case 7: return replay_pair_row<T, 7, ADD>; case 8: return replay_pair_row<T, 8, ADD>;
     default: return nullptr;
   }
 }
@@ -720,22 +780,21 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
       const T hi = T(0.5) / gam;
       const T* wb = wp + b * wsb + k * wsk;
       for (int64_t i = 0; i < H; ++i) {
-        for (int jj = 0; jj < 2 * NU; ++jj) {
-          const int kk = jj % NU;
-          const int sgn = jj < NU ? 1 : -1;
-          const int dy = sgn * OFF[kk][0], dx = sgn * OFF[kk][1];
+        for (int kk = 0; kk < NU; ++kk) {  // the undirected edges (p, p + o) with p in row i
+          const int dy = OFF[kk][0], dx = OFF[kk][1];
           const int64_t n_ = W - std::abs(dx);
-          if (n_ <= 0 || i + dy < 0 || i + dy >= H) continue;
-          const int64_t tx = std::max(0, -dx), hx = std::max(0, dx);
-          const T* wr = wb + jj * HW + i * W + tx;
+          if (n_ <= 0 || i + dy >= H) continue;
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          const T* wf = wb + kk * HW + i * W + px;              // p -> q, stored at its tail p
+          const T* wrv = wb + (NU + kk) * HW + (i + dy) * W + qx;  // q -> p, stored at its tail q
           for (int64_t c = 0; c < C; ++c) {
-            const int64_t ot = (bk * C + c) * HW + i * W + tx, oh = (bk * C + c) * HW + (i + dy) * W + hx;
-            for (int64_t s = 0; s < S; ++s) { xt[s] = xp[s] + ot; xh[s] = xp[s] + oh; }
+            const int64_t op = (bk * C + c) * HW + i * W + px, oq = (bk * C + c) * HW + (i + dy) * W + qx;
+            for (int64_t s = 0; s < S; ++s) { xt[s] = xp[s] + op; xh[s] = xp[s] + oq; }
             if (dy != 0) {
-              row_add(wr, xt, xh, nullptr, np_ + ot, np_ + oh, n_, hi);
-            } else {  // tail and head in the same row: through e
-              row_e(wr, xt, xh, e.data(), nullptr, nullptr, n_, hi);
-              scatter_row<T>(np_ + ot, np_ + oh, e.data(), n_);
+              row_add(wf, wrv, xt, xh, nullptr, np_ + op, np_ + oq, n_, hi);
+            } else {  // p and q in the same row: through e
+              row_e(wf, wrv, xt, xh, e.data(), nullptr, nullptr, n_, hi);
+              scatter_row<T>(np_ + op, np_ + oq, e.data(), n_);
             }
           }
         }
@@ -970,8 +1029,10 @@ static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
       T* s = sbuf.data();
       std::fill(m, m + W, std::numeric_limits<T>::infinity());
       std::fill(s, s + W, T(0));
-      // pass 1: minimum; pass 2: exp(-(dd - min)) and sum; pass 3: normalise
+      // pass 1: minimum; pass 2: exp(-(dd - min)) and sum; pass 3: normalise (times 1 / sum)
       for (int pass = 0; pass < 3; ++pass) {
+        if (pass == 2)
+          for (int64_t t = 0; t < W; ++t) s[t] = T(1) / s[t];
         for (int jj = 0; jj < 2 * NU; ++jj) {
           const int kk = jj % NU;
           const int sgn = jj < NU ? 1 : -1;
