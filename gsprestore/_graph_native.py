@@ -329,7 +329,8 @@ static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const
 }
 
 // Unrolled CG with learned step sizes (solvers.cg_unrolled, inference only), in place. Given
-// x = x^0 and buffers g, v, v2 (all contiguous (B, K, C, H, W)) and the right-hand side rhs
+// x = x^0 and buffers g, v, v2 (all (B, K, C, H, W) with the same strides: contiguous rows,
+// planes x.stride(2) apart, contiguous over (b, k, c)) and the right-hand side rhs
 // (broadcastable, contiguous rows), it starts with g = A x^0 - rhs, v = pre * g; then
 // steps t = 0 .. T-2 are:
 //   Av = keep * (diag * v - S v);  x -= a_t v;  g -= a_t Av;  v' = pre * g + b_{t+1} v  (v' into the other buffer)
@@ -345,7 +346,8 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
                              at::Tensor& x, at::Tensor& g, at::Tensor& v, at::Tensor& v2,
                              const at::Tensor& al, const at::Tensor& be, int64_t mode) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
-  const int64_t Tn = al.size(0), HW = H * W;
+  const int64_t Tn = al.size(0);
+  const int64_t HW = x.stride(2);  // plane stride of x, g, v, v2 (H * W, or padded: graph._padded_planes)
   const T* wp = w.data_ptr<T>();
   const T* dp = diag.data_ptr<T>();
   const T* kp = has_keep ? keep.data_ptr<T>() : nullptr;
@@ -751,7 +753,8 @@ static replay_fn<T> replay_kernel(int64_t S) {
 // (inference): the edge state (D, u, v) of every directed edge is replayed from the zero state
 // through the S edge steps in registers (an edge's state depends only on its own
 // r^s = wbar (x^s_tail - x^s_head)), so no edge tensor is read or written; then
-// n = C-bar^T e. xs each (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous, g (K)
+// n = C-bar^T e. xs (B, K, C, H, W) with contiguous rows and the same strides, contiguous over
+// their planes (xs[0].stride(2) apart), n likewise, wbar (B, K|1, 24, H, W) contiguous, g (K)
 // per head or (1), n (B, K, C, H, W) to add to (zeros, or the node part of the right-hand side).
 // Threads over (b, k); a row's 24 edges and
 // C channels run back to back so the rows they read (x^s at rows i - 2 .. i + 2, the wbar row)
@@ -761,6 +764,7 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
                              at::Tensor& n) {
   const int64_t B = n.size(0), K = n.size(1), C = n.size(2), H = n.size(3), W = n.size(4);
   const int64_t HW = H * W, S = static_cast<int64_t>(xs.size());
+  const int64_t XPS = xs[0].stride(2), NPS = n.stride(2);  // plane strides (padded or H * W)
   const replay_fn<T> row_add = replay_kernel<T, true>(S), row_e = replay_kernel<T, false>(S);
   TORCH_CHECK(row_add != nullptr, "admm_edge_replay replays 1 to 8 iterates, got ", S);
   std::vector<const T*> xp(S);
@@ -788,13 +792,15 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
           const T* wf = wb + kk * HW + i * W + px;              // p -> q, stored at its tail p
           const T* wrv = wb + (NU + kk) * HW + (i + dy) * W + qx;  // q -> p, stored at its tail q
           for (int64_t c = 0; c < C; ++c) {
-            const int64_t op = (bk * C + c) * HW + i * W + px, oq = (bk * C + c) * HW + (i + dy) * W + qx;
-            for (int64_t s = 0; s < S; ++s) { xt[s] = xp[s] + op; xh[s] = xp[s] + oq; }
+            const int64_t xo_p = (bk * C + c) * XPS + i * W + px, xo_q = (bk * C + c) * XPS + (i + dy) * W + qx;
+            T* n_p = np_ + (bk * C + c) * NPS + i * W + px;
+            T* n_q = np_ + (bk * C + c) * NPS + (i + dy) * W + qx;
+            for (int64_t s = 0; s < S; ++s) { xt[s] = xp[s] + xo_p; xh[s] = xp[s] + xo_q; }
             if (dy != 0) {
-              row_add(wf, wrv, xt, xh, nullptr, np_ + op, np_ + oq, n_, hi);
+              row_add(wf, wrv, xt, xh, nullptr, n_p, n_q, n_, hi);
             } else {  // p and q in the same row: through e
               row_e(wf, wrv, xt, xh, e.data(), nullptr, nullptr, n_, hi);
-              scatter_row<T>(np_ + op, np_ + oq, e.data(), n_);
+              scatter_row<T>(n_p, n_q, e.data(), n_);
             }
           }
         }

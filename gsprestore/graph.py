@@ -254,17 +254,40 @@ def _no_grad_native(*tensors: Tensor) -> bool:
     return _use_native(*tensors)
 
 
-def _padded_planes(like: Tensor, B: int, K: int, n: int, H: int, W: int) -> Tensor:
-    """An empty (B, K, n, H, W) tensor with contiguous rows whose n planes start 64 bytes past a
-    1 KiB boundary from each other instead of H * W elements apart. A stencil reads the same
-    pixel of all 12 weight planes together; at a plane stride that is a multiple of 4 KiB (e.g.
-    768 x 512 floats) those reads fall into one L1 cache set and evict each other, which made the
-    fused CG's stencil run at half speed."""
+def _padded_planes(like: Tensor, *shape: int) -> Tensor:
+    """An empty tensor of ``shape`` (..., H, W) with contiguous rows whose H x W planes start 64
+    bytes past a 1 KiB boundary from each other instead of H * W elements apart (the dims before
+    them contiguous over the planes). A stencil reads the same pixel of the 12 weight planes (or
+    of the channels) together; at a plane stride that is a multiple of 4 KiB (e.g. 768 x 512
+    floats) those reads fall into one L1 cache set and evict each other, which made the fused
+    CG's stencil run at half speed."""
+    *lead, H, W = shape
     item = like.element_size()
     unit = max(1, 1024 // item)
     ps = -(-(H * W) // unit) * unit + max(1, 64 // item)
-    buf = like.new_empty(B * K * n * ps)
-    return buf.as_strided((B, K, n, H, W), (K * n * ps, n * ps, ps, W, 1))
+    strides, acc = [], ps
+    for n in reversed(lead):
+        strides.append(acc)
+        acc *= n
+    buf = like.new_empty(max(1, acc))
+    return buf.as_strided(tuple(shape), tuple(reversed(strides)) + (W, 1))
+
+
+def _plane_stride(t: Tensor) -> Optional[int]:
+    """The plane stride of ``t`` (..., H, W) if it has contiguous rows and its leading dims are
+    contiguous over its planes (a contiguous or :func:`_padded_planes` layout), else None."""
+    *lead, H, W = t.shape
+    if t.stride(-1) != 1 and W > 1 or t.stride(-2) != W and H > 1:
+        return None
+    ps = t.stride(-3) if lead else H * W
+    if ps < H * W:
+        return None
+    acc = ps
+    for n, st in zip(reversed(lead), reversed(t.stride()[:-2])):
+        if st != acc and n > 1:
+            return None
+        acc *= n
+    return ps
 
 
 def _rows_contiguous(t: Tensor) -> Tensor:

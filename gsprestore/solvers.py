@@ -169,8 +169,9 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     each step one pass over the rows (``A v`` and the three vector updates together)."""
     T = alphas.shape[0]
     K = b.shape[1]
-    x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
-    g, v, v2 = (torch.empty_like(x) for _ in range(3))  # the kernel starts with g = A x - b, v = P^-1 g
+    # x, g, v, v2 in planes padded apart (graph._padded_planes: no cache-set conflicts between channels)
+    x, g, v, v2 = (G._padded_planes(b, *b.shape) for _ in range(4))
+    x.copy_(x0.expand(b.shape))  # the kernel starts with g = A x - b, v = P^-1 g
     diag = G._rows_contiguous(op.diag.expand(b.shape))
     keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
     pre = None if precond is None else G._rows_contiguous(precond.expand(b.shape))
@@ -595,7 +596,12 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     shape = (x.shape[0], K, *x.shape[2:])
     gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
     n = x.new_zeros(shape) if base is None else base
-    return G._native().admm_edge_replay([h.expand(shape).contiguous() for h in xs], wbar.contiguous(), gk, n)
+    xs = [h.expand(shape) for h in xs]
+    if not all(G._plane_stride(h) is not None and h.stride() == xs[0].stride() for h in xs):
+        xs = [h.contiguous() for h in xs]
+    if G._plane_stride(n) is None:
+        raise ValueError("the base of the replayed edge term needs planes with contiguous rows")
+    return G._native().admm_edge_replay(xs, wbar.contiguous(), gk, n)
 
 
 def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor]):
