@@ -507,3 +507,15 @@ def test_feature_cnn_inference_path_equals_replicate_padded_convs(cin, h, w, dty
     assert got.is_contiguous()
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got, ref.detach(), **tol)
+
+
+@pytest.mark.parametrize("shape,chunk", [((2, 5, 7, 9), 10), ((1, 48, 3, 4), 4096), ((1, 1, 1, 1), 1)])
+def test_chunked_channels_last_to_contiguous(shape, chunk):
+    """The chunked transpose that brings the feature CNN's channels-last output back to NCHW."""
+    from gsprestore.models.unrolled import _to_contiguous
+
+    h = torch.rand(*shape).contiguous(memory_format=torch.channels_last)
+    got = _to_contiguous(h, chunk=chunk)
+    assert got.is_contiguous() and torch.equal(got, h)
+    plain = torch.rand(*shape)
+    assert _to_contiguous(plain) is plain
