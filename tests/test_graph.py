@@ -316,3 +316,22 @@ def test_native_stencil_degree_and_incidence_laplacian_match_pytorch(gen, dtype,
         monkeypatch.setitem(G._native_state, "mod", None)
         for f, g in zip(fns, got):
             torch.testing.assert_close(g, f())
+
+
+def test_padded_planes_layout():
+    """The padded-plane tensors of the native kernels: rows contiguous, planes contiguous over
+    the leading dims but not a multiple of 4 KiB apart; _plane_stride recognises that layout and
+    the contiguous one, and rejects broadcast or sliced tensors."""
+    like = torch.zeros(1)
+    t = G._padded_planes(like, 2, 3, 4, 512, 768)
+    ps = t.stride(2)
+    assert t.shape == (2, 3, 4, 512, 768) and t.stride()[-2:] == (768, 1)
+    assert t.stride()[:3] == (3 * 4 * ps, 4 * ps, ps) and ps >= 512 * 768 and (ps * 4) % 4096 != 0
+    t.copy_(torch.arange(t.numel(), dtype=torch.float32).view(t.shape))
+    assert torch.equal(t.contiguous().view(-1), torch.arange(t.numel(), dtype=torch.float32))
+    assert G._plane_stride(t) == ps
+    c = torch.zeros(2, 3, 5, 7)
+    assert G._plane_stride(c) == 35
+    assert G._plane_stride(torch.zeros(1, 1, 5, 7).expand(2, 3, 5, 7)) is None
+    assert G._plane_stride(c[:, :2]) is None and G._plane_stride(c[..., :6]) is None
+    assert G._plane_stride(G._padded_planes(torch.zeros(1, dtype=torch.float64), 1, 1, 1, 1)) is not None
