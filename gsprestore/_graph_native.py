@@ -18,6 +18,7 @@ FUNCTIONS: tuple[str, ...] = (
     "admm_edge_step",
     "admm_edge_step_backward",
     "admm_edge_replay",
+    "admm_node_update",
     "edge_distances",
     "random_walk_from_distances",
 )
@@ -812,6 +813,44 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
 at::Tensor admm_edge_replay(std::vector<at::Tensor> xs, at::Tensor wbar, at::Tensor g, at::Tensor n) {
   AT_DISPATCH_FLOATING_TYPES(n.scalar_type(), "gsp_edge_replay", [&] { edge_replay_impl<scalar_t>(xs, wbar, g, n); });
   return n;
+}
+
+// The node part of one ADMM iteration (solvers.gtv_interpolate, replay form), one pass:
+// c += m (m x - y) (eq. 24, block c, divided by gamma: c = H^T mu_c / gamma) and rhs = y - c (eq. 20's
+// node part, to which admm_edge_replay adds the edge term). c, rhs (B, K, C, H, W) contiguous;
+// x (B, K, C, H, W) with contiguous rows, planes x.stride(2) apart and contiguous over them;
+// m, y broadcastable with contiguous rows. Threads over (b, k, c, row).
+template <typename T>
+static void node_update_impl(at::Tensor& c, const at::Tensor& m, const at::Tensor& x, const at::Tensor& y,
+                             at::Tensor& rhs) {
+  const int64_t B = c.size(0), K = c.size(1), C = c.size(2), H = c.size(3), W = c.size(4), HW = H * W;
+  const int64_t XPS = x.stride(2);
+  const int64_t msb = bst(m, 0), msk = bst(m, 1), msc = bst(m, 2), msr = m.stride(3);
+  const int64_t ysb = bst(y, 0), ysk = bst(y, 1), ysc = bst(y, 2), ysr = y.stride(3);
+  T* cp = c.data_ptr<T>();
+  T* rp = rhs.data_ptr<T>();
+  const T* mp = m.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const T* yp = y.data_ptr<T>();
+  parallel_chunks(B * K * C * H, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, pl = idx / H, ch = pl % C, k = (pl / C) % K, b = pl / (C * K);
+      T* __restrict__ cr = cp + pl * HW + i * W;
+      T* __restrict__ rr = rp + pl * HW + i * W;
+      const T* __restrict__ xr = xp + pl * XPS + i * W;
+      const T* __restrict__ mr = mp + b * msb + k * msk + ch * msc + i * msr;
+      const T* __restrict__ yr = yp + b * ysb + k * ysk + ch * ysc + i * ysr;
+      for (int64_t j = 0; j < W; ++j) {
+        const T cj = cr[j] + mr[j] * (mr[j] * xr[j] - yr[j]);
+        cr[j] = cj;
+        rr[j] = yr[j] - cj;
+      }
+    }
+  });
+}
+
+void admm_node_update(at::Tensor c, at::Tensor m, at::Tensor x, at::Tensor y, at::Tensor rhs) {
+  AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "gsp_node_update", [&] { node_update_impl<scalar_t>(c, m, x, y, rhs); });
 }
 
 // Gradient of out = a x - W x with respect to the undirected weights:

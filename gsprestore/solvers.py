@@ -604,6 +604,18 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     return G._native().admm_edge_replay(xs, wbar.contiguous(), gk, n)
 
 
+def _node_update(c: Tensor, pb: "_GtvProblem", x: Tensor) -> Tensor:
+    """In place ``c += m (m x - y)`` (eq. 24, block c, in ``c = H^T mu_c / gamma``); returns
+    ``y - c``, the node part of eq. 20's right-hand side (one native pass where it can run)."""
+    xf = x.expand(c.shape)
+    if G._plane_stride(xf) is not None and c.is_contiguous() and G._use_native(c, x, pb.mask, pb.y):
+        rhs = torch.empty_like(c)
+        G._native().admm_node_update(c, G._rows_contiguous(pb.mask), xf, G._rows_contiguous(pb.y), rhs)
+        return rhs
+    c.addcmul_(pb.mask, torch.mul(pb.mask, x).sub_(pb.y))
+    return torch.sub(pb.y, c)
+
+
 def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor]):
     """Common start of both ADMM forms: the problem, the (B, K, C, H, W) shape, x^0 (default
     H^T y) and mu_c^0 = mu_init on the samples, and the parsed CG spec."""
@@ -694,10 +706,10 @@ def gtv_interpolate(
         if replay:  # inference on the CPU: the edge state replayed instead of stored
             if c is None:
                 c = (pb.mask * mu_c / _per_head(gamma, 5)).expand(shape).contiguous()
-            c.addcmul_(pb.mask, torch.mul(pb.mask, x).sub_(pb.y))  # eq. 24, block c, divided by gamma
+            base = _node_update(c, pb, x)  # eq. 24, block c (divided by gamma); y - c
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
-            rhs = _edge_term_replayed(xs, wbar, gamma, base=torch.sub(pb.y, c))
+            rhs = _edge_term_replayed(xs, wbar, gamma, base=base)
         else:
             reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
             D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs, out=reuse)  # eqs. 19, 21, 23, 24

@@ -479,3 +479,26 @@ def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(backend, g
                           al.double().repeat_interleave(C, -1), be.double().repeat_interleave(C, -1))
         new = jac.solve(b.double(), x0.double(), "unrolled", T, al.double(), be.double(), 0.0)
     torch.testing.assert_close(new, (z / sqd).reshape(shape), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_node_update_matches_pytorch(gen, dtype):
+    """The fused multiplier / right-hand-side pass of the replay form (c += m (m x - y), returns
+    y - c) against the PyTorch formula: broadcast mask and samples, a fractional mask, x in
+    padded planes and x broadcast over the heads (which takes the PyTorch path)."""
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    B, K, C, h, w = 2, 3, 2, 5, 11
+    mask = random_mask(gen, (B, 1, C, h, w), 0.4).to(dtype) * (0.5 + 0.5 * rand(gen, B, 1, C, h, w).to(dtype))
+    known = rand(gen, B, 1, C, h, w).to(dtype)
+    pb = S._GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
+    padded = G._padded_planes(known, B, K, C, h, w)
+    padded.copy_(rand(gen, B, K, C, h, w).to(dtype))
+    for x in (padded, rand(gen, B, 1, C, h, w).to(dtype)):
+        c0 = rand(gen, B, K, C, h, w).to(dtype)
+        c_ref = c0 + mask * (mask * x - pb.y)
+        c = c0.clone()
+        with torch.no_grad():
+            rhs = S._node_update(c, pb, x)
+        torch.testing.assert_close(c, c_ref)
+        torch.testing.assert_close(rhs, pb.y - c_ref)
