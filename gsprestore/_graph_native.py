@@ -147,6 +147,21 @@ static inline v8f exp8(v8f x) {
   return y * p2;
 }
 
+// o = exp(-o) in place (exp8 for float vectors, as in exp_row)
+template <typename T>
+static void neg_exp_row(T* __restrict__ o, int64_t n) {
+  int64_t t = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; t + 8 <= n; t += 8) {
+      v8f v;
+      __builtin_memcpy(&v, o + t, sizeof(v));
+      v = exp8(-v);
+      __builtin_memcpy(o + t, &v, sizeof(v));
+    }
+  }
+  for (; t < n; ++t) o[t] = std::exp(-o[t]);
+}
+
 template <typename T>
 static void exp_row(T* __restrict__ dst, T* __restrict__ s, const T* __restrict__ d, const T* __restrict__ m, int64_t n) {
   int64_t t = 0;
@@ -1043,8 +1058,7 @@ static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor
         for (int64_t c = 0; c < F; ++c)
           dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
                       mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
-        if (do_exp)
-          for (int64_t t = 0; t < n; ++t) o[t] = std::exp(-o[t]);
+        if (do_exp) neg_exp_row<T>(o, n);
       }
     }
   });

@@ -335,3 +335,25 @@ def test_padded_planes_layout():
     assert G._plane_stride(torch.zeros(1, 1, 5, 7).expand(2, 3, 5, 7)) is None
     assert G._plane_stride(c[:, :2]) is None and G._plane_stride(c[..., :6]) is None
     assert G._plane_stride(G._padded_planes(torch.zeros(1, dtype=torch.float64), 1, 1, 1, 1)) is not None
+
+
+@pytest.mark.parametrize("scale", [0.3, 3.0, 30.0])
+def test_native_float32_exp_kernels_match_pytorch(gen, scale, monkeypatch):
+    """float32 edge weights exp(-d) and the random-walk softmax run a vectorised exp in the
+    native kernels (rows of 8 and more); they agree with torch.exp to float32 rounding, also
+    where the weights underflow."""
+    if not G.native_available():
+        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    f = (rand(gen, 2, 3, 5, 6, 37) * scale).float()
+    A = rand(gen, 3, 5, 5).float()
+    M = A @ A.transpose(-1, -2)
+    with torch.no_grad():
+        w, d = G.edge_weights(f, M), G.edge_distances(f, M)
+        wbar = G.random_walk_weights_from_distances(d)
+        monkeypatch.setitem(G._native_state, "mod", None)
+        w_ref, wbar_ref = G.edge_weights(f, M), G.random_walk_weights_from_distances(d)
+    inside = d > 0  # edges leaving the image have weight 0 and distance 0
+    torch.testing.assert_close(w[inside], torch.exp(-d)[inside], rtol=1e-6, atol=1e-37)  # the exp itself
+    torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-30)  # d's summation order differs a little
+    torch.testing.assert_close(wbar, wbar_ref, rtol=2e-6, atol=1e-30)
+    assert (w_ref[inside] < 1e-20).any() or scale < 1  # the large scales do reach underflow
