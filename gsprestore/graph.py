@@ -505,7 +505,10 @@ def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor,
         deg = degree(w)
     dis = deg.clamp_min(_TINY).rsqrt()
     H, W = w.shape[-2:]
-    wn = torch.zeros_like(w)
+    if _no_grad_native(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
+        wn = _padded_planes(w, *w.shape).zero_()
+    else:
+        wn = torch.zeros_like(w)
     for k, P, Q in _regions(H, W):
         wn[:, :, k : k + 1, P[0], P[1]] = (
             w[:, :, k : k + 1, P[0], P[1]] * dis[..., P[0], P[1]] * dis[..., Q[0], Q[1]]
