@@ -700,6 +700,18 @@ void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, 
 // registers (the S steps unrolled, so the column loop vectorises). With e = wbar (D'/(2g) -
 // (u' - v')/2) = 2 wbar (dl' - ms'/4) of each edge, n_p gets e_f - e_r and n_q gets e_r - e_f:
 // added directly (ADD: p and q in different rows, so the two never overlap) or written to e.
+// one edge step of one directed edge in the scaled variables above (rho = r / 2)
+template <typename T>
+static inline __attribute__((always_inline)) void replay_step(T& ps, T& ms, T& dl, T rho, T hi) {
+  const T c = dl - rho;
+  const T a = T(0.5) * ps - hi;
+  const T b = c + T(0.25) * ms;
+  const T p = std::abs(a + b), q = std::abs(a - b);
+  ps = a + T(0.5) * (p + q);
+  ms = b + T(0.5) * (p - q);
+  dl = c - T(0.25) * ms;
+}
+
 template <typename T, int S, bool ADD>
 static void replay_pair_row(const T* __restrict__ wf, const T* __restrict__ wr, const T* const* xp,
                             const T* const* xq, T* __restrict__ e, T* __restrict__ np, T* __restrict__ nq,
@@ -714,24 +726,8 @@ static void replay_pair_row(const T* __restrict__ wf, const T* __restrict__ wr, 
     const T hf = T(0.5) * wf[j], hr = T(-0.5) * wr[j];
     T psf = T(0), msf = T(0), dlf = T(0), psr = T(0), msr = T(0), dlr = T(0);
     auto step = [&](T d) __attribute__((always_inline)) {
-      {
-        const T c = dlf - hf * d;
-        const T a = T(0.5) * psf - hi;
-        const T b = c + T(0.25) * msf;
-        const T p = std::abs(a + b), q = std::abs(a - b);
-        psf = a + T(0.5) * (p + q);
-        msf = b + T(0.5) * (p - q);
-        dlf = c - T(0.25) * msf;
-      }
-      {
-        const T c = dlr - hr * d;
-        const T a = T(0.5) * psr - hi;
-        const T b = c + T(0.25) * msr;
-        const T p = std::abs(a + b), q = std::abs(a - b);
-        psr = a + T(0.5) * (p + q);
-        msr = b + T(0.5) * (p - q);
-        dlr = c - T(0.25) * msr;
-      }
+      replay_step(psf, msf, dlf, hf * d, hi);
+      replay_step(psr, msr, dlr, hr * d, hi);
     };
     step(p0[j] - q0[j]);
     if constexpr (S > 1) step(p1[j] - q1[j]);
