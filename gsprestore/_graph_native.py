@@ -1029,7 +1029,8 @@ void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Te
 
 // Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
 // optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
-// zero-initialised (entries whose neighbour leaves the image stay 0). Threads over (b, k, row).
+// zero-initialised (entries whose neighbour leaves the image stay 0; the others are overwritten,
+// so a reused output stays valid). Threads over (b, k, row).
 template <typename T>
 static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor& out, bool do_exp) {
   const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
@@ -1051,6 +1052,7 @@ static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor
         if (n <= 0 || i + dy >= H) continue;
         const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
         T* o = ob + kk * HW + i * W + px;
+        std::fill(o, o + n, T(0));  // (the entries of a reused output hold the previous call's values)
         for (int64_t c = 0; c < F; ++c)
           dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
                       mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);

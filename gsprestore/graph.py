@@ -376,22 +376,51 @@ class _EdgeWeights(torch.autograd.Function):
         return gf, gm, None
 
 
-def edge_distances(features: Tensor, metric: Tensor) -> Tensor:
+def edge_distances(features: Tensor, metric: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 27),
-    ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused)."""
+    ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused).
+    ``workspace``: see :func:`_reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
-    return _EdgeWeights.apply(features, metric, False)
+    return _edge_weights_into(features, metric, False, workspace)
 
 
-def edge_weights(features: Tensor, metric: Tensor) -> Tensor:
+def edge_weights(features: Tensor, metric: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Edge weights ``w_pq = exp(-(f_p - f_q)^T M (f_p - f_q))`` of eq. 27 for the 12 undirected
     offsets of the 5x5 window: features ``(B, K, F, H, W)``, metric ``(K, F, F)`` (or ``(F, F)``),
     PSD (the caller parametrises it, e.g. ``M = A A^T``) -> ``(B, K, 12, H, W)``, zero where the
-    neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w."""
+    neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w.
+    ``workspace``: see :func:`_reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
-    return _EdgeWeights.apply(features, metric, True)
+    return _edge_weights_into(features, metric, True, workspace)
+
+
+def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tensor) -> Optional[Tensor]:
+    """Inference only: an output buffer kept in a caller's ``workspace`` dict (e.g. across the
+    blocks of one network forward) instead of a fresh allocation; at these sizes (75-150 MB at
+    768x512) every fresh tensor is a new mapping whose pages fault in and get zeroed again. The
+    buffer is zeroed once; the native kernels that write it leave the entries of edges leaving
+    the image at 0 and overwrite all others, so it stays valid for the next call of the same
+    shape. The caller must be done with the previous result."""
+    if workspace is None:
+        return None
+    t = workspace.get(key)
+    if t is None or t.shape != shape or t.dtype != like.dtype or t.device != like.device:
+        t = like.new_zeros(shape)
+        workspace[key] = t
+    return t
+
+
+def _edge_weights_into(features: Tensor, metric: Tensor, exp: bool, workspace: Optional[dict]) -> Tensor:
+    if workspace is not None and _no_grad_native(features, metric):
+        B, K, F, H, W = features.shape
+        m4 = _metric4(metric)
+        Kout = max(K, m4.shape[1])
+        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, _NU, H, W), features)
+        mf = _apply_metric(m4, features)
+        return _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+    return _EdgeWeights.apply(features, metric, exp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,14 +617,17 @@ class _RandomWalkFromDistances(torch.autograd.Function):
         return gd
 
 
-def random_walk_weights_from_distances(d: Tensor) -> Tensor:
+def random_walk_weights_from_distances(d: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
     a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0.
-    Custom autograd (saves wbar)."""
+    Custom autograd (saves wbar). ``workspace``: see :func:`_reused_output`."""
     _check_weights(d, _NU, "d")
     B, K, _, H, W = d.shape
     if H * W == 1:
         return d.new_zeros(B, K, 2 * _NU, H, W) + 0 * d.sum()
+    if workspace is not None and _no_grad_native(d):
+        out = _reused_output(workspace, "random_walk_weights", (B, K, 2 * _NU, H, W), d)
+        return _native().random_walk_from_distances(d.contiguous(), out)
     return _RandomWalkFromDistances.apply(d)
 
 

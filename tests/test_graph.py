@@ -357,3 +357,21 @@ def test_native_float32_exp_kernels_match_pytorch(gen, scale, monkeypatch):
     torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-30)  # d's summation order differs a little
     torch.testing.assert_close(wbar, wbar_ref, rtol=2e-6, atol=1e-30)
     assert (w_ref[inside] < 1e-20).any() or scale < 1  # the large scales do reach underflow
+
+
+def test_graph_outputs_reused_from_a_workspace(gen):
+    """Inference outputs kept in a workspace (reused, not reallocated) give the same values as
+    fresh tensors call after call, including the zeros of edges that leave the image."""
+    ws: dict = {}
+    A = rand(gen, 3, 4, 4)
+    M = A @ A.transpose(-1, -2)
+    with torch.no_grad():
+        for scale in (1.0, 0.2, 3.0):
+            f = rand(gen, 2, 3, 4, 7, 13) * scale
+            d, w = G.edge_distances(f, M, workspace=ws), G.edge_weights(f, M, workspace=ws)
+            wbar = G.random_walk_weights_from_distances(d, workspace=ws)
+            torch.testing.assert_close(d, G.edge_distances(f, M))
+            torch.testing.assert_close(w, G.edge_weights(f, M))
+            torch.testing.assert_close(wbar, G.random_walk_weights_from_distances(G.edge_distances(f, M)))
+            if G.native_available():  # the native path keeps them
+                assert ws["edge_distances"] is d and ws["random_walk_weights"] is wbar

@@ -276,19 +276,22 @@ class UnrolledBlock(nn.Module):
         B, _, H, W = f.shape
         return f.view(B, self.heads, self.features, H, W)
 
-    def graph_weights(self, x: Tensor) -> Tensor:
+    def graph_weights(self, x: Tensor, workspace: dict | None = None) -> Tensor:
         """The learned graphs of the heads from the estimate ``x``: GLR, undirected weights
         w_ij = exp(-d_ij) ``(B, K, 12, H, W)`` (eq. 27); GTV, the random-walk normalized directed
         weights ``(B, K, 24, H, W)`` of eq. 28, computed as a softmax of -d over each node's
-        window (same value, but it cannot underflow to 0/0 when all distances are large)."""
+        window (same value, but it cannot underflow to 0/0 when all distances are large).
+        ``workspace`` (inference): a dict kept across the blocks of one forward, whose output
+        buffers the graph functions reuse."""
         from .. import graph
 
         f, metric = self.head_features(x), self.metric()
         if self.prior == "glr":
             # floor: a node whose every weight underflows to 0 would be isolated, and the
             # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
-            return graph.edge_weights(f, metric).clamp_min(GLR_MIN_WEIGHT)
-        return graph.random_walk_weights_from_distances(graph.edge_distances(f, metric))
+            return graph.edge_weights(f, metric, workspace=workspace).clamp_min(GLR_MIN_WEIGHT)
+        d = graph.edge_distances(f, metric, workspace=workspace)
+        return graph.random_walk_weights_from_distances(d, workspace=workspace)
 
     def mix_weights(self) -> Tensor:
         """Head weights pi_k = softmax(mix_logits) (sum to one)."""
@@ -323,7 +326,7 @@ class UnrolledBlock(nn.Module):
         """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``.
         ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
         keeping its solver's intermediates (training memory: one head's solver at a time)."""
-        w = self.graph_weights(x)
+        w = self.graph_weights(x, None if workspace is None else workspace.setdefault("graph", {}))
         if self.signal == "rgb":
             return self._interpolate(w, known, mask, x, checkpoint_heads, workspace)
         # green-difference: G on the learned graphs, then R - G and B - G on the same graphs
