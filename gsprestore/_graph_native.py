@@ -382,19 +382,44 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
   const T* rp = rhs.data_ptr<T>();
   const int64_t rsb = bst(rhs, 0), rsk = bst(rhs, 1), rsc = bst(rhs, 2), rsr = rhs.stride(3);
   // the start on row i, all channels: g = keep * (diag * x - S x) - rhs, v = pre * g
+  // The stencil diag * u - S u on row i of all channels of plane (b, k) of the buffer u into
+  // av + c * W at once (stencil_row_multi) where the row is interior and C <= 4; returns false
+  // (nothing done) elsewhere, where the caller runs stencil_row per channel.
+  auto stencil_all = [&](int64_t b, int64_t k, int64_t i, const T* u, T* av) -> bool {
+    if (!(i >= 2 && i + 2 < H && C <= 4)) return false;
+    const T* wb = wp + b * wsb + k * wsk;
+    T* o[4];
+    const T* ar[4];
+    const T* xb[4];
+    for (int64_t c = 0; c < C; ++c) {
+      o[c] = av + c * W;
+      ar[c] = dp + b * dsb + k * dsk + c * dsc + i * dsr;
+      xb[c] = u + ((b * K + k) * C + c) * HW;
+    }
+    switch (C) {
+      case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
+      case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
+      case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
+      default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
+    }
+    return true;
+  };
   auto init_row = [&](int64_t b, int64_t k, int64_t i, T* __restrict__ av) {
     const T* wb = wp + b * wsb + k * wsk;
+    const bool multi = stencil_all(b, k, i, xp, av);
     for (int64_t c = 0; c < C; ++c) {
       const int64_t plane = (b * K + k) * C + c;
-      stencil_row<T, true>(av, dp + b * dsb + k * dsk + c * dsc + i * dsr, xp + plane * HW, W, wb, wsj, wsr,
-                           i, H, W);
+      if (!multi)
+        stencil_row<T, true>(av, dp + b * dsb + k * dsk + c * dsc + i * dsr, xp + plane * HW, W, wb, wsj, wsr,
+                             i, H, W);
+      const T* __restrict__ avr = multi ? av + c * W : av;
       T* __restrict__ gr = gp + plane * HW + i * W;
       T* __restrict__ vr = bufs[0] + plane * HW + i * W;
       const T* __restrict__ rr = rp + b * rsb + k * rsk + c * rsc + i * rsr;
       const T* __restrict__ kr = has_keep ? kp + b * ksb + k * ksk + c * ksc + i * ksr : nullptr;
       const T* __restrict__ pr = has_pre ? pp + b * psb + k * psk + c * psc + i * psr : nullptr;
       for (int64_t j = 0; j < W; ++j) {
-        const T gj = (has_keep ? kr[j] * av[j] : av[j]) - rr[j];
+        const T gj = (has_keep ? kr[j] * avr[j] : avr[j]) - rr[j];
         gr[j] = gj;
         vr[j] = has_pre ? pr[j] * gj : gj;
       }
@@ -409,24 +434,7 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
     const T bn = last ? T(0) : bep[(t + 1) * K + k];
     const T* wb = wp + b * wsb + k * wsk;
     const T* av_c = av;
-    // the stencil rows of all channels at once where the row is interior and C <= 4
-    const bool multi = !last && i >= 2 && i + 2 < H && C <= 4;
-    if (multi) {
-      T* o[4];
-      const T* ar[4];
-      const T* xb[4];
-      for (int64_t c = 0; c < C; ++c) {
-        o[c] = av + c * W;
-        ar[c] = dp + b * dsb + k * dsk + c * dsc + i * dsr;
-        xb[c] = vp + ((b * K + k) * C + c) * HW;
-      }
-      switch (C) {
-        case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
-        case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
-        case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
-        default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
-      }
-    }
+    const bool multi = !last && stencil_all(b, k, i, vp, av);  // all channels at once where it can
     for (int64_t c = 0; c < C; ++c) {
       const int64_t plane = (b * K + k) * C + c;
       T* __restrict__ xr = xp + plane * HW + i * W;
@@ -501,7 +509,7 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
     return;
   }
   parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
-    std::vector<T> buf(W);
+    std::vector<T> buf(4 * W);
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
       init_row(b, k, i, buf.data());
