@@ -667,7 +667,10 @@ def gtv_interpolate(
     ``q1 + mu_d/gamma = -1/(2 gamma) + D/(4 gamma) + (3u + v)/4 - r/2`` (symmetrically for q2);
     eq. 24 summed over a+d and b+e gives ``D' = D - gamma (2 r + u' - v')``. Hence (D, u, v, mu_c)
     evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
-    checked in the tests). Memory: three edge tensors instead of nine.
+    checked in the tests). Memory: three edge tensors instead of nine. Inference on the CPU
+    (native kernels, no autograd, ``admm_iters - 1 <=`` :data:`MAX_REPLAYED_STEPS`) keeps none:
+    each iteration's edge term is replayed from the iterates (:func:`_edge_term_replayed`) and
+    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`_node_update`).
 
     ``precondition=True`` runs each x-update's CG on the Jacobi-scaled system (see
     :class:`_JacobiSystem`): the same linear system of eq. 20, but its eigenvalues stay in
