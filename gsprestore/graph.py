@@ -319,6 +319,14 @@ def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
     return torch.matmul(m4, f.reshape(B, K, F, H * W)).reshape(B, K, F, H, W)
 
 
+def _native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor) -> Tensor:
+    """The native distance (``exp``: weight) kernel into ``out`` (B, K, 12, H, W), zeroed where
+    edges leave the image; ``mf`` = M f (:func:`_apply_metric`)."""
+    B, Kout, _, H, W = out.shape
+    F = features.shape[2]
+    return _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+
+
 class _EdgeWeights(torch.autograd.Function):
     """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 27)."""
 
@@ -328,12 +336,12 @@ class _EdgeWeights(torch.autograd.Function):
         m4 = _metric4(metric)
         mf = _apply_metric(m4, features)
         Kout = max(K, m4.shape[1])
-        out = features.new_zeros(B, Kout, _NU, H, W)
         if _use_native(features, mf):
-            _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+            out = _native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, _NU, H, W))
             ctx.exp = exp
             ctx.save_for_backward(features, metric, out if exp else None)
             return out
+        out = features.new_zeros(B, Kout, _NU, H, W)
         for k, P, Q in _regions(H, W):
             diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
             mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
@@ -416,10 +424,9 @@ def _edge_weights_into(features: Tensor, metric: Tensor, exp: bool, workspace: O
     if workspace is not None and _no_grad_native(features, metric):
         B, K, F, H, W = features.shape
         m4 = _metric4(metric)
-        Kout = max(K, m4.shape[1])
-        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, _NU, H, W), features)
-        mf = _apply_metric(m4, features)
-        return _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+        shape = (B, max(K, m4.shape[1]), _NU, H, W)
+        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", shape, features)
+        return _native_edge_distances(features, _apply_metric(m4, features), exp, out)
     return _EdgeWeights.apply(features, metric, exp)
 
 
