@@ -32,7 +32,9 @@ import numpy as np
 from .errors import DatasetError, UsageError
 
 #: File types read as training photos.
-SOURCE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
+SOURCE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+#: Formats decoded by Pillow here (JPEG photos, lossless WebP crops of training packs).
+_PILLOW_SUFFIXES = (".jpg", ".jpeg", ".webp")
 #: Anti-aliasing filters for the optional 2x downscale of the sources.
 DOWNSCALE_FILTERS = ("lanczos", "area")
 #: Which sources the downscale applies to: every photo, or only JPEG ones (4:2:0 chroma).
@@ -193,16 +195,17 @@ def downscale2(rgb: np.ndarray, method: str = "lanczos") -> np.ndarray:
     raise UsageError(f"unknown downscale filter {method!r}; expected one of {', '.join(DOWNSCALE_FILTERS)}")
 
 
-def _read_jpeg(path: Path) -> np.ndarray:
-    """A JPEG as float32 ``(H, W, 3)`` in [0, 1] (Pillow's decoder; grey and CMYK made RGB).
-    :func:`gsprestore.io.read_image` reads only the lossless formats users restore."""
+def _read_with_pillow(path: Path) -> np.ndarray:
+    """A JPEG or WebP photo as float32 ``(H, W, 3)`` in [0, 1] (Pillow's decoder; grey and CMYK
+    made RGB)."""
     from PIL import Image as PILImage
 
     try:
         with PILImage.open(path) as im:
             rgb = np.asarray(im.convert("RGB"))
     except Exception as exc:
-        raise DatasetError(f"not a readable JPEG ({type(exc).__name__}: {exc})", path) from None
+        raise DatasetError(f"not a readable {path.suffix[1:].upper()} image ({type(exc).__name__}: {exc})",
+                           path) from None
     return rgb.astype(np.float32) / np.float32(255.0)
 
 
@@ -211,8 +214,8 @@ def load_source(src: Source, method: str = "lanczos") -> np.ndarray:
     downscaled first when ``src.downscale == 2`` (in float, rounded once at the end)."""
     from .io import read_image
 
-    if src.path.suffix.lower() in (".jpg", ".jpeg"):
-        a = _read_jpeg(src.path)
+    if src.path.suffix.lower() in _PILLOW_SUFFIXES:
+        a = _read_with_pillow(src.path)
     else:
         a = read_image(src.path).array
     if a.shape[2] == 1:
@@ -354,14 +357,30 @@ def build_patch_sets(
         raise UsageError(f"--patches must be >= 1, got {patches}")
     if downscale_filter not in DOWNSCALE_FILTERS:
         raise UsageError(f"unknown downscale filter {downscale_filter!r}; expected one of {', '.join(DOWNSCALE_FILTERS)}")
-    groups = scan_sources(folders, downscale=downscale, scope=downscale_scope, check_test_sets=check_test_sets)
-    train_src, val_src = split_by_image(groups, val_fraction, seed)
+    from .trainpack import is_pack, pack_folders
+
+    packs = [Path(f) for f in folders if is_pack(f)]
+    plain = [f for f in folders if not is_pack(f)]
+    groups = scan_sources(plain, downscale=downscale, scope=downscale_scope,
+                          check_test_sets=check_test_sets) if plain else {}
+    train_src, val_src = split_by_image(groups, val_fraction, seed) if groups else ([], [])
+    for pack in packs:  # a training pack brings its own photo-level split (trainpack.py); crops are not rescaled
+        pack_train, pack_val = pack_folders(pack)
+        pack_groups = scan_sources([pack_train] + ([pack_val] if pack_val.is_dir() else []),
+                                   check_test_sets=check_test_sets)
+        groups.update(pack_groups)
+        train_src += pack_groups[pack_train]
+        val_src += pack_groups.get(pack_val, [])
+    if not train_src:
+        raise UsageError("no training photos")
     train_src = [s for s in train_src if s.positions(patch_size)[0] > 0]
     val_src = [s for s in val_src if s.positions(patch_size)[0] > 0]
     place = place_patches(train_src, patches, patch_size, np.random.default_rng([seed, _STREAM_TRAIN]), augment=augment)
     train = cut_patches(train_src, place, patch_size, method=downscale_filter, workers=workers)
     n_val = int(round(patches * val_fraction)) if val_patches is None else int(val_patches)
-    if val_fraction > 0 and n_val > 0 and val_src:
+    if packs and val_patches is None:
+        n_val = max(n_val, 1)
+    if (val_fraction > 0 or packs) and n_val > 0 and val_src:
         vplace = place_patches(val_src, n_val, patch_size, np.random.default_rng([seed, _STREAM_VAL]), augment=False)
         val = cut_patches(val_src, vplace, patch_size, method=downscale_filter, workers=workers)
     else:
@@ -370,6 +389,7 @@ def build_patch_sets(
         val = torch.empty((0, 3, patch_size, patch_size), dtype=torch.uint8)
     info = {
         "folders": [str(Path(f)) for f in folders],
+        "packs": [str(p) for p in packs],
         "photos": {str(f): len(s) for f, s in groups.items()},
         "train_photos": len(train_src),
         "val_photos": len(val_src),

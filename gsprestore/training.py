@@ -525,15 +525,28 @@ def train(
     progress: bool = True,
     console=None,
     grad_checkpoint: bool = False,
+    time_budget: float | None = None,
 ) -> TrainResult:
     """Train (or, with ``resume``, continue training) the run in ``run_dir``.
 
     ``cfg`` is the recipe of a new run; with ``resume`` it is read from ``run_dir`` (pass None),
     and only ``epochs`` may change (to extend a run). ``max_steps`` stops after that many optimizer
     steps in total (a smoke run; the schedule still spans all epochs). SIGINT / SIGTERM finish the
-    current step and write a checkpoint (status ``stopped``)."""
+    current step and write a checkpoint (status ``stopped``).
+
+    ``time_budget`` (seconds, counted from this call, patch cutting included) ends the run in
+    time: before a step that would leave less than the time a validation, a checkpoint and the
+    export need (measured, with a margin), the run validates, checkpoints and exports its best
+    weights (status ``time-budget``). A run started from ``cfg.init`` validates those weights
+    first: they are the best until training beats them, so the exported model is never worse on
+    validation than the one it started from."""
     import torch
     from rich.console import Console
+
+    t_call = time.monotonic()
+    if time_budget is not None and not time_budget > 0:
+        raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
+    deadline = None if time_budget is None else t_call + float(time_budget)
 
     console = console or Console(stderr=True)
     run_dir = Path(run_dir)
@@ -627,31 +640,57 @@ def train(
     status = "finished"
     last_psnr: float | None = history[-1].get("val_psnr") if history else None
     stopper = GracefulStop()
+    timing = {"val_s": None, "step_s": None, "save_s": 0.2}  # save_s: measured at the first checkpoint
 
     def checkpoint() -> None:
         atomic_save({
             "format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": opt.state_dict(),
             "schedule": asdict(sched), "rng": _rng_state(), **state, "best": best, "history": history,
             "train_digest": sets.info["train_digest"], "val_digest": sets.info["val_digest"],
-            "model_config": _model_config(model), "recipe": cfg.to_json(),
+            "model_config": _model_config(model), "recipe": cfg.to_json(), "init_val": init_val,
         }, run_dir / "last.pt")
 
-    def validate_and_keep(partial: bool) -> dict[str, Any]:
+    def validate_and_keep(partial: bool, initial: bool = False) -> dict[str, Any]:
         nonlocal last_psnr
         t0 = time.perf_counter()
         val = evaluate(model, cfg.task, val_x, batch_size=max(cfg.batch_size, 32), device=dev) \
             if val_x.shape[0] else None
+        timing["val_s"] = time.perf_counter() - t0
         improved = val is not None and (best["psnr"] is None or val["psnr"] > best["psnr"])
         if val is None:  # no validation slice: the latest model is the best we know
             improved = True
         if improved:
-            best.update({"psnr": None if val is None else val["psnr"], "epoch": state["epoch"] + 1,
-                         "step": state["step"], "partial": partial})
+            best.update({"psnr": None if val is None else val["psnr"],
+                         "epoch": 0 if initial else state["epoch"] + 1, "step": state["step"],
+                         "partial": partial, "init": initial})
             atomic_save({"format": CHECKPOINT_FORMAT, "model": model.state_dict(), "best": dict(best),
                          "val": val, "model_config": _model_config(model), "recipe": cfg.to_json()},
                         run_dir / "best.pt")
         last_psnr = None if val is None else val["psnr"]
         return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
+
+    def out_of_time() -> bool:
+        """True when one more step would leave less than a validation + checkpoint + export."""
+        if deadline is None:
+            return False
+        val_s = timing["val_s"] if timing["val_s"] is not None else 0.0
+        step_s = timing["step_s"] or 0.0
+        # a validation, two steps (the one about to start and slack), checkpoint + best + export,
+        # and a margin for a noisy machine
+        reserve = 1.5 * val_s + 2.0 * step_s + 3.0 * timing["save_s"] + 0.5 + 0.02 * float(time_budget)
+        return time.monotonic() + reserve > deadline
+
+    init_val = None
+    if cfg.init and not resume:  # the starting weights are the ones to beat (epoch 0)
+        kept0 = validate_and_keep(False, initial=True)
+        init_val = None if kept0["val"] is None else kept0["val"]["psnr"]
+        log.write("init-val", val_psnr=init_val, val_time=kept0["val_time"], init=cfg.init)
+    elif deadline is not None and val_x.shape[0]:  # measure the validation time the budget must keep
+        t0 = time.perf_counter()
+        evaluate(model, cfg.task, val_x[:max(cfg.batch_size, 32)], batch_size=max(cfg.batch_size, 32), device=dev)
+        timing["val_s"] = (time.perf_counter() - t0) * max(1.0, val_x.shape[0] / max(cfg.batch_size, 32))
+    if resume:
+        init_val = ck.get("init_val")
 
     bar = _Bar(console, enabled=progress, total=stop_at, completed=min(state["step"], stop_at))
     bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
@@ -664,6 +703,9 @@ def train(
             while state["batch"] < spe:
                 if state["step"] >= stop_at:
                     status = "max-steps"
+                    break
+                if out_of_time():
+                    status = "time-budget"
                     break
                 b = state["batch"]
                 t0 = time.perf_counter()
@@ -693,6 +735,7 @@ def train(
                                        "--grad-clip and start again", run_dir)
                     lv = 0.0  # not counted in the running loss (below, weighted by 0 patches)
                 dt = time.perf_counter() - t0
+                timing["step_s"] = dt if timing["step_s"] is None else 0.9 * timing["step_s"] + 0.1 * dt
                 bs = gt.shape[0]
                 lw = bs if bad_run == 0 else 0  # weight of this step in the running losses
                 state["batch"] += 1
@@ -715,6 +758,8 @@ def train(
                     break
             if status == "stopped":
                 break
+            if status == "time-budget" and ep_p == 0 and (run_dir / "best.pt").is_file():
+                break  # no step since the last validation: nothing new to validate
             partial = state["batch"] < spe
             if partial and state["step"] >= stop_at:
                 status = "max-steps"
@@ -734,7 +779,9 @@ def train(
                 state["epoch"] += 1
                 state["batch"] = 0
             state["elapsed"] += time.perf_counter() - ep_t0
+            t_save = time.perf_counter()
             checkpoint()
+            timing["save_s"] = time.perf_counter() - t_save
             log.write("epoch", **record)
             bar.note(f"epoch {epoch + 1}/{cfg.epochs}: "
                      + ("" if record["train_loss"] is None else f"loss {record['train_loss']:.5f}")
@@ -764,7 +811,7 @@ def train(
         "patches": {k: v for k, v in sets.info.items() if k != "val_files"},
         "epochs_done": state["epoch"], "steps": state["step"], "status": status,
         "best_epoch": best["epoch"], "best_step": best["step"],
-        "val_psnr": best["psnr"], "val_space": score_space(cfg.task),
+        "val_psnr": best["psnr"], "val_space": score_space(cfg.task), "init_val_psnr": init_val,
         "val_psnr_definition": "dataset-MSE PSNR on held-out training-photo patches (float, unclipped)",
         "patches_per_s": pps, "device": str(dev), "threads": torch.get_num_threads(),
         "train_time_s": state["train_time"], "params": sum(p.numel() for p in export_model.parameters()),
@@ -773,8 +820,9 @@ def train(
     model_path = export_weights(run_dir / "model.pt", export_model, meta)
     summary = {
         "status": status, "epochs_done": state["epoch"], "epochs": cfg.epochs, "steps": state["step"],
-        "best_val_psnr": best["psnr"], "best_epoch": best["epoch"],
-        "last_val_psnr": last_psnr, "val_space": score_space(cfg.task),
+        "best_val_psnr": best["psnr"], "best_epoch": best["epoch"], "init_val_psnr": init_val,
+        "best_is_init": bool(best.get("init")),
+        "last_val_psnr": last_psnr, "time_budget_s": time_budget, "val_space": score_space(cfg.task),
         "patches_per_s": pps, "train_time_s": state["train_time"], "elapsed_s": state["elapsed"],
         "params": meta["params"], "device": str(dev), "model": str(model_path),
     }

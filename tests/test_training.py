@@ -553,3 +553,57 @@ def test_set_mmap_threshold_gives_large_blocks_their_own_mapping(mode, mapped):
         pytest.skip("glibc without mallinfo2")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [mapped]
+
+
+# --------------------------------------------------------------------------- time budget, starting weights
+
+
+def test_time_budget_validates_and_exports_before_the_deadline(photos, stand, tmp_path):
+    import time
+
+    _run(_cfg(photos), tmp_path / "warm", max_steps=1)  # first-use imports (optimizer, clipping) out of the timing
+    Stand.hook = lambda calls: time.sleep(0.05)  # ~0.05 s a step: 1000 epochs would take minutes
+    t0 = time.monotonic()
+    result = _run(_cfg(photos, epochs=1000), tmp_path / "run", time_budget=6.0)
+    wall = time.monotonic() - t0
+    assert result.status == "time-budget" and result.model_path is not None and result.model_path.is_file()
+    assert 2 < result.step < 1000 * 5
+    assert wall < 6.0 + 2.0, wall  # validation and export fit inside the budget (plus process noise)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "time-budget" and summary["time_budget_s"] == 6.0
+    last = T.read_log(tmp_path / "run" / "log.jsonl")[-2]
+    assert last["event"] == "epoch" and last["val_psnr"] is not None
+
+
+def test_starting_weights_are_validated_first_and_kept_if_training_is_worse(photos, stand, reference, tmp_path,
+                                                                           monkeypatch):
+    import torch.nn.functional as F
+
+    init = reference.model_path
+    with monkeypatch.context() as mp:  # gradient ascent: every update makes the model worse
+        mp.setattr(T, "make_loss", lambda *a: (lambda out, gt: -F.l1_loss(out, gt)))
+        result = _run(_cfg(photos, init=str(init), epochs=1), tmp_path / "run")
+    summary = result.summary
+    assert summary["init_val_psnr"] is not None and result.last_psnr < summary["init_val_psnr"]
+    assert summary["best_is_init"] and summary["best_val_psnr"] == summary["init_val_psnr"]
+    assert _same_state(_weights(result.model_path, "state_dict"), _weights(init, "state_dict"))
+    events = [r["event"] for r in T.read_log(tmp_path / "run" / "log.jsonl")]
+    assert events.index("init-val") < events.index("epoch")
+    # an ordinary run from the same weights beats them and exports its own
+    better = _run(_cfg(photos, init=str(init), epochs=2), tmp_path / "run2")
+    assert not better.summary["best_is_init"]
+    assert better.summary["best_val_psnr"] > better.summary["init_val_psnr"]
+    assert not _same_state(_weights(better.model_path, "state_dict"), _weights(init, "state_dict"))
+
+
+def test_cli_time_budget_is_a_usage_error_below_one_second(photos, tmp_path):
+    res = _cli(["train", "--task", "demosaic", "--prior", "gtv", "--data", str(photos[0]), "--out",
+                str(tmp_path / "r"), "--time-budget", "0"])
+    assert res.exit_code == 2 and not (tmp_path / "r").exists()
+
+
+def test_python_dash_m_runs_the_cli():
+    for module in ("gsprestore", "gsprestore.cli.app"):
+        res = subprocess.run([sys.executable, "-m", module, "train", "--help"], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0 and "--time-budget" in res.stdout, (module, res.stderr[-500:])

@@ -57,4 +57,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    # Run as ``python -m gsprestore.cli.app``: this file is then ``__main__``, a second copy of the
+    # module whose ``app`` the commands never register on; call the package's own entry point.
+    from gsprestore.cli.app import main as _package_main
+
+    _package_main()

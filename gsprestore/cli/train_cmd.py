@@ -13,7 +13,8 @@ import typer
 from .app import app
 
 #: Options that may be given together with --resume (they do not change the recipe).
-RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint"}
+RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint",
+                  "time_budget"}
 #: Model options with their own flag: CLI parameter name -> build_model key.
 MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters": "cg_iters",
                "admm_iters": "admm_iters"}
@@ -113,6 +114,11 @@ def train(
                                     "schedule still spans every epoch).")
     ] = None,
     log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps.")] = 50,
+    time_budget: Annotated[
+        Optional[float], typer.Option("--time-budget", help="Wall-clock seconds for this call, patch cutting "
+                                      "included: the run validates, checkpoints and writes model.pt before "
+                                      "the deadline (status time-budget).", min=1.0)
+    ] = None,
     checkpoint: Annotated[
         bool, typer.Option("--grad-checkpoint/--no-grad-checkpoint", help="Recompute each block in the backward "
                            "pass and (glibc) hand freed tensors back to the OS at once: less memory, ~30% "
@@ -175,7 +181,7 @@ def train(
         set_mmap_threshold(1 << 20)  # docs/architecture.md: one paper-size uGTV step 3.98 -> 1.45 GB
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
                           workers=workers, max_steps=max_steps, progress=progress, console=console,
-                          grad_checkpoint=checkpoint)
+                          grad_checkpoint=checkpoint, time_budget=time_budget)
     console.print(summary_table(result))
     if result.status == "stopped":
         import signal
@@ -183,3 +189,57 @@ def train(
         console.print(f"stopped by {result.signal}: checkpoint written; continue with "
                       f"gsprestore train --resume {result.run_dir}")
         raise typer.Exit(code=128 + int(signal.Signals[result.signal]))
+
+
+@app.command("train-pack")
+def train_pack(
+    folders: Annotated[list[Path], typer.Argument(metavar="DIR ...", help="Folders of training photos "
+                                                  "(PNG/JPEG/TIFF/WebP, searched recursively).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Pack folder to create.")],
+    budget_mib: Annotated[float, typer.Option("--budget-mib", help="Total size of the crops, MiB.")] = 48.0,
+    crop: Annotated[int, typer.Option("--crop", help="Crop side (multiple of 4, >= 64).")] = 192,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Fraction of each folder's photos held out (validation crops "
+                            "come only from them).")
+    ] = 0.1,
+    val_share: Annotated[float, typer.Option("--val-share", help="Share of the budget for validation crops.")] = 0.08,
+    texture_power: Annotated[
+        float, typer.Option("--texture-power", help="Crops are drawn with probability ~ texture ** this "
+                            "(0: uniform).")
+    ] = 1.0,
+    codec: Annotated[str, typer.Option("--codec", help="Lossless codec: webp or png.")] = "webp",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the photo split and the draw.")] = 0,
+    downscale_jpeg: Annotated[
+        bool, typer.Option("--downscale-jpeg/--no-downscale-jpeg", help="Halve JPEG photos first (their 4:2:0 "
+                           "chroma becomes full resolution).")
+    ] = True,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing pack.")] = False,
+) -> None:
+    """Pack the most textured crops of photo folders into a size budget (lossless), with a recorded
+    photo-level validation split: the training data that travels to a GPU machine.
+    `gsprestore train --data PACK` reads it. See docs/training.md."""
+    from rich.console import Console
+
+    from ..trainpack import make_pack
+
+    console = Console(stderr=True)
+    last = {"t": 0.0}
+
+    def progress(what: str, done: int, total: int) -> None:
+        import time
+
+        now = time.monotonic()
+        if now - last["t"] > 2.0 or done >= total:
+            last["t"] = now
+            console.print(f"{what}: {done}/{total}", highlight=False)
+
+    info = make_pack(folders, out, budget_mib=budget_mib, val_fraction=val_fraction, val_share=val_share,
+                     crop=crop, texture_power=texture_power, codec=codec, seed=seed,
+                     downscale_jpeg=downscale_jpeg, overwrite=overwrite, progress=progress)
+    for split, t in info["totals"].items():
+        typer.echo(f"{split}: {t['crops']} crops ({t['megapixels']} MP) from {t['photos']} photos, "
+                   f"{t['bytes'] / 2**20:.1f} MiB, {t['bytes_per_pixel']} B/px, median texture "
+                   f"{t['median_score_kept']} (all candidates {t['median_score_all']})")
+    for bad in info["skipped"]:
+        console.print(f"skipped {bad['file']}: {bad['reason']}", highlight=False)
+    typer.echo(f"wrote {out} in {info['seconds']} s")
