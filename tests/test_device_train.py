@@ -18,6 +18,8 @@ from gsprestore.weights import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
+#: Our dependencies that the lent GPU machine's Python lacks (device tool's package list).
+ABSENT_ON_GPU_MACHINE = ["platformdirs", "rawpy"]
 
 
 @pytest.mark.slow
@@ -31,8 +33,13 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(tmp_path):
         Image.fromarray(img).save(photos / f"p{i}.png")
     make_pack([photos], tmp_path / "pack", budget_mib=0.4, val_fraction=0.34, val_share=0.3, crop=64)
     out = tmp_path / "out"
+    # packages the GPU machine does not have: importing them there would fail the job
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    for name in ABSENT_ON_GPU_MACHINE:
+        (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not on the GPU machine')\n")
     env = {**os.environ, "DRY_RUN": "1", "OUT": str(out), "PACK": str(tmp_path / "pack"),
-           "RUNS": str(tmp_path / "runs"), "PYTHON": sys.executable, "BUDGET_S": "60"}
+           "RUNS": str(tmp_path / "runs"), "PYTHON": sys.executable, "BUDGET_S": "60", "PYTHONPATH": str(blocked)}
     res = subprocess.run(["bash", str(REPO / "tools" / "device-train.sh")], env=env, capture_output=True, text=True,
                          timeout=900, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

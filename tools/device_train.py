@@ -50,7 +50,7 @@ PATCH = int(os.environ.get("PATCH", 16 if DRY else 64))
 WARMUP_STEPS, TIMED_STEPS = (1, 1) if DRY else (2, 4)
 VAL_PATCHES = int(os.environ.get("VAL_PATCHES", 8 if DRY else 512))
 PATCHES_MAX = 64 if DRY else 16000
-PARALLEL_SHARE = float(os.environ.get("PARALLEL_SHARE", 0.4))
+PARALLEL_SHARE = float(os.environ.get("PARALLEL_SHARE", 0.3))
 MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
 SANITY_TOL = 2e-3
@@ -204,7 +204,7 @@ def train_command(name: str, plan: dict, init: Path, opts: dict, dev) -> list[st
            "--warmup-steps", "2" if DRY else "20", "--grad-clip", "1.0", "--loss", "l1", "--seed", str(SEED),
            "--init", str(init), "--device", str(dev), "--time-budget", str(plan["time_budget_s"]),
            "--no-progress", "--log-every", "1" if DRY else "20",
-           "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS)))]
+           "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS))), "--workers", "2" if DRY else "4"]
     for key, value in sorted(opts.items()):
         cmd += ["--model-opt", f"{key}={json.dumps(value)}"]
     return cmd
