@@ -526,6 +526,7 @@ def train(
     console=None,
     grad_checkpoint: bool = False,
     time_budget: float | None = None,
+    cuda_graph: bool = False,
 ) -> TrainResult:
     """Train (or, with ``resume``, continue training) the run in ``run_dir``.
 
@@ -539,7 +540,11 @@ def train(
     export need (measured, with a margin), the run validates, checkpoints and exports its best
     weights (status ``time-budget``). A run started from ``cfg.init`` validates those weights
     first: they are the best until training beats them, so the exported model is never worse on
-    validation than the one it started from."""
+    validation than the one it started from.
+
+    ``cuda_graph`` (CUDA only) replays each full-size batch's forward + backward from a CUDA graph
+    captured at the first step and checked against an eager step (:mod:`gsprestore.graphed_step`);
+    if capture fails or differs, the run logs why and continues eagerly."""
     import torch
     from rich.console import Console
 
@@ -578,6 +583,8 @@ def train(
                              "or choose another --out", run_dir)
     cfg.check()
     dev = pick_device(device)
+    if cuda_graph and dev.type != "cuda":
+        raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
 
     # ---- patches (a pure function of the recipe)
     with console.status("cutting training patches...", spinner="dots") if progress else _null():
@@ -692,6 +699,7 @@ def train(
     if resume:
         init_val = ck.get("init_val")
 
+    graphed, graph_tried = None, False
     bar = _Bar(console, enabled=progress, total=stop_at, completed=min(state["step"], stop_at))
     bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
     with stopper, bar:
@@ -713,10 +721,20 @@ def train(
                 for g in opt.param_groups:
                     g["lr"] = lr
                 gt = train_x[order[b * cfg.batch_size:(b + 1) * cfg.batch_size]].float() / 255.0
-                out = model(*observe(cfg.task, gt))
-                loss = loss_fn(out, gt)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
+                if cuda_graph and not graph_tried and gt.shape[0] == cfg.batch_size:
+                    from .graphed_step import capture_training_step
+
+                    graph_tried = True
+                    graphed, ginfo = capture_training_step(model, cfg.task, loss_fn, gt, observe)
+                    log.write("cuda-graph", used=graphed is not None, **ginfo)
+                if graphed is not None and tuple(gt.shape) == graphed.shape:
+                    loss = graphed(gt)  # overwrites every parameter's .grad
+                else:
+                    out = model(*observe(cfg.task, gt))
+                    loss = loss_fn(out, gt)
+                    # after a capture the gradients are the graph's static tensors: zero them, keep them
+                    opt.zero_grad(set_to_none=graphed is None)
+                    loss.backward()
                 lv = float(loss.detach())  # synchronises the device: timings below are real
                 gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                              cfg.grad_clip if cfg.grad_clip > 0 else math.inf))

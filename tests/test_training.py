@@ -607,3 +607,30 @@ def test_python_dash_m_runs_the_cli():
         res = subprocess.run([sys.executable, "-m", module, "train", "--help"], capture_output=True, text=True,
                              timeout=120)
         assert res.returncode == 0 and "--time-budget" in res.stdout, (module, res.stderr[-500:])
+
+
+def test_cuda_graph_needs_a_cuda_device(photos, stand, tmp_path):
+    from gsprestore.graphed_step import capture_training_step
+
+    with pytest.raises(UsageError, match="needs a CUDA device"):
+        _run(_cfg(photos), tmp_path / "run", cuda_graph=True)
+    step, info = capture_training_step(Stand("ugtv", "demosaic"), "demosaic", T.make_loss("l1"),
+                                       torch.rand(2, 3, 8, 8), T.observe)
+    assert step is None and info["reason"] == "not a CUDA device"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_step_matches_eager_and_trains(photos, tmp_path):
+    from gsprestore.graphed_step import capture_training_step
+    from gsprestore.models import build_model
+
+    model = build_model("ugtv", "demosaic", blocks=1, heads=1, width=8, cg_iters=2, admm_iters=2).cuda()
+    gt = torch.rand(4, 3, 16, 16, device="cuda")
+    step, info = capture_training_step(model, "demosaic", T.make_loss("l1"), gt, T.observe)
+    assert step is not None, info
+    assert info["max_rel_grad_diff"] < 2e-3
+    result = _run(_cfg(photos, model={"blocks": 1, "heads": 1, "width": 8, "cg_iters": 2, "admm_iters": 2}),
+                  tmp_path / "run", device="cuda", cuda_graph=True)
+    assert result.status == "finished"
+    assert any(r["event"] == "cuda-graph" and r["used"] for r in T.read_log(tmp_path / "run" / "log.jsonl"))

@@ -8,7 +8,9 @@ Run it through ``tools/device-train.sh`` (which sets the environment). Stages, e
    TF32 off); a difference above ``SANITY_TOL`` is recorded and warned about (not fatal: each
    run's first validation on the GPU shows whether the shipped weights still score there).
 2. **probe** - per model, peak GPU memory of a training step at a small batch, the batch that
-   lets all models train side by side in ``MEM_FRACTION`` of the card, and patches/s at that batch.
+   lets all models train side by side in ``MEM_FRACTION`` of the card, and patches/s at that batch,
+   eagerly and with the forward + backward replayed from a CUDA graph
+   (:mod:`gsprestore.graphed_step`, checked against the eager gradients); the faster is used.
 3. **plan** - how many patch passes fit each model's share of the remaining time
    (``PARALLEL_SHARE``: the fraction of its solo speed a model keeps while the others run).
 4. **train** - the four ``gsprestore train --init <shipped> --time-budget ...`` runs in parallel
@@ -53,6 +55,7 @@ PATCHES_MAX = 64 if DRY else 16000
 PARALLEL_SHARE = float(os.environ.get("PARALLEL_SHARE", 0.3))
 MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
+USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
 GRACE_S = 25.0
 #: Seconds a training process needs before its first step (imports, CUDA, patch cutting, the
@@ -124,10 +127,12 @@ def stage_sanity(dev) -> None:
         log(f"WARNING: sanity check above tolerance {SANITY_TOL}: {results}")
 
 
-def _probe_steps(name: str, dev, batch: int, steps: int) -> dict:
-    """Time ``steps`` training steps (forward, backward, Adam) at ``batch`` after two warm-ups."""
+def _probe_steps(name: str, dev, batch: int, steps: int, graph: bool = False) -> dict:
+    """Time ``steps`` training steps (forward, backward, clipping, Adam) at ``batch`` after the
+    warm-ups; ``graph``: forward + backward replayed from a checked CUDA graph (None if refused)."""
     import torch
 
+    from gsprestore.graphed_step import capture_training_step
     from gsprestore.training import make_loss, observe
 
     model, _ = shipped(name)
@@ -138,23 +143,36 @@ def _probe_steps(name: str, dev, batch: int, steps: int) -> dict:
     gt = torch.rand(batch, 3, PATCH, PATCH, device=dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
+    graphed = None
+    if graph:
+        graphed, info = capture_training_step(model, task, loss_fn, gt, observe)
+        if graphed is None:
+            log(f"probe {name}: no CUDA graph ({info['reason']})")
+            return {"batch": batch, "graph": info}
     times = []
     for i in range(steps + WARMUP_STEPS):
         t0 = time.perf_counter()
-        loss = loss_fn(model(*observe(task, gt)), gt)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if graphed is not None:
+            loss = graphed(gt)
+        else:
+            loss = loss_fn(model(*observe(task, gt)), gt)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         if i >= WARMUP_STEPS:
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
-    del model, opt, gt
+    del model, opt, gt, graphed
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     step_s = sorted(times)[len(times) // 2]
-    return {"batch": batch, "step_s": step_s, "patches_per_s": batch / step_s, "peak_bytes": peak}
+    out = {"batch": batch, "step_s": step_s, "patches_per_s": batch / step_s, "peak_bytes": peak}
+    if graph:
+        out["graph"] = info
+    return out
 
 
 def stage_probe(dev) -> dict:
@@ -171,9 +189,17 @@ def stage_probe(dev) -> dict:
             fit = int(MEM_FRACTION * total / len(MODELS) / per_patch)
             batch = max(PROBE_BATCH, min(BATCH_MAX, fit // 8 * 8 or PROBE_BATCH))
         speed = _probe_steps(name, dev, batch, TIMED_STEPS)
-        out[name] = {"probe_small": small, **speed}
-        log(f"probe {name}: batch {batch}, {speed['patches_per_s']:.1f} patches/s alone"
+        log(f"probe {name}: batch {batch}, {speed['patches_per_s']:.1f} patches/s alone (eager)"
             + (f", peak {speed['peak_bytes'] / 2**30:.1f} GiB" if speed["peak_bytes"] else ""))
+        graphed = _probe_steps(name, dev, batch, TIMED_STEPS, graph=True) if dev.type == "cuda" and USE_GRAPHS \
+            else None
+        use_graph = bool(graphed and graphed.get("patches_per_s", 0) > speed["patches_per_s"])
+        if graphed and "patches_per_s" in graphed:
+            log(f"probe {name}: {graphed['patches_per_s']:.1f} patches/s alone (CUDA graph, grads within "
+                f"{graphed['graph']['max_rel_grad_diff']:.1e} of eager)")
+        best = graphed if use_graph else speed
+        out[name] = {"probe_small": small, "eager": speed, "cuda_graph": graphed, "use_cuda_graph": use_graph,
+                     "batch": batch, "patches_per_s": best["patches_per_s"], "peak_bytes": best["peak_bytes"]}
     summary["stages"]["probe"] = out
     return out
 
@@ -187,8 +213,10 @@ def stage_plan(probe: dict) -> dict:
         passes = max(probe[name]["batch"], int(pps * max(train_s - STARTUP_S, 1.0)))
         patches = max(probe[name]["batch"], min(PATCHES_MAX, passes))
         epochs = max(1, round(passes / patches))
+        patches = max(probe[name]["batch"], patches // probe[name]["batch"] * probe[name]["batch"])  # whole batches
         plans[name] = {"time_budget_s": round(train_s, 1), "predicted_patch_passes": passes, "patches": patches,
-                       "epochs": epochs, "batch": probe[name]["batch"], "lr": LR}
+                       "epochs": epochs, "batch": probe[name]["batch"], "lr": LR,
+                       "cuda_graph": probe[name]["use_cuda_graph"]}
         log(f"plan {name}: {passes} patch passes predicted -> {patches} patches x {epochs} epochs, "
             f"budget {train_s:.0f} s")
     summary["stages"]["plan"] = plans
@@ -207,6 +235,8 @@ def train_command(name: str, plan: dict, init: Path, opts: dict, dev) -> list[st
            "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS))), "--workers", "2" if DRY else "4"]
     for key, value in sorted(opts.items()):
         cmd += ["--model-opt", f"{key}={json.dumps(value)}"]
+    if plan["cuda_graph"]:
+        cmd.append("--cuda-graph")
     return cmd
 
 

@@ -14,7 +14,7 @@ from .app import app
 
 #: Options that may be given together with --resume (they do not change the recipe).
 RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint",
-                  "time_budget"}
+                  "time_budget", "cuda_graph"}
 #: Model options with their own flag: CLI parameter name -> build_model key.
 MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters": "cg_iters",
                "admm_iters": "admm_iters"}
@@ -124,6 +124,10 @@ def train(
                            "pass and (glibc) hand freed tensors back to the OS at once: less memory, ~30% "
                            "slower.")
     ] = False,
+    cuda_graph: Annotated[
+        bool, typer.Option("--cuda-graph/--no-cuda-graph", help="CUDA: replay each step's forward + backward "
+                           "from a CUDA graph (checked against an eager step; falls back if it differs).")
+    ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
 ) -> None:
     """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
@@ -181,7 +185,7 @@ def train(
         set_mmap_threshold(1 << 20)  # docs/architecture.md: one paper-size uGTV step 3.98 -> 1.45 GB
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
                           workers=workers, max_steps=max_steps, progress=progress, console=console,
-                          grad_checkpoint=checkpoint, time_budget=time_budget)
+                          grad_checkpoint=checkpoint, time_budget=time_budget, cuda_graph=cuda_graph)
     console.print(summary_table(result))
     if result.status == "stopped":
         import signal

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .constants import constant
+
 #: 1-D taps (offsets -1..1) of the bilinear tent, and (offsets -2..2) of the 5x5 fallback tent.
 TENT_3: tuple[float, ...] = (0.5, 1.0, 0.5)
 TENT_5: tuple[float, ...] = (1 / 3, 2 / 3, 1.0, 2 / 3, 1 / 3)
@@ -30,7 +32,7 @@ TENT_5: tuple[float, ...] = (1 / 3, 2 / 3, 1.0, 2 / 3, 1 / 3)
 def _separable(x: Tensor, taps: tuple[float, ...]) -> Tensor:
     """Correlate every ``(N, 1, H, W)`` plane with the separable kernel ``taps x taps``, zero padding."""
     n = len(taps)
-    t = torch.tensor(taps, dtype=x.dtype, device=x.device)
+    t = constant(taps, x.dtype, x.device)
     x = F.conv2d(x, t.view(1, 1, 1, n), padding=(0, n // 2))
     return F.conv2d(x, t.view(1, 1, n, 1), padding=(n // 2, 0))
 
@@ -52,7 +54,7 @@ def initial_estimate(known: Tensor, mask: Tensor) -> Tensor:
     y = known.reshape(-1, 1, H, W) * m
     est, den = _normalised(y, m, TENT_3)
     sparse = den <= 0
-    if bool(sparse.any()):
+    if known.is_cuda or bool(sparse.any()):  # no host sync on a GPU (graph capture): blend unconditionally
         est5, den5 = _normalised(y, m, TENT_5)
         est = torch.where(sparse, torch.where(den5 > 0, est5, torch.zeros_like(est5)), est)
     return torch.where(mask > 0, known, est.reshape(*lead, H, W))

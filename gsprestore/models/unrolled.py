@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from .constants import constant
 from .estimate import initial_estimate
 
 PRIORS: tuple[str, ...] = ("glr", "gtv")
@@ -96,7 +97,7 @@ def luma(x: Tensor) -> Tensor:
     if C == 1:
         return x
     if C == 3:
-        w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
+        w = constant(LUMA_WEIGHTS, x.dtype, x.device).view(3, 1, 1)
         return (x * w).sum(dim=-3, keepdim=True)
     return x.mean(dim=-3, keepdim=True)
 
