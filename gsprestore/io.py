@@ -239,6 +239,48 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
     return arr, depth, icc, meta
 
 
+def tool_tag(path: str | Path) -> str | None:
+    """The ``Software`` tag of a PNG (a ``tEXt`` chunk before the image data) or TIFF (tag 305),
+    read from the file's header only (cheap enough for every file of a folder); None if absent
+    or unreadable. gsprestore writes ``gsprestore COMMAND`` there (:data:`TOOL_TAG`)."""
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if head == pngcodec.SIGNATURE:
+                for _ in range(64):
+                    length, ctype = struct.unpack(">I4s", fh.read(8))
+                    if ctype in (b"IDAT", b"IEND") or length > 1 << 20:
+                        return None
+                    body = fh.read(length)
+                    fh.seek(4, 1)
+                    if ctype == b"tEXt":
+                        key, _, value = body.partition(b"\0")
+                        if key == b"Software":
+                            return value.decode("latin-1")
+                return None
+            if head[:4] in (b"II*\0", b"MM\0*"):
+                bo = "<" if head[:2] == b"II" else ">"
+                (ifd,) = struct.unpack(bo + "I", head[4:8])
+                fh.seek(ifd)
+                (count,) = struct.unpack(bo + "H", fh.read(2))
+                for _ in range(min(count, 4096)):
+                    tag, typ, n, raw = struct.unpack(bo + "HHI4s", fh.read(12))
+                    if tag == 305 and typ == 2:
+                        if n > 4:
+                            fh.seek(struct.unpack(bo + "I", raw)[0])
+                            raw = fh.read(min(n, 4096))
+                        return raw[:n].rstrip(b"\0").decode("latin-1")
+                return None
+    except (OSError, struct.error, ValueError):
+        return None
+    return None
+
+
+TOOL_TAG = "gsprestore {command}"  # the Software tag of every output of a command
+
+
 def _jpeg_icc(data: bytes) -> bytes | None:
     from PIL import Image as PILImage
 
@@ -304,6 +346,28 @@ def output_format(path: str | Path) -> str:
     raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif or .tiff)", path)
 
 
+class OutputExists(GspError):
+    """The output file exists and may not be replaced (it may have appeared during the run)."""
+
+    def __init__(self, path: str | Path):
+        super().__init__("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+
+
+def _place_exclusive(tmp: str, path: Path) -> None:
+    """Rename ``tmp`` to ``path`` unless ``path`` exists, atomically: a hard link fails if the
+    name is taken (where the file system has no hard links, check then rename)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise OutputExists(path) from None
+    except OSError:  # no hard links here (e.g. FAT, some network shares)
+        if path.exists():
+            raise OutputExists(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
 def check_writable(path: str | Path, *, overwrite: bool = False) -> Path:
     """Raise :class:`GspError` unless ``path`` can be (over)written: the folder exists and is
     writable, the suffix is PNG/TIFF, and the file is absent or ``overwrite`` is set."""
@@ -312,7 +376,7 @@ def check_writable(path: str | Path, *, overwrite: bool = False) -> Path:
     if path.is_dir():
         raise GspError("output path is a folder", path)
     if path.exists() and not overwrite:
-        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+        raise OutputExists(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise GspError("output folder does not exist", parent)
@@ -330,10 +394,16 @@ def write_image(
     icc_profile: bytes | None = None,
     overwrite: bool = False,
     text: dict[str, str] | None = None,
+    software: str | None = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
-    channel. Nothing is left behind if writing fails: the temp file is removed."""
+    channel. Nothing is left behind if writing fails: the temp file is removed. ``software`` goes
+    into the ``Software`` tag (PNG ``tEXt``, TIFF tag 305); see :func:`tool_tag`.
+
+    Without ``overwrite`` the finished file is put in place create-exclusively (a hard link of the
+    temp file): if another process wrote ``path`` meanwhile, :class:`OutputExists` is raised and
+    its file is kept."""
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
     a = np.asarray(array)
@@ -365,15 +435,20 @@ def write_image(
     try:
         with os.fdopen(fd, "wb") as fh:
             if fmt == "png":
-                pngcodec.encode(fh, data, icc_profile=icc_profile, text=text)
+                tags = dict(text or {})
+                if software is not None:
+                    tags.setdefault("Software", software)
+                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags)
             else:
-                tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile)
+                tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile,
+                                 software=software)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
-        if path.exists() and not overwrite:  # appeared while we were writing
-            raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _place_exclusive(tmp, path)
     except GspError:
         raise
     except OSError as exc:

@@ -34,7 +34,7 @@ WIDTH, HEIGHT, BITS, COMPRESSION, PHOTOMETRIC = 256, 257, 258, 259, 262
 STRIP_OFFSETS, SAMPLES, ROWS_PER_STRIP, STRIP_COUNTS, PLANAR = 273, 277, 278, 279, 284
 PREDICTOR, TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_COUNTS = 317, 322, 323, 324, 325
 EXTRA_SAMPLES, SAMPLE_FORMAT, ICC = 338, 339, 34675
-ORIENTATION = 274
+ORIENTATION, SOFTWARE = 274, 305
 MAX_PAGES_COUNTED = 1024  # count_pages stops here (and on a loop of directory offsets)
 
 
@@ -286,7 +286,7 @@ def decode(data: bytes, info: TiffInfo) -> np.ndarray:
 
 
 def _entry(tag: int, typ: int, values, bo: str = "<") -> tuple[int, int, int, bytes]:
-    if typ == 7:
+    if typ in (2, 7):
         blob = bytes(values)
         n = len(blob)
     else:
@@ -305,9 +305,10 @@ def encode(
     icc_profile: bytes | None = None,
     level: int = 6,
     strip_bytes: int = 1 << 18,
+    software: str | None = None,
 ) -> None:
     """Write ``array`` ((H, W) or (H, W, C); uint8, uint16 or float32) as a little-endian TIFF.
-    ``extra_alpha`` marks the last channel as unassociated alpha."""
+    ``extra_alpha`` marks the last channel as unassociated alpha; ``software`` is written as tag 305."""
     a = np.asarray(array)
     if a.ndim == 2:
         a = a[:, :, None]
@@ -335,8 +336,11 @@ def encode(
         _entry(COMPRESSION, 3, [8]), _entry(PHOTOMETRIC, 3, [2 if colour >= 3 else 1]),
         _entry(STRIP_OFFSETS, 4, offsets), _entry(SAMPLES, 3, [c]), _entry(ROWS_PER_STRIP, 4, [rps]),
         _entry(STRIP_COUNTS, 4, [len(s) for s in strips]), _entry(282, 5, [72, 1]), _entry(283, 5, [72, 1]),
-        _entry(PLANAR, 3, [1]), _entry(296, 3, [2]), _entry(PREDICTOR, 3, [1 if is_float else 2]),
+        _entry(PLANAR, 3, [1]), _entry(296, 3, [2]),
     ]
+    if software:
+        entries.append(_entry(SOFTWARE, 2, software.encode("latin-1", "replace") + b"\0"))
+    entries.append(_entry(PREDICTOR, 3, [1 if is_float else 2]))
     if extra_alpha or c > colour:
         entries.append(_entry(EXTRA_SAMPLES, 3, [2] * (c - colour)))
     entries.append(_entry(SAMPLE_FORMAT, 3, [3 if is_float else 1] * c))
