@@ -110,7 +110,7 @@ _ORIENT = {
     4: lambda a: a[::-1],
     5: lambda a: a.swapaxes(0, 1),
     6: lambda a: np.rot90(a, -1),
-    7: lambda a: np.rot90(a, -1)[:, ::-1],
+    7: lambda a: a[::-1, ::-1].swapaxes(0, 1),
     8: lambda a: np.rot90(a, 1),
 }
 _INVERSE = {6: 8, 8: 6}
