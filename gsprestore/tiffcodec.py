@@ -14,6 +14,12 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
 * encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression, horizontal
   predictor for integer samples, unassociated alpha as an extra sample, and the ICC profile.
 
+Why not tifffile: measured (issue 13) on a 3000x2000 16-bit RGB Deflate TIFF, tifffile reads in
+0.82 s against 0.66 s here and writes at the same speed, but without the compiled ``imagecodecs``
+package (not a dependency: large, native) it cannot read or write LZW, the most common TIFF
+compression, nor the floating-point predictor, both of which this codec decodes. The tests use
+tifffile to make TIFFs this codec did not write.
+
 Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.io` adds the file name.
 """
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore import buildlock, engine, pngcodec
+from gsprestore import engine, pngcodec
 from gsprestore.errors import GspError
-from gsprestore.io import apply_orientation, read_image, tool_tag, write_image
+from gsprestore.io import read_image, write_image
 
 from cli_runner import cli
 
@@ -96,6 +96,8 @@ def _dead_pid() -> int:
 
 
 def test_stale_build_lock_of_a_killed_build_is_removed(tmp_path):
+    from gsprestore import buildlock
+
     (tmp_path / buildlock.LOCK_NAME).write_text(f"{_dead_pid()} {os.uname().nodename} {time.time()}\n")
     (tmp_path / buildlock.TORCH_LOCK_NAME).write_text("")  # torch's own lock, left beside it
     notes: list[str] = []
@@ -109,6 +111,8 @@ def test_stale_build_lock_of_a_killed_build_is_removed(tmp_path):
 
 
 def test_live_build_is_waited_on_for_a_bounded_time(tmp_path):
+    from gsprestore import buildlock
+
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (tmp_path / buildlock.LOCK_NAME).write_text(f"{holder.pid} {os.uname().nodename} {time.time()}\n")
@@ -126,6 +130,8 @@ def test_live_build_is_waited_on_for_a_bounded_time(tmp_path):
 def test_native_build_after_a_killed_one_does_not_hang(tmp_path):
     """The real torch build path with torch's lock left by a killed build (fresh, so no age rule
     helps): the run removes it and goes on (here the compiler is `false`, so it falls back)."""
+    from gsprestore import buildlock
+
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path),
            "CXX": "false", "MAX_JOBS": "1"}
     find = ("from torch.utils import cpp_extension\nfrom gsprestore import graph\nseen = {}\n"
@@ -234,6 +240,8 @@ def test_apply_orientation_matches_pillow_display(tmp_path, orientation):
     from PIL import Image as PILImage
     from PIL import ImageOps
 
+    from gsprestore.io import apply_orientation
+
     stored = np.random.default_rng(orientation).integers(0, 256, (6, 10, 3), dtype=np.uint8)
     path = _tiff(tmp_path / "o.tif", stored, photometric="rgb", extratags=[(274, 3, 1, orientation, True)])
     with PILImage.open(path) as im:
@@ -295,6 +303,8 @@ def test_upscale2x_folder_three_times(tmp_path):
 
 
 def test_renamed_output_is_known_by_its_tag(tmp_path):
+    from gsprestore.io import tool_tag
+
     rgb(tmp_path / "dir" / "a.png")
     assert cli("upscale2x", "dir", "-m", "bicubic", cwd=tmp_path)[0] == 0
     assert tool_tag(tmp_path / "dir" / "a-2x.png") == "gsprestore upscale2x"
