@@ -9,7 +9,10 @@ holding ``pid host start-time``. With it:
 
 * a lock whose process is gone (same host, pid not running) or that is older than
   :data:`STALE_AFTER_S` (a build takes about a minute) is stale: it is removed, with torch's
-  ``lock`` beside it, and the build goes on, with a one-line note;
+  ``lock`` beside it, and the build goes on, with a one-line note. The compilers the killed build
+  had started (ninja and the C++ compiler run with the build folder as their working folder) are
+  orphans that would keep running and writing there: :func:`stop_orphans` stops them first
+  (Linux; elsewhere they are left to finish);
 * a lock held by a live process is waited on for at most ``wait_s`` seconds (a one-line note says
   who holds it); after that the caller is told to use the PyTorch path for this run instead of
   waiting;
@@ -85,6 +88,30 @@ def stale_reason(path: Path, now: float | None = None) -> str | None:
     return None
 
 
+def stop_orphans(folder: str | Path) -> list[int]:
+    """Stop (SIGTERM) this user's processes whose working folder is ``folder``: what remains of a
+    killed build (torch runs ninja there, ninja the compilers). Returns their pids. Only called
+    once the build's own process is known to be gone. Linux only (reads ``/proc``)."""
+    import signal
+
+    target = os.path.realpath(folder)
+    stopped = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return stopped
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid() or os.readlink(entry / "cwd") != target:
+                continue
+            os.kill(int(entry.name), signal.SIGTERM)
+            stopped.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return stopped
+
+
 def _remove(path: Path) -> None:
     try:
         path.unlink()
@@ -126,7 +153,9 @@ def acquire(build_dir: str | Path, *, wait_s: float = DEFAULT_WAIT_S,
         except FileExistsError:
             reason = stale_reason(path)
             if reason is not None:
-                say(f"removed a stale native-build lock in {folder} ({reason})")
+                orphans = stop_orphans(folder)
+                extra = f"; stopped {len(orphans)} compiler process(es) it left running" if orphans else ""
+                say(f"removed a stale native-build lock in {folder} ({reason}){extra}")
                 _remove(path)
                 _remove(folder / TORCH_LOCK_NAME)
                 continue

@@ -110,6 +110,23 @@ def test_stale_build_lock_of_a_killed_build_is_removed(tmp_path):
     assert not (tmp_path / buildlock.LOCK_NAME).exists()
 
 
+def test_compilers_left_by_a_killed_build_are_stopped(tmp_path):
+    from gsprestore import buildlock
+
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)  # "ninja"
+    try:
+        (tmp_path / buildlock.LOCK_NAME).write_text(f"{_dead_pid()} {os.uname().nodename} {time.time()}\n")
+        notes: list[str] = []
+        lock = buildlock.acquire(tmp_path, wait_s=0, notice=notes.append)
+        assert lock is not None
+        assert orphan.wait(timeout=10) == -signal.SIGTERM
+        assert "stopped 1 compiler process(es)" in notes[0], notes
+        lock.release()
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
 def test_live_build_is_waited_on_for_a_bounded_time(tmp_path):
     from gsprestore import buildlock
 
