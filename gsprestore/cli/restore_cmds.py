@@ -165,7 +165,7 @@ def _run_batch(
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
     for link in found.skipped_links:
-        reporter.notice(f"skipped {link}: a folder already visited (symbolic link loop)")
+        reporter.notice(f"skipped {link}: a folder already visited (each real folder is read once)")
     if found.skipped_folders:
         reporter.notice(f"skipped {len(found.skipped_folders)} sub-folder(s) (use --recursive): "
                         + ", ".join(found.skipped_folders[:3]) + (", ..." if len(found.skipped_folders) > 3 else ""))
