@@ -42,7 +42,6 @@ from . import pngcodec, tiffcodec
 from .errors import GspError
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff")  # written, and picked out of folders
-JPEG_SUFFIXES = (".jpg", ".jpeg")  # read when named, never written
 MIN_SIDE = 2
 MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
