@@ -476,6 +476,16 @@ def test_signal_during_a_write_leaves_no_part_file(tmp_path, sig):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.png"]
 
 
+def test_in_process_main_restores_the_signal_handlers(monkeypatch):
+    from gsprestore.cli.app import main
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(sys, "argv", ["gsprestore", "--version"])
+    with pytest.raises(SystemExit):
+        main()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 # --------------------------------------------------------------------------- 9. bad option values
 
 

@@ -59,20 +59,28 @@ def _on_signal(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def install_signal_handlers() -> None:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op elsewhere)."""
+def install_signal_handlers() -> dict:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op elsewhere).
+    Returns the previous handlers, for :func:`restore_signal_handlers`."""
+    previous = {}
     for name in ("SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is not None:
             try:
-                signal.signal(sig, _on_signal)
+                previous[sig] = signal.signal(sig, _on_signal)
             except ValueError:  # not the main thread
-                return
+                break
+    return previous
+
+
+def restore_signal_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def main() -> None:
     """Console entry point: Typer handles usage errors (exit 2); domain errors print one line."""
-    install_signal_handlers()
+    previous = install_signal_handlers()
     _register()
     try:
         app()
@@ -85,6 +93,8 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    finally:
+        restore_signal_handlers(previous)
 
 
 if __name__ == "__main__":  # pragma: no cover
