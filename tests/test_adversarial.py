@@ -149,14 +149,16 @@ def test_native_build_after_a_killed_one_does_not_hang(tmp_path):
     helps): the run removes it and goes on (here the compiler is `false`, so it falls back)."""
     from gsprestore import buildlock
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path),
-           "CXX": "false", "MAX_JOBS": "1"}
+    # torch's build root is the user cache folder (XDG_CACHE_HOME): a private one, never the real cache
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "1", "XDG_CACHE_HOME": str(tmp_path),
+           "TORCH_EXTENSIONS_DIR": str(tmp_path), "CXX": "false", "MAX_JOBS": "1"}
     find = ("from torch.utils import cpp_extension\nfrom gsprestore import graph\nseen = {}\n"
             "def fake(**kw):\n    seen.update(kw)\n    raise RuntimeError('not built')\n"
             "cpp_extension.load_inline = fake\ngraph._native()\nprint(seen['build_directory'])")
     proc = subprocess.run([sys.executable, "-c", find], env=env, capture_output=True, text=True, timeout=60)
     build_dir = Path(proc.stdout.strip())
     assert build_dir.is_dir(), proc.stderr
+    assert build_dir.resolve().is_relative_to(tmp_path.resolve()), build_dir  # a test build folder only
     (build_dir / "lock").write_text("")  # what `kill -9` during a build leaves
     (build_dir / buildlock.LOCK_NAME).write_text(f"{_dead_pid()} {os.uname().nodename} {time.time()}\n")
     run = "from gsprestore import graph\nprint(graph._native() is None, graph._native_state.get('error', ''))"
