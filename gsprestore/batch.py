@@ -347,8 +347,8 @@ def claim_path(output: Path) -> Path:
 
 def claim_output(output: Path) -> int | None:
     """Claim ``output`` for this process: create ``.NAME.claim`` (holding our pid) exclusively.
-    Returns None when claimed, else the pid of the live process that holds the claim. A claim
-    left by a process that is gone (killed) is taken over."""
+    Returns None when claimed, else the pid of the live process that holds the claim (0 when it
+    has not written its pid yet). A claim left by a process that is gone (killed) is taken over."""
     claim = claim_path(output)
     for _ in range(3):
         try:
@@ -371,7 +371,7 @@ def claim_output(output: Path) -> int | None:
         with os.fdopen(fd, "w") as fh:
             fh.write(str(os.getpid()))
         return None
-    return None if not claim.exists() else -1
+    return None if not claim.exists() else 0
 
 
 def _mtime(path: Path) -> float:
@@ -464,12 +464,13 @@ def run_jobs(
                 info = process(job, k) or {}
                 res = Result(str(job.input), str(job.output), "written", info=info)
             except _Taken as taken:
+                who = f" (pid {taken.pid})" if taken.pid > 0 else ""
                 if skip_existing:
                     res = Result(str(job.input), str(job.output), "skipped",
-                                 info={"reason": f"being written by another run (pid {taken.pid})"})
+                                 info={"reason": f"being written by another run{who}"})
                 else:
                     res = Result(str(job.input), str(job.output), "failed",
-                                 error=f"{job.output}: being written by another gsprestore run (pid {taken.pid}); "
+                                 error=f"{job.output}: being written by another gsprestore run{who}; "
                                  "pass --skip-existing to share the work")
             except OutputExists as exc:
                 if skip_existing:
