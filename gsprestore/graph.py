@@ -46,7 +46,6 @@ import functools
 import logging
 import os
 import sys
-import time
 from typing import Optional
 
 import torch
