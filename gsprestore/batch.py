@@ -3,7 +3,13 @@ never loses work.
 
 * :func:`discover` expands the command line's inputs: files (taken as given), folders (their image
   files; sub-folders with ``recursive``) and globs. Hidden files/folders (name starting with ``.``)
-  and non-image files found in folders or globs are skipped with a notice.
+  and non-image files found in folders or globs are skipped with a notice. Each real folder is
+  visited once: a symbolic link back to a folder already walked (``loop -> .``, ``up -> ..``) is
+  skipped and named, so a link loop cannot make discovery grow without end.
+* The tool never eats its own output: in folders and globs, a file written by the same command
+  (its PNG/TIFF ``Software`` tag, see :func:`gsprestore.io.tool_tag`), the output folder ``-o``
+  when it lies inside an input folder, and a file that is the planned output of another input
+  (:func:`drop_own_outputs`) are not inputs. Files named on the command line are taken as given.
 * :func:`plan_jobs` maps each input to its output: ``-o`` a file (one input) or a folder that
   mirrors the input tree (relative to the folder or glob base each input came from), or, without
   ``-o``, next to the input with a suffix. ``--ext png|tiff|same``. An output equal to its input, or
@@ -14,19 +20,25 @@ never loses work.
   and never trusts a half-written file. Without ``continue_on_error`` the first failure stops the
   batch (exit 1; files already written stay valid); with it every good file is written and the
   exit code is 3 if any failed.
+* Concurrent runs on one output folder: before working on an output, a run claims it atomically
+  (:func:`claim_output`, a create-exclusive ``.NAME.claim`` file holding its pid; a claim whose
+  process is gone is taken over) and the finished file is put in place create-exclusively, so two
+  runs with ``--skip-existing`` share the work (each skips what the other claimed or wrote), and
+  without it the second one reports the output as taken instead of overwriting it.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .errors import GspError, UsageError
-from .io import IMAGE_SUFFIXES, check_writable, is_image_name
+from .io import IMAGE_SUFFIXES, OutputExists, check_writable, is_image_name
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 _MAGIC = set("*?[")
@@ -63,28 +75,55 @@ class Discovery:
     skipped_hidden: list[str]
     skipped_other: list[str]
     skipped_folders: list[str]
+    skipped_links: list[str] = field(default_factory=list)  # links to a folder already walked
+    skipped_own: list[str] = field(default_factory=list)  # outputs of this command, or the -o tree
+    _visited: set = field(default_factory=set, repr=False)
 
 
 def _hidden(rel: Path) -> bool:
     return any(part.startswith(".") for part in rel.parts)
 
 
-def _walk(folder: Path, recursive: bool, found: Discovery, base: Path) -> None:
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+def _folder_id(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = folder.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: set, tag: str | None) -> None:
+    from .io import tool_tag
+
+    key = _folder_id(folder)
+    if key is not None:
+        found._visited.add(key)
+    try:
+        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        raise GspError(f"cannot list the folder ({exc.strerror or exc})", folder) from None
+    for entry in entries:
         rel = entry.relative_to(base)
         if entry.name.startswith("."):
             found.skipped_hidden.append(str(entry))
             continue
         if entry.is_dir():
-            if recursive:
-                _walk(entry, recursive, found, base)
-            else:
+            if _folder_id(entry) in exclude:
+                found.skipped_own.append(f"{entry}{os.sep} (the output folder)")
+            elif not recursive:
                 found.skipped_folders.append(str(entry))
-        elif entry.is_file():
-            if is_image_name(entry):
-                found.sources.append(Source(entry, base))
+            elif _folder_id(entry) in found._visited:
+                target = os.path.realpath(entry)
+                found.skipped_links.append(f"{entry} -> {target}" if entry.is_symlink() else str(entry))
             else:
+                _walk(entry, recursive, found, base, exclude, tag)
+        elif entry.is_file():
+            if not is_image_name(entry):
                 found.skipped_other.append(str(rel))
+            elif tag is not None and tool_tag(entry) == tag:
+                found.skipped_own.append(str(entry))
+            else:
+                found.sources.append(Source(entry, base))
 
 
 def _glob_base(pattern: str) -> Path:
@@ -97,18 +136,90 @@ def _glob_base(pattern: str) -> Path:
     return Path(*keep) if keep else Path(".")
 
 
-def discover(inputs: list[str], recursive: bool = False) -> Discovery:
-    """Expand files, folders and globs into :class:`Source` s (sorted within each input)."""
+def _part_regex(part: str) -> str:
+    """One path component of a glob as a regular expression (``*``, ``?``, ``[...]``; no ``/``)."""
+    out, i = "", 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            out += "[^/]*"
+        elif ch == "?":
+            out += "[^/]"
+        elif ch == "[" and part.find("]", i + 2) > 0:
+            j = part.find("]", i + 2)
+            body = part[i + 1 : j]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out += "[" + body.replace("\\", "\\\\") + "]"
+            i = j
+        else:
+            out += re.escape(ch)
+        i += 1
+    return out
+
+
+def _glob(pattern: str, recursive: bool, found: Discovery) -> list[str]:
+    """``glob.glob`` for patterns without ``**`` (their depth is bounded by the pattern); for a
+    recursive ``**`` pattern, a walk from the pattern's fixed prefix that visits each real folder
+    once (Python's glob follows symbolic-link loops for ever) and skips hidden folders."""
+    if not (recursive and "**" in pattern):
+        return sorted(glob.glob(pattern, recursive=recursive))
+    parts = Path(pattern).parts
+    root = parts[0] if Path(pattern).is_absolute() else ""
+    rest = parts[1:] if root else parts
+    rx = re.escape(root)
+    for k, part in enumerate(rest):
+        last = k == len(rest) - 1
+        if part == "**":
+            rx += "(?:[^/]+/)*" + ("[^/]*" if last else "")
+        else:
+            rx += _part_regex(part) + ("" if last else "/")
+    regex = re.compile(rx)
+    matches: list[str] = []
+    visited: set = set()
+
+    def walk(folder: Path) -> None:
+        key = _folder_id(folder)
+        if key in visited:
+            found.skipped_links.append(f"{folder} -> {os.path.realpath(folder)}" if folder.is_symlink() else str(folder))
+            return
+        visited.add(key)
+        try:
+            entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        except OSError:
+            return
+        for entry in entries:
+            text = str(entry)
+            if regex.fullmatch(text.replace(os.sep, "/")):
+                matches.append(text)
+            if entry.is_dir() and not entry.name.startswith("."):
+                walk(entry)
+
+    base = _glob_base(pattern)
+    if base.is_dir():
+        walk(base)
+    return sorted(matches)
+
+
+def discover(inputs: list[str], recursive: bool = False, *, output: str | None = None,
+             tag: str | None = None) -> Discovery:
+    """Expand files, folders and globs into :class:`Source` s (sorted within each input).
+    ``output`` (the ``-o`` folder) is not walked into; in folders and globs, files whose
+    :func:`~gsprestore.io.tool_tag` equals ``tag`` (written by this command) are skipped."""
+    from .io import tool_tag
+
     found = Discovery([], [], [], [], [])
+    exclude = set()
+    if output is not None and Path(output).is_dir():
+        exclude.add(_folder_id(Path(output)))
     for arg in inputs:
         p = Path(arg)
         if p.is_dir():
-            _walk(p, recursive, found, p)
+            _walk(p, recursive, found, p, exclude, tag)
         elif p.exists():
             found.sources.append(Source(p, None))
         elif _MAGIC & set(arg):
             base = _glob_base(arg)
-            matches = sorted(glob.glob(arg, recursive=recursive))
+            matches = _glob(arg, recursive, found)
             if not matches:
                 found.missing.append(arg)
             for m in matches:
@@ -117,12 +228,17 @@ def discover(inputs: list[str], recursive: bool = False) -> Discovery:
                 if _hidden(rel):
                     found.skipped_hidden.append(m)
                 elif mp.is_dir():
-                    if recursive:
-                        _walk(mp, recursive, found, base)
-                    else:
+                    if _folder_id(mp) in exclude:
+                        found.skipped_own.append(f"{m}{os.sep} (the output folder)")
+                    elif not recursive:
                         found.skipped_folders.append(m)
+                    elif _folder_id(mp) not in found._visited:
+                        _walk(mp, recursive, found, base, exclude, tag)
                 elif is_image_name(mp):
-                    found.sources.append(Source(mp, base))
+                    if tag is not None and tool_tag(mp) == tag:
+                        found.skipped_own.append(m)
+                    else:
+                        found.sources.append(Source(mp, base))
                 else:
                     found.skipped_other.append(m)
         else:
@@ -137,6 +253,16 @@ def discover(inputs: list[str], recursive: bool = False) -> Discovery:
             unique.append(s)
     found.sources = unique
     return found
+
+
+def drop_own_outputs(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+    """Split ``jobs`` into those to run and those whose input is another job's output (a file a
+    previous run of the same command wrote, e.g. ``a-2x.png`` next to ``a.png``): those are dropped,
+    so a rerun never processes its own outputs."""
+    outputs = {j.output.resolve() for j in jobs}
+    keep = [j for j in jobs if j.input.resolve() not in outputs]
+    dropped = [j for j in jobs if j.input.resolve() in outputs]
+    return keep, dropped
 
 
 def output_suffix(ext: str, source: Path) -> str:
@@ -203,6 +329,68 @@ def prepare_output(path: Path, *, overwrite: bool) -> None:
     check_writable(path, overwrite=overwrite)
 
 
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def claim_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.claim"
+
+
+def claim_output(output: Path) -> int | None:
+    """Claim ``output`` for this process: create ``.NAME.claim`` (holding our pid) exclusively.
+    Returns None when claimed, else the pid of the live process that holds the claim (0 when it
+    has not written its pid yet). A claim left by a process that is gone (killed) is taken over."""
+    claim = claim_path(output)
+    for _ in range(3):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                owner = int(claim.read_text().strip() or 0)
+            except (OSError, ValueError):
+                owner = 0
+            if owner and _pid_alive(owner) and owner != os.getpid():
+                return owner
+            if not owner and time.time() - _mtime(claim) < 5:  # being created right now
+                time.sleep(0.05)
+                continue
+            try:
+                claim.unlink()  # stale: its process is gone
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return None
+    return None if not claim.exists() else 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def release_output(output: Path) -> None:
+    """Remove this process's claim on ``output`` (if it still holds it)."""
+    claim = claim_path(output)
+    try:
+        if claim.read_text().strip() == str(os.getpid()):
+            claim.unlink()
+    except OSError:
+        pass
+
+
 @dataclass
 class Summary:
     results: list[Result]
@@ -232,6 +420,11 @@ class Summary:
         }
 
 
+class _Taken(Exception):
+    def __init__(self, pid: int):
+        self.pid = pid
+
+
 def run_jobs(
     jobs: list[Job],
     process: Callable[[Job, int], dict | None],
@@ -256,13 +449,34 @@ def run_jobs(
         if on_start is not None:
             on_start(k, job)
         t0 = time.perf_counter()
+        claimed = False
         if skip_existing and job.output.exists():
             res = Result(str(job.input), str(job.output), "skipped")
         else:
             try:
                 prepare_output(job.output, overwrite=overwrite)
+                owner = claim_output(job.output)
+                if owner is not None:
+                    raise _Taken(owner)
+                claimed = True
+                if skip_existing and job.output.exists():  # finished by another run meanwhile
+                    raise OutputExists(job.output)
                 info = process(job, k) or {}
                 res = Result(str(job.input), str(job.output), "written", info=info)
+            except _Taken as taken:
+                who = f" (pid {taken.pid})" if taken.pid > 0 else ""
+                if skip_existing:
+                    res = Result(str(job.input), str(job.output), "skipped",
+                                 info={"reason": f"being written by another run{who}"})
+                else:
+                    res = Result(str(job.input), str(job.output), "failed",
+                                 error=f"{job.output}: being written by another gsprestore run{who}; "
+                                 "pass --skip-existing to share the work")
+            except OutputExists as exc:
+                if skip_existing:
+                    res = Result(str(job.input), str(job.output), "skipped")
+                else:
+                    res = Result(str(job.input), str(job.output), "failed", error=str(exc))
             except GspError as exc:
                 message = str(exc) if exc.path else f"{job.input}: {exc.reason}"
                 res = Result(str(job.input), str(job.output), "failed", error=message)
@@ -272,6 +486,9 @@ def run_jobs(
                 reason = str(exc).splitlines()[0] if str(exc) else ""
                 res = Result(str(job.input), str(job.output), "failed",
                              error=f"{job.input}: unexpected error ({type(exc).__name__}: {reason})")
+            finally:
+                if claimed:
+                    release_output(job.output)
         res.seconds = time.perf_counter() - t0
         summary.results.append(res)
         if on_result is not None:

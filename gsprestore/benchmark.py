@@ -27,6 +27,7 @@ import csv
 import io
 import json
 import math
+import os
 import platform
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -320,14 +321,38 @@ def run_benchmark(
 def _write_text(text: str, path: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``text`` atomically (temp file beside ``path`` + rename); an existing file is
     replaced only with ``overwrite``."""
+    path = check_report_path(path, overwrite=overwrite, probe=False)
+    try:
+        with atomic_file(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:
+        raise GspError(f"could not write the report ({exc.strerror or exc})", path) from None
+    return path
+
+
+def check_report_path(path: str | Path, *, overwrite: bool = False, probe: bool = True) -> Path:
+    """Raise :class:`GspError` unless a report can be written at ``path``: not a folder, absent
+    (or ``overwrite``), its folder exists and, with ``probe``, really takes a file (a temp file is
+    created and removed: a read-only file system or a full disk is found before the benchmark,
+    not after it)."""
+    import tempfile
+
     path = Path(path)
+    if path.is_dir():
+        raise GspError("output path is a folder", path)
     if path.exists() and not overwrite:
         raise GspError("output exists (pass --overwrite to replace it)", path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise GspError("output folder does not exist", parent)
-    with atomic_file(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    if probe:
+        try:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{path.name}.", suffix=".probe") as fh:
+                fh.write(b"\0" * 4096)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise GspError(f"cannot write a file in the output folder ({exc.strerror or exc})", parent) from None
     return path
 
 

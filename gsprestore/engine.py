@@ -18,6 +18,8 @@
   size from available memory (CPU: ``/proc/meminfo`` or ``os.sysconf``; CUDA: a probe tile and
   ``torch.cuda.mem_get_info``); on out-of-memory in that automatic mode the tile size is halved and
   the image restarted.
+* **Output size**: the result is assembled in one CPU buffer; an output that cannot fit in the
+  available memory is refused before the first tile (:func:`check_output_memory`).
 * **Sizes**: a demosaicking input with an odd side is extended by one mirrored row/column (whole-
   sample symmetric extension keeps the Bayer phase) and the output cropped back; inputs smaller than
   the method's ``restorer.info["min_side"]`` (if it sets one) are extended the same way.
@@ -45,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SCALE = {"demosaic": 1, "upscale2x": 2}
 PRECISIONS = ("fp32", "bf16", "fp16")
 MIN_TILE = 32  # automatic tiling never goes below this (input pixels)
+MIN_MANUAL_TILE = 8  # the smallest --tile accepted
 DEFAULT_OVERLAP = 32
 #: Working-set estimate per *output* pixel when a method does not say (``restorer.info["bytes_per_pixel"]``);
 #: measured CPU peaks: menon ~40 B, iGLR ~0.5 KB, iGTV ~3-4 KB per pixel.
@@ -204,6 +207,20 @@ def available_memory() -> int:
         return 4 << 30
 
 
+OUTPUT_BYTES_PER_SAMPLE = 4 + 2  # the float32 result, and its 16-bit copy when it is written
+
+
+def check_output_memory(height: int, width: int, channels: int) -> None:
+    """Refuse up front (before any tile runs) an output whose full-size buffer, with the copy the
+    writer makes, would not fit in the available memory: tiling bounds the working set, not the
+    result, so halving tiles could never help."""
+    need = height * width * channels * OUTPUT_BYTES_PER_SAMPLE
+    have = available_memory()
+    if need > have:
+        raise GspError(f"the {width}x{height} output needs about {need / 2**30:.1f} GiB of memory but only "
+                       f"{have / 2**30:.1f} GiB is available; nothing written")
+
+
 def bytes_per_pixel(restorer: "Restorer") -> int:
     """Working set per output pixel: the method's own estimate, or a default for its kind."""
     value = restorer.info.get("bytes_per_pixel") if isinstance(restorer.info, dict) else None
@@ -342,8 +359,8 @@ def restore(
     if tile < 0:
         raise UsageError(f"tile size must be >= 0, got {tile}")
     tile = _even_up(tile)
-    if tile and tile < 8:
-        raise UsageError(f"tile size must be at least 8 pixels, got {tile}")
+    if tile and tile < MIN_MANUAL_TILE:
+        raise UsageError(f"tile size must be at least {MIN_MANUAL_TILE} pixels, got {tile}")
     halo = halo_in(restorer)
     if overlap is None:
         overlap = default_overlap(restorer)
@@ -358,6 +375,7 @@ def restore(
     Hp, Wp = max(H, min_side), max(W, min_side)
     if task == "demosaic":
         Hp, Wp = _even_up(Hp), _even_up(Wp)
+    check_output_memory(scale * Hp, scale * Wp, 3 if task == "demosaic" else y.shape[0])
     y = _extend(y.float().cpu(), Hp, Wp)
 
     restorer.to(dev)

@@ -34,8 +34,10 @@ Two implementations, equal to rounding (tested against each other and against de
   its weight gradient, the edge distances of eq. 27, eq. 28 from distances, the fused ADMM edge
   step and the fused inference CG of :mod:`gsprestore.solvers`, and (forward only, used when
   no gradient is recorded) :func:`degree` and :func:`incidence_laplacian_weights`.
-  ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently
-  (:func:`native_available`, the reason in ``_native_state["error"]``).
+  ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently; the build folder is
+  guarded by :mod:`gsprestore.buildlock` (a lock left by a killed build is removed, a live build is
+  waited on for ``GSPRESTORE_NATIVE_WAIT`` seconds, default 180, then this run uses PyTorch;
+  :func:`native_available`, the reason in ``_native_state["error"]``).
 """
 
 from __future__ import annotations
@@ -43,12 +45,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import time
+import sys
 from typing import Optional
 
 import torch
 from torch import Tensor
 
+from . import buildlock
 from ._graph_native import FUNCTIONS as _NATIVE_FUNCTIONS
 from ._graph_native import SOURCE as _NATIVE_SRC
 
@@ -192,6 +195,11 @@ _native_state: dict = {}
 _log = logging.getLogger(__name__)
 
 
+def _build_note(message: str) -> None:
+    """One line on stderr about the native build's lock (stale lock removed, waiting, giving up)."""
+    print(f"note: {message}", file=sys.stderr)
+
+
 def _native():
     """The compiled kernels, or None (not built, no compiler, disabled by GSPRESTORE_NATIVE=0)."""
     if "mod" in _native_state:
@@ -212,21 +220,24 @@ def _native():
             name = f"gsprestore_graph_{cap.lower()}_{tag}"
             build_dir = os.path.join(cpp_extension.get_default_build_root(), name)
             os.makedirs(build_dir, exist_ok=True)
-            lock = os.path.join(build_dir, "lock")
-            if os.path.exists(lock) and time.time() - os.path.getmtime(lock) > 900:
-                os.remove(lock)  # left by a build that was killed: torch would wait on it forever
-            if not any(f.endswith(".so") for f in os.listdir(build_dir)):
-                _log.info("compiling the native graph kernels into %s (once, about a minute)", build_dir)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                mod = cpp_extension.load_inline(
-                    name=name,
-                    cpp_sources=[_NATIVE_SRC],
-                    functions=list(_NATIVE_FUNCTIONS),
-                    extra_cflags=flags,
-                    build_directory=build_dir,
-                    verbose=False,
-                )
+            wait_s = float(os.environ.get("GSPRESTORE_NATIVE_WAIT", buildlock.DEFAULT_WAIT_S))
+            lock = buildlock.acquire(build_dir, wait_s=wait_s, notice=_build_note)
+            if lock is None:  # another process keeps building: this run goes without
+                _native_state["error"] = "the native kernels are being built by another process"
+            else:
+                with lock:
+                    if not any(f.endswith(".so") for f in os.listdir(build_dir)):
+                        _log.info("compiling the native graph kernels into %s (once, about a minute)", build_dir)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        mod = cpp_extension.load_inline(
+                            name=name,
+                            cpp_sources=[_NATIVE_SRC],
+                            functions=list(_NATIVE_FUNCTIONS),
+                            extra_cflags=flags,
+                            build_directory=build_dir,
+                            verbose=False,
+                        )
         except Exception as exc:  # no compiler / headers: stay on the PyTorch path
             _native_state["error"] = f"{type(exc).__name__}: {exc}"
             mod = None

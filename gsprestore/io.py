@@ -11,6 +11,19 @@ Pillow truncates 16-bit RGB(A) PNGs and TIFFs to 8 bits (and imageio's Pillow pl
 Pillow cannot hold (16-bit with more than one sample, float) go through :mod:`gsprestore.tiffcodec`.
 8-bit files and 16-bit gray TIFFs are decoded by Pillow (fast, every compression).
 
+JPEG files are read too (8-bit, through Pillow; CMYK converted to RGB), never written.
+
+**Orientation.** Pixels are returned *as stored* (sensor order, the order a Bayer pattern refers
+to) for every format and bit depth; the file's Orientation (TIFF tag 274, a JPEG's EXIF) is in
+``Image.meta["orientation"]`` and :func:`apply_orientation` turns stored order into display order
+(the CLI applies it to its outputs). Pillow's own rotation of 8/16-bit TIFFs on open is undone.
+A MinIsWhite TIFF is inverted at every bit depth. A multi-page TIFF is read from its first page;
+``Image.meta["pages"]`` says how many there are.
+
+**Bounded work.** A header whose image would not fit in the available memory is refused before
+decoding, and compressed data never inflates to more than the declared size needs (see
+:mod:`gsprestore.pngcodec`, :mod:`gsprestore.tiffcodec`): a decompression bomb costs one line.
+
 Every problem with a file is a :class:`~gsprestore.errors.GspError` naming the file and the reason
 on one line: missing, empty, not an image, truncated, corrupt, too small, NaN/Inf samples.
 """
@@ -28,7 +41,7 @@ import numpy as np
 from . import pngcodec, tiffcodec
 from .errors import GspError
 
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff")  # written, and picked out of folders
 MIN_SIDE = 2
 MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
@@ -64,27 +77,74 @@ def is_image_name(path: str | Path) -> bool:
 
 
 def sniff(data: bytes) -> str | None:
-    """The format of a file from its first bytes: "png", "tiff" or None."""
+    """The format of a file from its first bytes: "png", "tiff", "jpeg" or None."""
     if data.startswith(pngcodec.SIGNATURE):
         return "png"
     if data[:4] in (b"II*\0", b"MM\0*") or data[:4] in (b"II+\0", b"MM\0+"):
         return "tiff"
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
     return None
 
 
-def _from_pillow(data: bytes) -> np.ndarray:
+_OTHER_FORMATS = ((b"GIF8", "GIF"), (b"BM", "BMP"), (b"RIFF", "WebP"), (b"\0\0\0\x0cjP", "JPEG 2000"),
+                  (b"8BPS", "Photoshop PSD"))
+
+
+def _other_format(data: bytes) -> str | None:
+    """The name of a known image format gsprestore does not read, from its first bytes."""
+    for magic, name in _OTHER_FORMATS:
+        if data.startswith(magic) and (name != "WebP" or data[8:12] == b"WEBP"):
+            return name
+    if data[4:12] in (b"ftypheic", b"ftypheix", b"ftypmif1", b"ftypavif"):
+        return "HEIF/AVIF"
+    return None
+
+
+# Orientation (TIFF tag 274 / EXIF) -> stored-to-display transform of an (H, W, ...) array
+_ORIENT = {
+    1: lambda a: a,
+    2: lambda a: a[:, ::-1],
+    3: lambda a: a[::-1, ::-1],
+    4: lambda a: a[::-1],
+    5: lambda a: a.swapaxes(0, 1),
+    6: lambda a: np.rot90(a, -1),
+    7: lambda a: a[::-1, ::-1].swapaxes(0, 1),
+    8: lambda a: np.rot90(a, 1),
+}
+_INVERSE = {6: 8, 8: 6}
+
+
+def apply_orientation(array: np.ndarray, orientation: int, *, inverse: bool = False) -> np.ndarray:
+    """Stored order -> display order of an ``(H, W[, C])`` array for a TIFF/EXIF Orientation value
+    (1..8; anything else is taken as 1); ``inverse`` goes back. Returns a contiguous array."""
+    o = orientation if orientation in _ORIENT else 1
+    if inverse:
+        o = _INVERSE.get(o, o)
+    return np.ascontiguousarray(_ORIENT[o](array))
+
+
+def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None) -> np.ndarray:
+    """Decode with Pillow, in stored order: a TIFF that Pillow rotated on open (its Orientation
+    ``orientation``) is turned back. For a JPEG, ``meta`` gets the EXIF orientation and size."""
     from PIL import Image as PILImage
 
     PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS  # our own limit, checked on the header before this
     with PILImage.open(_io.BytesIO(data)) as im:
+        if meta is not None:  # JPEG: its header is only known to Pillow
+            _check_pixels(*im.size)
+            _check_memory(im.size[0], im.size[1], max(3, len(im.getbands())), 1)
+            meta["orientation"] = int(im.getexif().get(0x0112, 1) or 1)
+            meta["pages"] = 1
         im.load()
+        undo = orientation != 1 and im.getexif().get(0x0112, 1) in (None, 1)  # Pillow applied it
         mode = im.mode
         if mode == "P" or mode == "PA":
             im = im.convert("RGBA" if ("transparency" in im.info or mode == "PA") else "RGB")
         elif mode == "1":
             im = im.convert("L")
         elif mode in ("CMYK", "YCbCr", "LAB", "HSV"):
-            if mode == "YCbCr":
+            if mode in ("YCbCr", "CMYK"):
                 im = im.convert("RGB")
             else:
                 raise ValueError(f"unsupported colour space {mode}")
@@ -93,12 +153,26 @@ def _from_pillow(data: bytes) -> np.ndarray:
         arr = np.asarray(im)
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("="))
+    if undo:
+        arr = apply_orientation(arr, orientation, inverse=True)
     return arr
 
 
 def _check_pixels(width: int, height: int) -> None:
     if width * height > MAX_PIXELS:
         raise ValueError(f"unsupported image size {width}x{height} (more than {MAX_PIXELS // 2**20} megapixels)")
+
+
+def _check_memory(width: int, height: int, channels: int, bytes_per_sample: int) -> None:
+    """Refuse, before decoding, an image whose decoded samples and float32 copy would not fit in
+    the available memory."""
+    from .engine import available_memory
+
+    need = width * height * channels * (bytes_per_sample + 4)
+    have = available_memory()
+    if need > have:
+        raise GspError(f"not enough memory to read the {width}x{height} image (about {need / 2**30:.1f} GiB "
+                       f"needed, {have / 2**30:.1f} GiB available)")
 
 
 def _reason(exc: Exception) -> str:
@@ -110,15 +184,20 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
     """Decode file bytes -> (integer or float array (H, W[, C]), file bit depth, ICC, meta)."""
     fmt = sniff(data)
     if fmt is None:
+        other = _other_format(data)
+        if other is not None:
+            raise GspError(f"unsupported format {other} (gsprestore reads PNG, TIFF and JPEG; convert it first)", path)
         kind = Path(path).suffix.lower().lstrip(".").upper() or "PNG or TIFF"
-        if kind == "TIF":
-            kind = "TIFF"
+        kind = {"TIF": "TIFF", "JPG": "JPEG"}.get(kind, kind)
         raise GspError(f"not a {kind} image (the file content is not an image)", path)
-    meta: dict = {"format": fmt}
+    meta: dict = {"format": fmt, "orientation": 1, "pages": 1}
     try:
-        if fmt == "png":
+        if fmt == "jpeg":
+            arr, depth, icc = _from_pillow(data, meta=meta), 8, _jpeg_icc(data)
+        elif fmt == "png":
             info = pngcodec.read_chunks(data)
             _check_pixels(info.width, info.height)
+            _check_memory(info.width, info.height, info.channels, max(1, info.bit_depth // 8))
             meta["text"] = info.text
             icc = info.icc_profile
             if info.bit_depth == 16:
@@ -130,11 +209,13 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
         else:
             info = tiffcodec.read_ifd(data)
             _check_pixels(info.width, info.height)
+            _check_memory(info.width, info.height, info.samples, max(1, info.bits // 8))
             icc = info.icc_profile
+            meta["orientation"], meta["pages"] = info.orientation, info.pages
             if info.sample_format == 1 and info.bits == 8:
-                arr, depth = _from_pillow(data), 8
-            elif info.sample_format == 1 and info.bits == 16 and info.samples == 1 and info.photometric in (0, 1):
-                arr, depth = _from_pillow(data), 16
+                arr, depth = _from_pillow(data, info.orientation), 8
+            elif info.sample_format == 1 and info.bits == 16 and info.samples == 1 and info.photometric == 1:
+                arr, depth = _from_pillow(data, info.orientation), 16
             elif info.sample_format == 1 and info.bits == 16:
                 arr, depth = tiffcodec.decode(data, info), 16
             elif info.sample_format == 3:
@@ -142,7 +223,9 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
             else:
                 kind = {1: "unsigned", 2: "signed", 3: "float"}.get(info.sample_format, "unknown")
                 raise ValueError(f"unsupported TIFF samples ({info.bits}-bit {kind}); use 8/16-bit or float")
-    except GspError:
+    except GspError as exc:
+        if exc.path is None:
+            raise GspError(exc.reason, path) from None
         raise
     except MemoryError:
         raise GspError("not enough memory to decode the image", path) from None
@@ -153,6 +236,55 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
             reason = f"{kind} {fmt.upper()} ({reason})"
         raise GspError(reason, path) from None
     return arr, depth, icc, meta
+
+
+def tool_tag(path: str | Path) -> str | None:
+    """The ``Software`` tag of a PNG (a ``tEXt`` chunk before the image data) or TIFF (tag 305),
+    read from the file's header only (cheap enough for every file of a folder); None if absent
+    or unreadable. gsprestore writes ``gsprestore COMMAND`` there (:data:`TOOL_TAG`)."""
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if head == pngcodec.SIGNATURE:
+                for _ in range(64):
+                    length, ctype = struct.unpack(">I4s", fh.read(8))
+                    if ctype in (b"IDAT", b"IEND") or length > 1 << 20:
+                        return None
+                    body = fh.read(length)
+                    fh.seek(4, 1)
+                    if ctype == b"tEXt":
+                        key, _, value = body.partition(b"\0")
+                        if key == b"Software":
+                            return value.decode("latin-1")
+                return None
+            if head[:4] in (b"II*\0", b"MM\0*"):
+                bo = "<" if head[:2] == b"II" else ">"
+                (ifd,) = struct.unpack(bo + "I", head[4:8])
+                fh.seek(ifd)
+                (count,) = struct.unpack(bo + "H", fh.read(2))
+                for _ in range(min(count, 4096)):
+                    tag, typ, n, raw = struct.unpack(bo + "HHI4s", fh.read(12))
+                    if tag == 305 and typ == 2:
+                        if n > 4:
+                            fh.seek(struct.unpack(bo + "I", raw)[0])
+                            raw = fh.read(min(n, 4096))
+                        return raw[:n].rstrip(b"\0").decode("latin-1")
+                return None
+    except (OSError, struct.error, ValueError):
+        return None
+    return None
+
+
+TOOL_TAG = "gsprestore {command}"  # the Software tag of every output of a command
+
+
+def _jpeg_icc(data: bytes) -> bytes | None:
+    from PIL import Image as PILImage
+
+    with PILImage.open(_io.BytesIO(data)) as im:
+        return im.info.get("icc_profile") or None
 
 
 def read_image(path: str | Path) -> Image:
@@ -213,6 +345,28 @@ def output_format(path: str | Path) -> str:
     raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif or .tiff)", path)
 
 
+class OutputExists(GspError):
+    """The output file exists and may not be replaced (it may have appeared during the run)."""
+
+    def __init__(self, path: str | Path):
+        super().__init__("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+
+
+def _place_exclusive(tmp: str, path: Path) -> None:
+    """Rename ``tmp`` to ``path`` unless ``path`` exists, atomically: a hard link fails if the
+    name is taken (where the file system has no hard links, check then rename)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise OutputExists(path) from None
+    except OSError:  # no hard links here (e.g. FAT, some network shares)
+        if path.exists():
+            raise OutputExists(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
 def check_writable(path: str | Path, *, overwrite: bool = False) -> Path:
     """Raise :class:`GspError` unless ``path`` can be (over)written: the folder exists and is
     writable, the suffix is PNG/TIFF, and the file is absent or ``overwrite`` is set."""
@@ -221,7 +375,7 @@ def check_writable(path: str | Path, *, overwrite: bool = False) -> Path:
     if path.is_dir():
         raise GspError("output path is a folder", path)
     if path.exists() and not overwrite:
-        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+        raise OutputExists(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise GspError("output folder does not exist", parent)
@@ -239,10 +393,16 @@ def write_image(
     icc_profile: bytes | None = None,
     overwrite: bool = False,
     text: dict[str, str] | None = None,
+    software: str | None = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
-    channel. Nothing is left behind if writing fails: the temp file is removed."""
+    channel. Nothing is left behind if writing fails: the temp file is removed. ``software`` goes
+    into the ``Software`` tag (PNG ``tEXt``, TIFF tag 305); see :func:`tool_tag`.
+
+    Without ``overwrite`` the finished file is put in place create-exclusively (a hard link of the
+    temp file): if another process wrote ``path`` meanwhile, :class:`OutputExists` is raised and
+    its file is kept."""
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
     a = np.asarray(array)
@@ -274,15 +434,20 @@ def write_image(
     try:
         with os.fdopen(fd, "wb") as fh:
             if fmt == "png":
-                pngcodec.encode(fh, data, icc_profile=icc_profile, text=text)
+                tags = dict(text or {})
+                if software is not None:
+                    tags.setdefault("Software", software)
+                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags)
             else:
-                tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile)
+                tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile,
+                                 software=software)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
-        if path.exists() and not overwrite:  # appeared while we were writing
-            raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _place_exclusive(tmp, path)
     except GspError:
         raise
     except OSError as exc:

@@ -13,6 +13,9 @@ gsprestore decodes 16-bit PNGs and encodes every PNG itself:
 * :func:`encode` writes 8- or 16-bit gray / gray+alpha / RGB / RGBA, choosing None, Sub or Up per
   row (minimum sum of absolute differences, the libpng heuristic), streaming the zlib stream in
   row blocks, with optional ``iCCP`` (ICC profile) and ``tEXt`` chunks.
+* Inflating is bounded (:func:`inflate_bounded`): the image data never inflates to more than the
+  header's size needs and an ICC profile to no more than 16 MiB, so a small file declaring a small
+  image cannot expand into gigabytes (a decompression bomb is refused, not decoded).
 
 Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.io` adds the file name.
 """
@@ -33,6 +36,26 @@ _COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> colour type
 _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 _KNOWN_CRITICAL = {b"IHDR", b"PLTE", b"IDAT", b"IEND"}
 IDAT_BYTES = 1 << 18  # the encoder writes IDAT chunks of about this size
+MAX_ICC_BYTES = 1 << 24  # an ICC profile inflating to more than 16 MiB is refused (a bomb, not a profile)
+
+
+def inflate_bounded(data: bytes, limit: int, what: str) -> bytes:
+    """Inflate a zlib stream, but never to more than ``limit`` bytes: a stream that would go on
+    (a decompression bomb, or a file whose data does not match its declared size) is refused
+    without inflating the rest. Raises :class:`ValueError` naming ``what``."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, limit)
+    except zlib.error:
+        raise ValueError(f"corrupt PNG (bad compressed data in the {what})") from None
+    if d.unconsumed_tail:
+        probe = d.decompress(d.unconsumed_tail, 1)  # one more byte: is there really more data?
+        if probe:
+            raise ValueError(f"corrupt PNG (the {what} inflates to more than the {limit} bytes its declared "
+                             "size needs; refused as a possible decompression bomb)")
+    if not d.eof:
+        raise ValueError(f"truncated PNG (the compressed {what} ends early)")
+    return out
 
 
 @dataclass
@@ -88,10 +111,7 @@ def read_chunks(data: bytes) -> PngInfo:
         elif ctype == b"iCCP":
             name_end = body.find(b"\0")
             if name_end >= 0 and name_end + 2 <= len(body):
-                try:
-                    icc = zlib.decompress(body[name_end + 2 :])
-                except zlib.error:
-                    raise ValueError("corrupt PNG (bad iCCP chunk)") from None
+                icc = inflate_bounded(body[name_end + 2 :], MAX_ICC_BYTES, "iCCP chunk")
         elif ctype == b"tEXt":
             key, _, value = body.partition(b"\0")
             text[key.decode("latin-1")] = value.decode("latin-1")
@@ -178,6 +198,20 @@ def _unfilter(buf: np.ndarray, h: int, stride: int, bpp: int) -> np.ndarray:
     return _unfilter_rows(ft, data, bpp)
 
 
+def raw_size(info: PngInfo) -> int:
+    """Bytes of filtered scanlines the header's size, depth, colour type and interlacing need."""
+    bits = info.channels * info.bit_depth
+    w, h = info.width, info.height
+    if info.interlace == 0:
+        return h * (1 + (w * bits + 7) // 8)
+    total = 0
+    for x0, y0, dx, dy in _ADAM7:
+        pw, ph = (w - x0 + dx - 1) // dx, (h - y0 + dy - 1) // dy
+        if pw > 0 and ph > 0:
+            total += ph * (1 + (pw * bits + 7) // 8)
+    return total
+
+
 def decode(info: PngInfo) -> np.ndarray:
     """Decode an 8- or 16-bit PNG (not palette, not < 8 bits) to ``(H, W, C)`` uint8 / uint16."""
     if info.bit_depth not in (8, 16) or info.colour_type == 3:
@@ -185,13 +219,7 @@ def decode(info: PngInfo) -> np.ndarray:
     c = info.channels
     bpp = c * info.bit_depth // 8
     w, h = info.width, info.height
-    d = zlib.decompressobj()
-    try:
-        raw = d.decompress(info.idat)
-    except zlib.error:
-        raise ValueError("corrupt PNG (bad compressed image data)") from None
-    if not d.eof:
-        raise ValueError("truncated PNG (compressed image data ends early)")
+    raw = inflate_bounded(info.idat, raw_size(info), "image data")
     buf = np.frombuffer(raw, dtype=np.uint8)
     if info.interlace == 0:
         need = h * (1 + w * bpp)

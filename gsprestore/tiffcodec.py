@@ -7,10 +7,18 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
   samples (alpha), ICC profile (tag 34675);
 * decodes (:func:`decode`) 8/16/32-bit unsigned and 16/32/64-bit float samples, chunky or planar,
   in strips or tiles, uncompressed / Deflate / PackBits / LZW, with horizontal (2) or
-  floating-point (3) predictor; :mod:`gsprestore.io` sends 8-bit and 16-bit single-channel files
+  floating-point (3) predictor, each strip or tile inflated to no more than its declared size
+  needs (a decompression bomb is refused); :mod:`gsprestore.io` sends 8-bit and 16-bit single-channel files
   to Pillow (faster, more compressions) and everything else here;
+* reports the Orientation tag and the number of pages (only the first is decoded);
 * encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression, horizontal
   predictor for integer samples, unassociated alpha as an extra sample, and the ICC profile.
+
+Why not tifffile: measured (issue 13) on a 3000x2000 16-bit RGB Deflate TIFF, tifffile reads in
+0.82 s against 0.66 s here and writes at the same speed, but without the compiled ``imagecodecs``
+package (not a dependency: large, native) it cannot read or write LZW, the most common TIFF
+compression, nor the floating-point predictor, both of which this codec decodes. The tests use
+tifffile to make TIFFs this codec did not write.
 
 Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.io` adds the file name.
 """
@@ -32,6 +40,8 @@ WIDTH, HEIGHT, BITS, COMPRESSION, PHOTOMETRIC = 256, 257, 258, 259, 262
 STRIP_OFFSETS, SAMPLES, ROWS_PER_STRIP, STRIP_COUNTS, PLANAR = 273, 277, 278, 279, 284
 PREDICTOR, TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_COUNTS = 317, 322, 323, 324, 325
 EXTRA_SAMPLES, SAMPLE_FORMAT, ICC = 338, 339, 34675
+ORIENTATION, SOFTWARE = 274, 305
+MAX_PAGES_COUNTED = 1024  # count_pages stops here (and on a loop of directory offsets)
 
 
 @dataclass
@@ -51,6 +61,8 @@ class TiffInfo:
     icc_profile: bytes | None
     tags: dict[int, tuple]
     byteorder: str
+    orientation: int = 1  # tag 274: 1 = rows top to bottom, columns left to right (as stored)
+    pages: int = 1  # image file directories in the file (only the first is read)
 
     @property
     def dtype(self) -> np.dtype:
@@ -113,11 +125,27 @@ def read_ifd(data: bytes) -> TiffInfo:
         photometric=one(PHOTOMETRIC, 1), compression=one(COMPRESSION, 1), predictor=one(PREDICTOR, 1),
         planar=one(PLANAR, 1), extra_samples=tuple(int(v) for v in tags.get(EXTRA_SAMPLES, ())),
         icc_profile=icc if isinstance(icc, bytes) else None, tags=tags, byteorder=bo,
+        orientation=one(ORIENTATION, 1) if one(ORIENTATION, 1) in range(1, 9) else 1,
+        pages=count_pages(data, ifd, bo),
     )
 
 
-def _lzw_decode(src: bytes) -> bytes:
-    """TIFF LZW (MSB-first codes of 9-12 bits, 'early change'), pure Python."""
+def count_pages(data: bytes, first: int, bo: str) -> int:
+    """The number of image file directories chained from the one at ``first`` (bounded, loop-safe)."""
+    seen, pos = set(), first
+    while 8 <= pos and pos + 2 <= len(data) and pos not in seen and len(seen) < MAX_PAGES_COUNTED:
+        seen.add(pos)
+        (count,) = struct.unpack(bo + "H", data[pos : pos + 2])
+        nxt = pos + 2 + 12 * count
+        if nxt + 4 > len(data):
+            break
+        (pos,) = struct.unpack(bo + "I", data[nxt : nxt + 4])
+    return max(1, len(seen))
+
+
+def _lzw_decode(src: bytes, limit: int | None = None) -> bytes:
+    """TIFF LZW (MSB-first codes of 9-12 bits, 'early change'), pure Python; stops after ``limit``
+    bytes (what the strip or tile needs)."""
     out = bytearray()
     table: list[bytes] = [bytes([i]) for i in range(256)] + [b"", b""]
     width, bitbuf, nbits, prev = 9, 0, 0, None
@@ -147,15 +175,18 @@ def _lzw_decode(src: bytes) -> bytes:
                     raise ValueError("corrupt TIFF (bad LZW code)")
             out += entry
             prev = entry
+            if limit is not None and len(out) >= limit:
+                return bytes(out[:limit])
             if len(table) + 1 >= (1 << width) and width < 12:
                 width += 1
     return bytes(out)
 
 
-def _packbits_decode(src: bytes) -> bytes:
+def _packbits_decode(src: bytes, limit: int | None = None) -> bytes:
+    """PackBits; stops after ``limit`` bytes (what the strip or tile needs)."""
     out = bytearray()
     i, n = 0, len(src)
-    while i < n:
+    while i < n and (limit is None or len(out) < limit):
         h = src[i]
         i += 1
         if h < 128:
@@ -165,21 +196,28 @@ def _packbits_decode(src: bytes) -> bytes:
             if i < n:
                 out += bytes([src[i]]) * (257 - h)
             i += 1
-    return bytes(out)
+    return bytes(out if limit is None else out[:limit])
 
 
-def _decompress(chunk: bytes, compression: int) -> bytes:
+def _decompress(chunk: bytes, compression: int, need: int) -> bytes:
+    """Decompress one strip or tile, never to more than the ``need`` bytes its declared size
+    holds: a strip that would inflate further (a decompression bomb) is refused."""
     if compression == 1:
         return chunk
     if compression in (8, 32946):
+        d = zlib.decompressobj()
         try:
-            return zlib.decompress(chunk)
+            out = d.decompress(chunk, need)
+            if d.unconsumed_tail and d.decompress(d.unconsumed_tail, 1):
+                raise ValueError("corrupt TIFF (a strip inflates to more than its declared size needs; refused "
+                                 "as a possible decompression bomb)")
         except zlib.error:
             raise ValueError("corrupt TIFF (bad Deflate data)") from None
+        return out
     if compression == 5:
-        return _lzw_decode(chunk)
+        return _lzw_decode(chunk, need)
     if compression == 32773:
-        return _packbits_decode(chunk)
+        return _packbits_decode(chunk, need)
     raise ValueError(f"unsupported TIFF compression {compression}")
 
 
@@ -236,8 +274,8 @@ def decode(data: bytes, info: TiffInfo) -> np.ndarray:
     for (p, y0, x0, rows, cols), off, cnt in zip(boxes, offsets, counts):
         if off + cnt > len(data):
             raise ValueError("truncated TIFF (image data cut short)")
-        raw = _decompress(data[off : off + cnt], info.compression)
         need = rows * cols * pspp * item
+        raw = _decompress(data[off : off + cnt], info.compression, need)
         if len(raw) < need:
             raise ValueError("truncated TIFF (strip or tile has too little data)")
         block = np.frombuffer(raw, dtype=np.uint8, count=need).reshape(rows, cols, pspp * item)
@@ -254,7 +292,7 @@ def decode(data: bytes, info: TiffInfo) -> np.ndarray:
 
 
 def _entry(tag: int, typ: int, values, bo: str = "<") -> tuple[int, int, int, bytes]:
-    if typ == 7:
+    if typ in (2, 7):
         blob = bytes(values)
         n = len(blob)
     else:
@@ -273,9 +311,10 @@ def encode(
     icc_profile: bytes | None = None,
     level: int = 6,
     strip_bytes: int = 1 << 18,
+    software: str | None = None,
 ) -> None:
     """Write ``array`` ((H, W) or (H, W, C); uint8, uint16 or float32) as a little-endian TIFF.
-    ``extra_alpha`` marks the last channel as unassociated alpha."""
+    ``extra_alpha`` marks the last channel as unassociated alpha; ``software`` is written as tag 305."""
     a = np.asarray(array)
     if a.ndim == 2:
         a = a[:, :, None]
@@ -303,8 +342,11 @@ def encode(
         _entry(COMPRESSION, 3, [8]), _entry(PHOTOMETRIC, 3, [2 if colour >= 3 else 1]),
         _entry(STRIP_OFFSETS, 4, offsets), _entry(SAMPLES, 3, [c]), _entry(ROWS_PER_STRIP, 4, [rps]),
         _entry(STRIP_COUNTS, 4, [len(s) for s in strips]), _entry(282, 5, [72, 1]), _entry(283, 5, [72, 1]),
-        _entry(PLANAR, 3, [1]), _entry(296, 3, [2]), _entry(PREDICTOR, 3, [1 if is_float else 2]),
+        _entry(PLANAR, 3, [1]), _entry(296, 3, [2]),
     ]
+    if software:
+        entries.append(_entry(SOFTWARE, 2, software.encode("latin-1", "replace") + b"\0"))
+    entries.append(_entry(PREDICTOR, 3, [1 if is_float else 2]))
     if extra_alpha or c > colour:
         entries.append(_entry(EXTRA_SAMPLES, 3, [2] * (c - colour)))
     entries.append(_entry(SAMPLE_FORMAT, 3, [3 if is_float else 1] * c))

@@ -1,9 +1,12 @@
 """The ``gsprestore`` Typer app: a version callback and thin commands registered from one module
 per command family. Domain errors (:class:`gsprestore.errors.GspError`) become one line on stderr
-and the error's exit code (1, or 2 for usage)."""
+and the error's exit code (1, or 2 for usage). SIGTERM (and SIGHUP) are handled like Ctrl-C: the
+running write is abandoned through the same clean-up (its ``.NAME.part`` temp file and output
+claim are removed), then one line and exit code 128 + the signal number."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Annotated, Optional
 
@@ -43,17 +46,55 @@ def _register() -> None:
     from . import commands  # noqa: F401
 
 
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM / SIGHUP, so ``finally`` clean-ups run as for Ctrl-C (not a
+    KeyboardInterrupt: Click would turn that into "Aborted!" and exit 1)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> dict:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op elsewhere).
+    Returns the previous handlers, for :func:`restore_signal_handlers`."""
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                previous[sig] = signal.signal(sig, _on_signal)
+            except ValueError:  # not the main thread
+                break
+    return previous
+
+
+def restore_signal_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 def main() -> None:
     """Console entry point: Typer handles usage errors (exit 2); domain errors print one line."""
+    previous = install_signal_handlers()
     _register()
     try:
         app()
     except GspError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except Terminated as exc:
+        typer.echo(f"terminated ({signal.Signals(exc.signum).name}); unfinished outputs removed", err=True)
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    finally:
+        restore_signal_handlers(previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

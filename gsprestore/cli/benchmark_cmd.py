@@ -124,7 +124,8 @@ def benchmark(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..benchmark import parse_methods, parse_sigmas, run_benchmark, write_csv, write_json, write_markdown
+    from ..benchmark import (check_report_path, parse_methods, parse_sigmas, run_benchmark, write_csv, write_json,
+                             write_markdown)
     from ..datasets import get_spec
     from ..errors import GspError, UsageError
     from ..restorers import check_task
@@ -145,9 +146,10 @@ def benchmark(
     sigmas = parse_sigmas(noise_sigma)
     outputs = [(o, w) for o, w in ((json_out, write_json), (csv_out, write_csv), (md_out, write_markdown))
                if o is not None]
-    for out, _ in outputs:
-        if out.exists() and not overwrite:
-            raise GspError("output exists (pass --overwrite to replace it)", out)
+    for out, _ in outputs:  # every report path is checked before the first image
+        check_report_path(out, overwrite=overwrite)
+    if len({o.resolve() for o, _ in outputs}) < len(outputs):
+        raise UsageError("--json, --csv and --markdown name the same file")
 
     restorer_options = _weights_options(weights or [], names)
 
@@ -166,6 +168,18 @@ def benchmark(
 
             result = run_benchmark(task, dataset, names, data_dir, progress=step, **run)
     Console().print(results_table(result))
+    failed = []
     for out, writer in outputs:
-        writer(result, out, overwrite=overwrite)
+        try:
+            writer(result, out, overwrite=overwrite)
+        except GspError as exc:  # the rows are computed: never lose them
+            failed.append(exc)
+            continue
         err.print(f"wrote {out}")
+    if failed:
+        import json
+
+        typer.echo(json.dumps(result, indent=2))  # everything the reports would have held, on stdout
+        for exc in failed[:-1]:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+        raise GspError(f"{failed[-1].reason}; the results are printed on stdout", failed[-1].path)

@@ -108,7 +108,7 @@ class Reporter:
         if res.status == "failed":
             self.error(res.error or "failed")
         elif not self.quiet and self.progress is None:
-            what = "skipped (exists)" if res.status == "skipped" else f"{res.seconds:.2f} s"
+            what = f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped" else f"{res.seconds:.2f} s"
             self.console.print(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}", markup=False)
 
 
@@ -142,10 +142,11 @@ def _run_batch(
     meta: dict,
 ) -> None:
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run."""
-    from ..batch import Result, discover, plan_jobs, run_jobs
+    from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs
     from ..errors import GspError
+    from ..io import TOOL_TAG
 
-    found = discover(inputs, recursive=recursive)
+    found = discover(inputs, recursive=recursive, output=output, tag=TOOL_TAG.format(command=command))
     failures = [Result(m, None, "failed", error=f"{m}: no such file or folder") for m in found.missing]
     if not found.sources:
         if len(found.missing) == 1:
@@ -155,11 +156,16 @@ def _run_batch(
         raise GspError(f"no PNG or TIFF files found in {', '.join(inputs)}")
     jobs = plan_jobs(found.sources, output, suffix=default_suffix if (suffix is None and output is None)
                      else (suffix or ""), ext=ext)
+    jobs, own = drop_own_outputs(jobs)
     reporter = Reporter(quiet, len(jobs), verb)
-    for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other)):
+    own_files = found.skipped_own + [str(j.input) for j in own]
+    for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
+                        (f"`gsprestore {command}` output", own_files)):
         if items:
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
+    for link in found.skipped_links:
+        reporter.notice(f"skipped {link}: a folder already visited (each real folder is read once)")
     if found.skipped_folders:
         reporter.notice(f"skipped {len(found.skipped_folders)} sub-folder(s) (use --recursive): "
                         + ", ".join(found.skipped_folders[:3]) + (", ..." if len(found.skipped_folders) > 3 else ""))
@@ -185,6 +191,12 @@ def _run_batch(
         )
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
+
+
+def _page_notice(reporter: "Reporter", job: "Job", img: Any) -> None:
+    pages = img.meta.get("pages", 1)
+    if pages > 1:
+        reporter.notice(f"{job.input}: multi-page TIFF ({pages} pages); only page one is read")
 
 
 def _rgb_icc(icc: bytes | None) -> bytes | None:
@@ -230,17 +242,20 @@ def mosaic_cmd(
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from .. import sampling
         from ..errors import GspError
-        from ..io import read_image, write_image
+        from ..io import TOOL_TAG, apply_orientation, read_image, write_image
 
         def work(job: "Job", k: int) -> dict:
             img = read_image(job.input)
+            _page_notice(reporter, job, img)
             if img.channels != 3:
                 raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", job.input)
             if img.alpha is not None:
                 reporter.notice(f"{job.input}: alpha channel not kept in the mosaic")
-            raw = sampling.mosaic(_tensor(img.array), pattern)[0].numpy()
+            # the mosaic of the upright picture: its sensor order is the display order
+            upright = apply_orientation(img.array, img.meta.get("orientation", 1))
+            raw = sampling.mosaic(_tensor(upright), pattern)[0].numpy()
             depth = bit_depth or img.bit_depth
-            write_image(job.output, raw, depth, overwrite=overwrite)
+            write_image(job.output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
             return {"width": img.width, "height": img.height, "bit_depth": min(depth, 16) if
                     job.output.suffix.lower() == ".png" else depth, "pattern": pattern}
 
@@ -280,15 +295,15 @@ def _restore_batch(
     as_json: bool,
     method_given: bool = True,
 ) -> None:
-    from ..engine import check_precision, resolve_device
+    from ..engine import MIN_MANUAL_TILE, check_precision, resolve_device
     from ..errors import UsageError
     from ..restorers import method_spec
 
     # argument errors first (exit 2), then the environment (device), before touching files
     _check_common(ext, bit_depth, overwrite, skip_existing)
     spec = method_spec(method, task)
-    if tile < 0:
-        raise UsageError(f"--tile must be >= 0, got {tile}")
+    if tile < 0 or 0 < tile < MIN_MANUAL_TILE:
+        raise UsageError(f"--tile must be 0 (automatic) or at least {MIN_MANUAL_TILE}, got {tile}")
     if overlap is not None and overlap < 0:
         raise UsageError(f"--overlap must be >= 0, got {overlap}")
     if weights is not None and spec.kind != "learned":
@@ -299,7 +314,7 @@ def _restore_batch(
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from ..engine import restore
         from ..errors import GspError
-        from ..io import read_image, write_image
+        from ..io import TOOL_TAG, apply_orientation, read_image, write_image
         from ..restorers import get_restorer
 
         from ..errors import WeightsError
@@ -317,6 +332,7 @@ def _restore_batch(
 
         def work(job: "Job", k: int) -> dict:
             img = read_image(job.input)
+            _page_notice(reporter, job, img)
             if task == "demosaic" and img.channels != 1:
                 raise GspError(f"has {img.channels} colour channels but demosaic needs a single-channel Bayer "
                                "mosaic (use `gsprestore mosaic` first or give a single-channel mosaic)", job.input)
@@ -329,8 +345,15 @@ def _restore_batch(
                 alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), **run)[:, :, 0].numpy()
             depth = bit_depth or img.bit_depth
             icc = _rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
-            write_image(job.output, out.numpy(), depth, alpha=alpha, icc_profile=icc, overwrite=overwrite)
-            return {"width": out.shape[1], "height": out.shape[0], "bit_depth": depth}
+            # restored in stored (sensor) order; the file's Orientation is applied to the result
+            orientation = img.meta.get("orientation", 1)
+            result = apply_orientation(out.numpy(), orientation)
+            if alpha is not None:
+                alpha = apply_orientation(alpha, orientation)
+            write_image(job.output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
+                        software=TOOL_TAG.format(command=task))
+            info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": depth}
+            return info | ({"orientation": orientation} if orientation != 1 else {})
 
         return work
 
