@@ -6,7 +6,7 @@ never loses work.
   and non-image files found in folders or globs are skipped with a notice.
 * :func:`plan_jobs` maps each input to its output: ``-o`` a file (one input) or a folder that
   mirrors the input tree (relative to the folder or glob base each input came from), or, without
-  ``-o``, next to the input with a suffix. ``--ext png|tiff|same``. An output equal to its input, or
+  ``-o``, next to the input with a suffix. ``--ext png|tiff|jpg|webp|dng|same``. An output equal to its input, or
   two inputs writing the same output, is a usage error before anything runs.
 * :func:`run_jobs` processes the jobs in order: existing outputs are skipped (``skip_existing``) or
   refused unless ``overwrite``; each output is written atomically by :func:`gsprestore.io.write_image`
@@ -69,7 +69,11 @@ def _hidden(rel: Path) -> bool:
     return any(part.startswith(".") for part in rel.parts)
 
 
-def _walk(folder: Path, recursive: bool, found: Discovery, base: Path) -> None:
+def _is_input(path: Path, extra: tuple[str, ...]) -> bool:
+    return is_image_name(path) or path.suffix.lower() in extra
+
+
+def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, extra: tuple[str, ...] = ()) -> None:
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         rel = entry.relative_to(base)
         if entry.name.startswith("."):
@@ -77,11 +81,11 @@ def _walk(folder: Path, recursive: bool, found: Discovery, base: Path) -> None:
             continue
         if entry.is_dir():
             if recursive:
-                _walk(entry, recursive, found, base)
+                _walk(entry, recursive, found, base, extra)
             else:
                 found.skipped_folders.append(str(entry))
         elif entry.is_file():
-            if is_image_name(entry):
+            if _is_input(entry, extra):
                 found.sources.append(Source(entry, base))
             else:
                 found.skipped_other.append(str(rel))
@@ -97,13 +101,14 @@ def _glob_base(pattern: str) -> Path:
     return Path(*keep) if keep else Path(".")
 
 
-def discover(inputs: list[str], recursive: bool = False) -> Discovery:
-    """Expand files, folders and globs into :class:`Source` s (sorted within each input)."""
+def discover(inputs: list[str], recursive: bool = False, extra_suffixes: tuple[str, ...] = ()) -> Discovery:
+    """Expand files, folders and globs into :class:`Source` s (sorted within each input).
+    ``extra_suffixes`` (e.g. camera RAW suffixes for ``demosaic``) are taken from folders too."""
     found = Discovery([], [], [], [], [])
     for arg in inputs:
         p = Path(arg)
         if p.is_dir():
-            _walk(p, recursive, found, p)
+            _walk(p, recursive, found, p, extra_suffixes)
         elif p.exists():
             found.sources.append(Source(p, None))
         elif _MAGIC & set(arg):
@@ -118,10 +123,10 @@ def discover(inputs: list[str], recursive: bool = False) -> Discovery:
                     found.skipped_hidden.append(m)
                 elif mp.is_dir():
                     if recursive:
-                        _walk(mp, recursive, found, base)
+                        _walk(mp, recursive, found, base, extra_suffixes)
                     else:
                         found.skipped_folders.append(m)
-                elif is_image_name(mp):
+                elif _is_input(mp, extra_suffixes):
                     found.sources.append(Source(mp, base))
                 else:
                     found.skipped_other.append(m)
@@ -147,15 +152,17 @@ def output_suffix(ext: str, source: Path) -> str:
         return ".png"
     if ext in ("tif", "tiff"):
         return ".tif"
-    raise UsageError(f"unknown --ext {ext!r}; expected png, tiff or same")
+    if ext in ("jpg", "jpeg", "webp", "dng"):
+        return "." + ext
+    raise UsageError(f"unknown --ext {ext!r}; expected png, tiff, jpg, webp or same")
 
 
 def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -> bool:
-    """``-o`` names a file when it has an image suffix and is not an existing folder."""
+    """``-o`` names a file when it has an image (or DNG) suffix and is not an existing folder."""
     if output is None:
         return False
     p = Path(output)
-    if p.is_dir() or not is_image_name(p):
+    if p.is_dir() or not (is_image_name(p) or p.suffix.lower() == ".dng"):
         return False
     if n_inputs != 1 or not single_file_input:
         raise UsageError(f"-o {output} is a file name but there are several inputs; give a folder")

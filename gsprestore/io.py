@@ -1,4 +1,5 @@
-"""Images in and out: 8/16-bit PNG and TIFF, alpha and ICC profile kept, atomic writes.
+"""Images in and out: 8/16-bit PNG and TIFF, 8-bit JPEG and WebP, alpha and ICC profile kept,
+atomic writes.
 
 * :func:`read_image` returns an :class:`Image`: float32 ``(H, W, C)`` pixels in [0, 1], the bit
   depth *of the file* (8, 16, or 32 for float TIFF; never guessed from pixel values), alpha kept
@@ -10,6 +11,9 @@ Pillow truncates 16-bit RGB(A) PNGs and TIFFs to 8 bits (and imageio's Pillow pl
 16-bit PNGs are decoded by :mod:`gsprestore.pngcodec`, every PNG is encoded by it, and TIFFs that
 Pillow cannot hold (16-bit with more than one sample, float) go through :mod:`gsprestore.tiffcodec`.
 8-bit files and 16-bit gray TIFFs are decoded by Pillow (fast, every compression).
+
+JPEG and WebP (8-bit, lossy) are decoded and encoded by Pillow; a JPEG/WebP's EXIF orientation is
+applied on reading, and ``write_image(..., quality=Q)`` sets the encoder's quality (default 95).
 
 Every problem with a file is a :class:`~gsprestore.errors.GspError` naming the file and the reason
 on one line: missing, empty, not an image, truncated, corrupt, too small, NaN/Inf samples.
@@ -28,7 +32,9 @@ import numpy as np
 from . import pngcodec, tiffcodec
 from .errors import GspError
 
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")
+PHOTO_FORMATS = ("jpeg", "webp")  # 8-bit lossy formats, through Pillow
+DEFAULT_QUALITY = 95
 MIN_SIDE = 2
 MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
@@ -64,9 +70,13 @@ def is_image_name(path: str | Path) -> bool:
 
 
 def sniff(data: bytes) -> str | None:
-    """The format of a file from its first bytes: "png", "tiff" or None."""
+    """The format of a file from its first bytes: "png", "tiff", "jpeg", "webp" or None."""
     if data.startswith(pngcodec.SIGNATURE):
         return "png"
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
     if data[:4] in (b"II*\0", b"MM\0*") or data[:4] in (b"II+\0", b"MM\0+"):
         return "tiff"
     return None
@@ -94,6 +104,20 @@ def _from_pillow(data: bytes) -> np.ndarray:
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
+
+
+def _decode_photo(data: bytes) -> tuple[np.ndarray, bytes | None]:
+    """A JPEG or WebP: 8-bit pixels with the EXIF orientation applied, and its ICC profile."""
+    from PIL import Image as PILImage
+    from PIL import ImageOps
+
+    with PILImage.open(_io.BytesIO(data)) as im:
+        _check_pixels(*im.size)
+        icc = im.info.get("icc_profile")
+        buffer = _io.BytesIO()
+        oriented = ImageOps.exif_transpose(im)
+        oriented.save(buffer, format="PNG", compress_level=0)  # re-enter the PNG/TIFF path's mode logic
+    return _from_pillow(buffer.getvalue()), icc
 
 
 def _check_pixels(width: int, height: int) -> None:
@@ -127,6 +151,9 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
             else:
                 arr = _from_pillow(data)
                 depth = 8
+        elif fmt in PHOTO_FORMATS:
+            arr, icc = _decode_photo(data)
+            depth = 8
         else:
             info = tiffcodec.read_ifd(data)
             _check_pixels(info.width, info.height)
@@ -210,7 +237,12 @@ def output_format(path: str | Path) -> str:
         return "png"
     if suffix in (".tif", ".tiff"):
         return "tiff"
-    raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif or .tiff)", path)
+    if suffix in (".jpg", ".jpeg"):
+        return "jpeg"
+    if suffix == ".webp":
+        return "webp"
+    raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif, .tiff, .jpg or .webp)",
+                   path)
 
 
 def check_writable(path: str | Path, *, overwrite: bool = False) -> Path:
@@ -239,12 +271,18 @@ def write_image(
     icc_profile: bytes | None = None,
     overwrite: bool = False,
     text: dict[str, str] | None = None,
+    quality: int | None = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
-    channel. Nothing is left behind if writing fails: the temp file is removed."""
+    channel. JPEG and WebP are 8-bit (``bit_depth`` is ignored) with encoder ``quality`` (1-100,
+    default 95); JPEG has no alpha. Nothing is left behind if writing fails: the temp file is removed."""
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
+    if fmt in PHOTO_FORMATS:
+        bit_depth = 8
+        if fmt == "jpeg":
+            alpha = None
     a = np.asarray(array)
     a = a if a.ndim == 3 else a[:, :, None]
     if a.shape[2] not in (1, 3):
@@ -275,6 +313,8 @@ def write_image(
         with os.fdopen(fd, "wb") as fh:
             if fmt == "png":
                 pngcodec.encode(fh, data, icc_profile=icc_profile, text=text)
+            elif fmt in PHOTO_FORMATS:
+                _encode_photo(fh, data, fmt, quality, icc_profile)
             else:
                 tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile)
             fh.flush()
@@ -291,6 +331,21 @@ def write_image(
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, icc: bytes | None) -> None:
+    """8-bit ``data`` (H, W, 1|2|3|4) as JPEG or WebP through Pillow (WebP has no gray mode)."""
+    from PIL import Image as PILImage
+
+    c = data.shape[2]
+    if fmt == "webp" and c in (1, 2):  # gray (+ alpha) -> RGB(A)
+        data = np.concatenate([data[:, :, :1]] * 3 + ([data[:, :, 1:]] if c == 2 else []), axis=2)
+        c = data.shape[2]
+    im = PILImage.fromarray(np.ascontiguousarray(data[:, :, 0] if c == 1 else data))
+    options: dict = {"quality": DEFAULT_QUALITY if quality is None else int(quality)}
+    if icc:
+        options["icc_profile"] = icc
+    im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
 
 
 def _read_umask() -> int:
