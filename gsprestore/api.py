@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
-from .restorers import DEFAULT_METHOD, Restorer, get_restorer
+from .restorers import Restorer, default_method, get_restorer
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict) -> Restorer:
@@ -31,7 +31,7 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
         return method
     if weights is not None:
         options = {**options, "weights": weights}
-    return get_restorer(method or DEFAULT_METHOD[task], task, **options)
+    return get_restorer(method or default_method(task), task, **options)
 
 
 def _as_input(x: Any) -> Any:

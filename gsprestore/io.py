@@ -241,6 +241,8 @@ def output_format(path: str | Path) -> str:
         return "jpeg"
     if suffix == ".webp":
         return "webp"
+    if suffix == ".dng":  # a camera RAW mosaic: written by gsprestore.camera_raw.write_dng only
+        return "dng"
     raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif, .tiff, .jpg or .webp)",
                    path)
 
@@ -279,6 +281,8 @@ def write_image(
     default 95); JPEG has no alpha. Nothing is left behind if writing fails: the temp file is removed."""
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
+    if fmt == "dng":
+        raise GspError("a DNG holds a camera mosaic, not an image (only `gsprestore mosaic` writes DNG)", path)
     if fmt in PHOTO_FORMATS:
         bit_depth = 8
         if fmt == "jpeg":
