@@ -49,7 +49,8 @@ def _bilinear(mosaic: np.ndarray, pattern: str) -> np.ndarray:
 
 def _libraw(path, **kw) -> np.ndarray:
     opts = dict(demosaic_algorithm=rawpy.DemosaicAlgorithm.LINEAR, use_camera_wb=True, no_auto_bright=True,
-                output_bps=16, gamma=(2.4, 12.92), output_color=rawpy.ColorSpace.sRGB)
+                output_bps=16, gamma=(2.4, 12.92), output_color=rawpy.ColorSpace.sRGB,
+                adjust_maximum_thr=0.0)  # LibRaw's white-level guess off: the file's WhiteLevel, as ours
     opts.update(kw)
     with rawpy.imread(str(path)) as raw:
         return raw.postprocess(**opts).astype(np.float32) / 65535.0
