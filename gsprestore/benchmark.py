@@ -258,6 +258,8 @@ def run_benchmark(
 
     # per (method, sigma), one record per image
     scores: dict[tuple[str, float], list[dict[str, Any]]] = {(r.name, s): [] for r in methods_built for s in sigmas}
+    if progress is not None:
+        progress(0, len(ds), "")  # the total (and so a bar and an ETA) from the start
     with torch.no_grad():
         for i, path in enumerate(ds.files):
             gt = load_ground_truth(path).to(dev)

@@ -142,8 +142,8 @@ def cache_dir() -> Path:
 
 
 def _hint(spec: DatasetSpec) -> str:
-    return (f"pass --data-dir pointing at the {spec.folder} folder or its parent, "
-            f"or set {ENV_VAR}")
+    return (f"pass --download to fetch it there, or --data-dir pointing at the {spec.folder} folder or its "
+            f"parent, or set {ENV_VAR}")
 
 
 def _short_list(names: list[str], limit: int = 4) -> str:
