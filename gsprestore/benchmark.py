@@ -1,4 +1,4 @@
-"""Benchmark restorers on a data set under the paper's evaluation protocol (PROTOCOL.md).
+"""Benchmark restorers on a data set under the paper's evaluation protocol (docs/protocol.md).
 
 One code path for every method: each is built by :func:`gsprestore.restorers.get_restorer` and
 fed the task's observation made by :mod:`gsprestore.sampling` from the ground truth:

@@ -6,7 +6,7 @@ A :class:`Restorer` maps a task's *observation* to its reconstruction:
 
 * ``demosaic``: a Bayer mosaic ``(B, 1, H, W)`` (with its ``pattern``) to RGB ``(B, 3, H, W)``;
 * ``upscale2x``: a low-resolution image ``(B, C, h, w)`` to ``(B, C, 2h, 2w)`` where the input
-  pixels sit at the even coordinates of the output (``HR[0::2, 0::2]`` sampling, PROTOCOL.md).
+  pixels sit at the even coordinates of the output (``HR[0::2, 0::2]`` sampling, docs/protocol.md).
 
 Graph and learned models work on the full-resolution pair ``(known, mask)`` = ``(H^T y, H^T 1)``
 given by :func:`observation`; that keeps one model code path for both tasks.

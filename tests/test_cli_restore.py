@@ -309,7 +309,7 @@ def test_missing_input(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ["--pattern", "RGBG"], ["--bit-depth", "12"], ["--ext", "jpg"], ["--precision", "bf16", "--device", "cpu"],
+    ["--pattern", "RGBG"], ["--bit-depth", "12"], ["--ext", "bmp"], ["--precision", "bf16", "--device", "cpu"],
     ["-m", "nosuch"], ["-m", "bicubic"], ["--device", "gpu"], ["--tile", "-1"], ["-m", "menon", "--weights", "w.pt"],
 ])
 def test_usage_errors_exit_2(tmp_path, args):
