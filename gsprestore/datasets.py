@@ -39,7 +39,7 @@ from .errors import DatasetError, UsageError
 
 ENV_VAR = "GSPRESTORE_DATA_DIR"
 URL_ENV_VAR = "GSPRESTORE_DATASET_URL"
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # a custom data set may be JPEG/WebP
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def _download_into(spec: DatasetSpec, folder: Path, *, base_url: str | None = No
 
 
 def custom_dataset(folder: str | Path) -> Dataset:
-    """Any folder of PNG / TIFF images as an unverified data set named after the folder
+    """Any folder of PNG / TIFF / JPEG / WebP images as an unverified data set named after the folder
     (natural file order, sub-folders and other files ignored)."""
     root = Path(folder).expanduser()
     if not root.exists():

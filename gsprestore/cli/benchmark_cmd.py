@@ -104,7 +104,7 @@ def benchmark(
     ] = None,
     dataset: Annotated[
         Optional[str],
-        typer.Option("--dataset", help="kodak, mcm, urban100, or custom (any folder of PNG/TIFF images given by "
+        typer.Option("--dataset", help="kodak, mcm, urban100, or custom (any folder of PNG/TIFF/JPEG/WebP images given by "
                      "--data-dir; the default when --dataset is omitted)."),
     ] = None,
     data_dir: Annotated[

@@ -463,7 +463,7 @@ def demosaic_cmd(
     phase, black and white levels and visible area, white balance (--wb), the demosaicker,
     the camera-to-sRGB matrix and curve (--output-space), its orientation; 16-bit PNG by default.
 
-    Example: gsprestore demosaic raw_bayer.png -o out.png --method menon --pattern RGGB
+    Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
     from ..restorers import default_method
     from ..sampling import check_pattern
