@@ -30,7 +30,10 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
             raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
         return method
     if weights is not None:
+        from .weights import file_method
+
         options = {**options, "weights": weights}
+        method = method or file_method(weights)  # the file's network, whatever the default
     return get_restorer(method or default_method(task), task, **options)
 
 

@@ -168,6 +168,12 @@ def _read_file(path: Path) -> dict[str, Any]:
     return obj
 
 
+def file_method(path: str | Path) -> str:
+    """The method (``uglr`` / ``ugtv``) a weights file was trained for, so that ``--weights FILE``
+    alone picks its network (the default method may be a classical one)."""
+    return str(_read_file(Path(path))["method"])
+
+
 def load_model(method: str, task: str, path: str | Path | None = None, *, verify: bool = True) -> "nn.Module":
     """The trained ``method`` network for ``task``, in eval mode on the CPU.
 

@@ -99,3 +99,21 @@ def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
     code, out, err = cli("demosaic", tmp_path / "m.png", "--json", "--device", "cpu", "-q")
     assert code == 0, err
     assert json.loads(out)["method"] == defaults.choose_default("demosaic").method
+
+
+def test_weights_without_method_run_the_files_network(tmp_path):
+    """The default may be classical; ``--weights FILE`` alone still runs the file's network."""
+    from cli_runner import cli
+
+    from gsprestore.io import write_image
+    from gsprestore.models import build_model
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    weights.save_weights(tmp_path / "mine.pt", build_model("uglr", "demosaic", blocks=1, heads=2, features=3,
+                                                           width=6, cg_iters=2))
+    write_image(tmp_path / "m.png", np.random.default_rng(0).random((16, 16)), 8)
+    code, out, err = cli("demosaic", tmp_path / "m.png", "--weights", tmp_path / "mine.pt", "--json", "--device",
+                         "cpu", "-q")
+    assert code == 0, err
+    assert json.loads(out)["method"] == "uglr"

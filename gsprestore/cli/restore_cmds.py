@@ -428,6 +428,16 @@ def _restore_batch(
                      **({"pattern": pattern} if task == "demosaic" else {})})
 
 
+def _chosen_method(method: str | None, weights: str | None, task: str) -> str:
+    """``--method``, else the method of the ``--weights`` file, else the task's default."""
+    from ..restorers import default_method
+    from ..weights import file_method
+
+    if method is not None:
+        return method
+    return file_method(weights) if weights is not None else default_method(task)
+
+
 def _depth(path: Any, depth: int) -> int:
     """The bit depth actually written (JPEG and WebP are 8-bit)."""
     return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
@@ -465,10 +475,9 @@ def demosaic_cmd(
 
     Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
-    from ..restorers import default_method
     from ..sampling import check_pattern
 
-    _restore_batch("demosaic", inputs=inputs, output=output, method=method or default_method("demosaic"),
+    _restore_batch("demosaic", inputs=inputs, output=output, method=_chosen_method(method, weights, "demosaic"),
                    method_given=method is not None, pattern_given=pattern is not None,
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
@@ -504,7 +513,6 @@ def upscale2x_cmd(
     Example: gsprestore upscale2x photos/ -o big/ --prior gtv
     """
     from ..errors import UsageError
-    from ..restorers import default_method
 
     if prior is not None:
         p = prior.lower()
@@ -513,7 +521,7 @@ def upscale2x_cmd(
         if method is not None and method.lower() != "u" + p:
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
-    _restore_batch("upscale2x", inputs=inputs, output=output, method=method or default_method("upscale2x"),
+    _restore_batch("upscale2x", inputs=inputs, output=output, method=_chosen_method(method, weights, "upscale2x"),
                    method_given=method is not None,
                    pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
