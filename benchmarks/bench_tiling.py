@@ -8,7 +8,7 @@ each output's PSNR against the ground truth.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_tiling.py ../shared/datasets/kodak24/kodim01.png \\
+    .venv/bin/python benchmarks/bench_tiling.py ~/datasets/kodak24/kodim01.png \\
         --method ugtv [--weights weights/ugtv_demosaic.pt] --tile 256 --overlap 32
 """
 

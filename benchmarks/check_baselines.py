@@ -3,14 +3,14 @@
 Demosaicking: PSNR between gsprestore's output (float32 by default) and colour-demosaicing 0.2.7's
 (float64) on every image of each dataset folder, for every Bayer pattern, over the WHOLE image
 (borders included, all three channels, no clipping); prints the minimum per method/pattern, and
-the dataset-MSE PSNR (PROTOCOL.md) of ours and of the reference against the ground truth.
+the dataset-MSE PSNR (docs/protocol.md) of ours and of the reference against the ground truth.
 
-2x interpolation: dataset-MSE PSNR (PROTOCOL.md) on BT.601 studio Y of ``upscale_bicubic`` and
+2x interpolation: dataset-MSE PSNR (docs/protocol.md) on BT.601 studio Y of ``upscale_bicubic`` and
 ``upscale_bicubic_halfpixel`` (LR = HR[0::2, 0::2] of the 8-bit image / 255, float, unclipped,
 full image), and the largest difference between ``upscale_bicubic_halfpixel`` and
 ``cv2.resize(..., INTER_CUBIC)``.
 
-Usage: python benchmarks/check_baselines.py /work/shared/datasets [--dtype float32|float64]
+Usage: python benchmarks/check_baselines.py ~/datasets [--dtype float32|float64]
        [--methods bilinear,malvar,menon,bicubic] [--reference-input same|exact8bit] [--bicubic-search]
 (the folder holds ``kodak24/`` and/or ``mcm/``; a dataset folder itself also works).
 """
@@ -61,7 +61,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def luma(rgb: np.ndarray) -> np.ndarray:
-    """BT.601 studio Y of an (H, W, 3) float image in [0, 1] (PROTOCOL.md)."""
+    """BT.601 studio Y of an (H, W, 3) float image in [0, 1] (docs/protocol.md)."""
     return (16 + 65.481 * rgb[..., 0] + 128.553 * rgb[..., 1] + 24.966 * rgb[..., 2]) / 255
 
 
@@ -104,7 +104,7 @@ def main() -> None:
                     help="also print the aligned-cubic Y-PSNR for a in {-0.5, -0.75} x border modes")
     ap.add_argument("--reference-input", default="same", choices=["same", "exact8bit"],
                     help="same: the reference gets our mosaic cast to float64; exact8bit: it gets the "
-                         "8-bit values / 255 computed in float64 (as PROTOCOL.md's measured rows)")
+                         "8-bit values / 255 computed in float64 (as docs/protocol.md's measured rows)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")  # scipy.ndimage.filters deprecation inside colour-demosaicing
     import colour_demosaicing

@@ -2,7 +2,7 @@
 
 Usage (from the repository root; one thread, since the CPU is shared)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ../shared/datasets
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ~/datasets
 
 For each task (demosaic, upscale2x) and data set (McM, Kodak, and Urban100 when ``--data-dir``
 holds it) it runs :func:`gsprestore.benchmark.run_benchmark` over every method of the task
@@ -30,11 +30,11 @@ DATASETS = ("mcm", "kodak", "urban100")
 TITLE = {"mcm": "McM", "kodak": "Kodak", "urban100": "Urban100"}
 TASKS = ("demosaic", "upscale2x")
 SIGMAS = (10.0, 20.0, 30.0, 50.0)
-COMMAND = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ../shared/datasets"
+COMMAND = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ~/datasets"
 
 # The paper's numbers (dataset-MSE PSNR in dB, SSIM; None = not reported), typed in from the
 # paper's Tables 1-3 (paper/graph-smoothness-unrolling-neurips2024.tex, tables t1, t2, t3), as
-# reproduced in the project's shared PROTOCOL.md. Each row: (label in the paper, our method or
+# reproduced in docs/protocol.md. Each row: (label in the paper, our method or
 # None when gsprestore has no such method, parameter count or None for "-", {dataset: (PSNR, SSIM)}).
 PAPER_TABLE1 = [  # demosaicking, RGGB, RGB channels
     ("Bilinear", "bilinear", None, {"mcm": (29.71, 0.9304), "kodak": (28.22, 0.8898), "urban100": (24.18, 0.8727)}),
@@ -280,14 +280,14 @@ def write_markdown(results: dict, noise: dict | None, notes: list[str], out: Pat
     ]
     if skipped:
         lines += [f"**No weights:** {', '.join(skipped)} have no trained weights in this release "
-                  "(`weights/manifest.json` lists none), so their rows say \"no weights\"; the paper's numbers "
+                  "(`gsprestore/weights/manifest.json` lists none), so their rows say \"no weights\"; the paper's numbers "
                   "for them are shown for reference. Methods the paper compares against but gsprestore does not "
                   "implement (RST-B/S, MAIN, SwinIR) say \"not in gsprestore\".", ""]
     learned = sorted({r["method"] for res in results.values() for r in res["results"]
                       if r["kind"] == "learned" and r.get("skipped") is None})
     if learned:
-        lines += [f"**Learned rows** ({', '.join(learned)}): the weights shipped in `weights/` (their recipe, "
-                  "parameter counts and the commands that scored them are in `weights/manifest.json`). The "
+        lines += [f"**Learned rows** ({', '.join(learned)}): the weights shipped in `gsprestore/weights/` (their recipe, "
+                  "parameter counts and the commands that scored them are in `gsprestore/weights/manifest.json`). The "
                   "parameter column is the paper's; the shipped models were trained briefly on a CPU with "
                   "cheaper unrolling (see [training.md](training.md)), which is why they sit well below the "
                   "paper's rows.", ""]

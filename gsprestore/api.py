@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
-from .restorers import DEFAULT_METHOD, Restorer, get_restorer
+from .restorers import Restorer, default_method, get_restorer
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict) -> Restorer:
@@ -30,8 +30,11 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
             raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
         return method
     if weights is not None:
+        from .weights import file_method
+
         options = {**options, "weights": weights}
-    return get_restorer(method or DEFAULT_METHOD[task], task, **options)
+        method = method or file_method(weights)  # the file's network, whatever the default
+    return get_restorer(method or default_method(task), task, **options)
 
 
 def _as_input(x: Any) -> Any:
@@ -72,7 +75,7 @@ def demosaic(
     **options: Any,
 ) -> Any:
     """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
-    ``(B, 1, H, W)``) with ``method`` (default ``ugtv``; any name from ``gsprestore models`` or a
+    ``(B, 1, H, W)``) with ``method`` (default: the best by recorded scores, :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
     mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto."""
     from .engine import restore_array
@@ -102,7 +105,8 @@ def upscale2x(
 ) -> Any:
     """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
-    ``HR[0::2, 0::2]`` sampling). ``method`` default ``ugtv``; ``bicubic`` needs no weights."""
+    ``HR[0::2, 0::2]`` sampling). ``method`` default: the best by recorded scores (:func:`gsprestore.restorers.default_method`);
+    ``bicubic`` needs no weights."""
     from .engine import restore_array
 
     y = _as_input(image)

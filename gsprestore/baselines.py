@@ -25,7 +25,7 @@ and, for large mosaics, strip by strip with the exact halo (identical results, b
 Agreement with the reference is tested in ``tests/test_baselines.py`` and measured on Kodak/McM by
 ``benchmarks/check_baselines.py`` (see docs/baselines.md).
 
-2x interpolation follows PROTOCOL.md: the low-resolution input is ``HR[0::2, 0::2]``.
+2x interpolation follows docs/protocol.md: the low-resolution input is ``HR[0::2, 0::2]``.
 :func:`upscale_bicubic` is aligned to that grid (known pixels stay exactly where they are);
 :func:`upscale_bicubic_halfpixel` reproduces OpenCV's ``cv2.resize(..., INTER_CUBIC)``, the
 paper's baseline, whose half-pixel convention is a quarter pixel off the decimation grid.
@@ -574,7 +574,7 @@ def upscale_bicubic(lr: Tensor, a: float = -0.75) -> Tensor:
     pixel ``2i + 1`` is ``W(1.5) lr[i-1] + W(.5) lr[i] + W(.5) lr[i+1] + W(1.5) lr[i+2]``, i.e.
     ``[a, 4 - a, 4 - a, a] / 8``. Boundary: edge replication (indices clamped, like OpenCV), so
     the last row/column ``2h - 1`` is interpolated between ``lr[h-1]`` and its copies.
-    The default ``a = -0.75`` (OpenCV's) reproduces PROTOCOL.md's "aligned bicubic" rows;
+    The default ``a = -0.75`` (OpenCV's) reproduces docs/protocol.md's "aligned bicubic" rows;
     ``a = -0.5`` makes the half-way weights the cubic Lagrange ones ``[-1, 9, 9, -1] / 16``
     (exact for cubic polynomials away from the border). Exact tiling halo: 4 output pixels.
     """
@@ -586,7 +586,7 @@ def upscale_bicubic(lr: Tensor, a: float = -0.75) -> Tensor:
 
 def upscale_bicubic_halfpixel(lr: Tensor) -> Tensor:
     """2x bicubic interpolation with OpenCV's ``cv2.resize(lr, (2w, 2h), interpolation=
-    cv2.INTER_CUBIC)`` convention, the paper's bicubic baseline (PROTOCOL.md): output pixel ``d``
+    cv2.INTER_CUBIC)`` convention, the paper's bicubic baseline (docs/protocol.md): output pixel ``d``
     samples the input at ``(d + 0.5) / 2 - 0.5``, Keys kernel with ``a = -0.75``, source indices
     clamped to the image (edge replication), horizontal pass then vertical pass.
 

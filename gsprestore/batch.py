@@ -12,7 +12,7 @@ never loses work.
   (:func:`drop_own_outputs`) are not inputs. Files named on the command line are taken as given.
 * :func:`plan_jobs` maps each input to its output: ``-o`` a file (one input) or a folder that
   mirrors the input tree (relative to the folder or glob base each input came from), or, without
-  ``-o``, next to the input with a suffix. ``--ext png|tiff|same``. An output equal to its input, or
+  ``-o``, next to the input with a suffix. ``--ext png|tiff|jpg|webp|dng|same``. An output equal to its input, or
   two inputs writing the same output, is a usage error before anything runs.
 * :func:`run_jobs` processes the jobs in order: existing outputs are skipped (``skip_existing``) or
   refused unless ``overwrite``; each output is written atomically by :func:`gsprestore.io.write_image`
@@ -92,7 +92,12 @@ def _folder_id(folder: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: set, tag: str | None) -> None:
+def _is_input(path: Path, extra: tuple[str, ...]) -> bool:
+    return is_image_name(path) or path.suffix.lower() in extra
+
+
+def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: set, tag: str | None,
+          extra: tuple[str, ...] = ()) -> None:
     from .io import tool_tag
 
     key = _folder_id(folder)
@@ -116,9 +121,9 @@ def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: 
                 target = os.path.realpath(entry)
                 found.skipped_links.append(f"{entry} -> {target}" if entry.is_symlink() else str(entry))
             else:
-                _walk(entry, recursive, found, base, exclude, tag)
+                _walk(entry, recursive, found, base, exclude, tag, extra)
         elif entry.is_file():
-            if not is_image_name(entry):
+            if not _is_input(entry, extra):
                 found.skipped_other.append(str(rel))
             elif tag is not None and tool_tag(entry) == tag:
                 found.skipped_own.append(str(entry))
@@ -201,10 +206,11 @@ def _glob(pattern: str, recursive: bool, found: Discovery) -> list[str]:
 
 
 def discover(inputs: list[str], recursive: bool = False, *, output: str | None = None,
-             tag: str | None = None) -> Discovery:
+             tag: str | None = None, extra_suffixes: tuple[str, ...] = ()) -> Discovery:
     """Expand files, folders and globs into :class:`Source` s (sorted within each input).
     ``output`` (the ``-o`` folder) is not walked into; in folders and globs, files whose
-    :func:`~gsprestore.io.tool_tag` equals ``tag`` (written by this command) are skipped."""
+    :func:`~gsprestore.io.tool_tag` equals ``tag`` (written by this command) are skipped.
+    ``extra_suffixes`` (e.g. camera RAW suffixes for ``demosaic``) are taken from folders too."""
     from .io import tool_tag
 
     found = Discovery([], [], [], [], [])
@@ -214,7 +220,7 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
     for arg in inputs:
         p = Path(arg)
         if p.is_dir():
-            _walk(p, recursive, found, p, exclude, tag)
+            _walk(p, recursive, found, p, exclude, tag, extra_suffixes)
         elif p.exists():
             found.sources.append(Source(p, None))
         elif _MAGIC & set(arg):
@@ -233,8 +239,8 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
                     elif not recursive:
                         found.skipped_folders.append(m)
                     elif _folder_id(mp) not in found._visited:
-                        _walk(mp, recursive, found, base, exclude, tag)
-                elif is_image_name(mp):
+                        _walk(mp, recursive, found, base, exclude, tag, extra_suffixes)
+                elif _is_input(mp, extra_suffixes):
                     if tag is not None and tool_tag(mp) == tag:
                         found.skipped_own.append(m)
                     else:
@@ -273,7 +279,9 @@ def output_suffix(ext: str, source: Path) -> str:
         return ".png"
     if ext in ("tif", "tiff"):
         return ".tif"
-    raise UsageError(f"unknown --ext {ext!r}; expected png, tiff or same")
+    if ext in ("jpg", "jpeg", "webp", "dng"):
+        return "." + ext
+    raise UsageError(f"unknown --ext {ext!r}; expected png, tiff, jpg, webp or same")
 
 
 def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -> bool:
@@ -281,7 +289,7 @@ def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -
     if output is None:
         return False
     p = Path(output)
-    if p.is_dir() or not is_image_name(p):
+    if p.is_dir() or not (is_image_name(p) or p.suffix.lower() == ".dng"):
         return False
     if n_inputs != 1 or not single_file_input:
         raise UsageError(f"-o {output} is a file name but there are several inputs; give a folder")

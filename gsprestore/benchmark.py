@@ -1,4 +1,4 @@
-"""Benchmark restorers on a data set under the paper's evaluation protocol (PROTOCOL.md).
+"""Benchmark restorers on a data set under the paper's evaluation protocol (docs/protocol.md).
 
 One code path for every method: each is built by :func:`gsprestore.restorers.get_restorer` and
 fed the task's observation made by :mod:`gsprestore.sampling` from the ground truth:
@@ -259,6 +259,8 @@ def run_benchmark(
 
     # per (method, sigma), one record per image
     scores: dict[tuple[str, float], list[dict[str, Any]]] = {(r.name, s): [] for r in methods_built for s in sigmas}
+    if progress is not None:
+        progress(0, len(ds), "")  # the total (and so a bar and an ETA) from the start
     with torch.no_grad():
         for i, path in enumerate(ds.files):
             gt = load_ground_truth(path).to(dev)

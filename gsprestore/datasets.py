@@ -39,7 +39,7 @@ from .errors import DatasetError, UsageError
 
 ENV_VAR = "GSPRESTORE_DATA_DIR"
 URL_ENV_VAR = "GSPRESTORE_DATASET_URL"
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # a custom data set may be JPEG/WebP
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,8 @@ def cache_dir() -> Path:
 
 
 def _hint(spec: DatasetSpec) -> str:
-    return (f"pass --data-dir pointing at the {spec.folder} folder or its parent, "
-            f"or set {ENV_VAR}")
+    return (f"pass --download to fetch it there, or --data-dir pointing at the {spec.folder} folder or its "
+            f"parent, or set {ENV_VAR}")
 
 
 def _short_list(names: list[str], limit: int = 4) -> str:
@@ -270,7 +270,7 @@ def _download_into(spec: DatasetSpec, folder: Path, *, base_url: str | None = No
 
 
 def custom_dataset(folder: str | Path) -> Dataset:
-    """Any folder of PNG / TIFF images as an unverified data set named after the folder
+    """Any folder of PNG / TIFF / JPEG / WebP images as an unverified data set named after the folder
     (natural file order, sub-folders and other files ignored)."""
     root = Path(folder).expanduser()
     if not root.exists():

@@ -256,8 +256,9 @@ def explain(
     """Explain ``method`` on ``image`` ``(H, W, C)`` float: for ``demosaic``, an RGB reference
     (mosaicked with ``pattern``) or a 1-channel mosaic; for ``upscale2x``, the high-resolution
     reference (sampled at even coordinates), or with ``reference=False`` the low-resolution input.
-    ``crop`` (x, y, w, h) in full-resolution pixels (default: a centred 128x128), ``pixel`` (x, y)
-    in image coordinates inside the crop (default: the crop centre). ``restorer`` overrides the
+    ``crop`` (x, y, w, h) in full-resolution pixels (default: a 128x128 crop centred on ``pixel``,
+    or on the image without one), ``pixel`` (x, y) in image coordinates inside the crop (default:
+    the crop centre). ``restorer`` overrides the
     one built from ``method``/``weights`` (tests)."""
     from .graph import edge_distances, edge_weights, random_walk_weights_from_distances
     from .models.estimate import initial_estimate
@@ -284,7 +285,12 @@ def explain(
         full_h, full_w = img.shape[0] * scale, img.shape[1] * scale
     if crop is None:
         cw, ch = min(DEFAULT_CROP, full_w), min(DEFAULT_CROP, full_h)
-        crop = ((full_w - cw) // 2, (full_h - ch) // 2, cw, ch)
+        if pixel is None:
+            crop = ((full_w - cw) // 2, (full_h - ch) // 2, cw, ch)
+        else:  # centred on the pixel, kept inside the image (any photo size)
+            if not (0 <= pixel[0] < full_w and 0 <= pixel[1] < full_h):
+                raise UsageError(f"--pixel {pixel[0]},{pixel[1]} is outside the {full_w}x{full_h} image")
+            crop = (min(max(pixel[0] - cw // 2, 0), full_w - cw), min(max(pixel[1] - ch // 2, 0), full_h - ch), cw, ch)
     _check_box(crop, full_w, full_h)
     x0c, y0c, cw, ch = crop
     # even origins keep the Bayer phase / the 2x sampling grid; learned demosaickers want RGGB
@@ -444,6 +450,20 @@ def _rgb(a: np.ndarray) -> np.ndarray:
     return np.repeat(a, 3, axis=2) if a.shape[2] == 1 else a
 
 
+def weight_scale(w: np.ndarray) -> tuple[float, float]:
+    """The colour scale of an edge-weight map: its own 1st to 99th percentile, so that a map whose
+    weights crowd in a narrow band (near 1 in iGTV's smooth regions; the fixed pixel-distance term
+    setting the level of each direction) still shows where the graph cuts. Falls back to
+    [0, max] when the weights are (nearly) constant."""
+    finite = np.asarray(w, dtype=np.float64)[np.isfinite(w)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = np.percentile(finite, [1.0, 99.0])
+    if hi - lo < 1e-6:
+        return 0.0, float(finite.max()) if finite.max() > 0 else 1.0
+    return float(lo), float(hi)
+
+
 def _scale_for(n: int, target: int = 256) -> int:
     return max(1, target // max(1, n))
 
@@ -491,11 +511,11 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
         for v in views:
             row = [V.labelled(V.draw_box(V.to_pil(V.zoom(_rgb(ex.estimates[t]), z)), mark),
                               [f"head {v.head + 1}: input x{t}", f"mix weight {v.mix:.2f}"])]
-            vmax = float(v.w.max()) if v.w.max() > 0 else 1.0
             for name, m in zip(DIRECTIONS, v.w):
-                row.append(V.labelled(Image.fromarray(V.colormap(V.zoom(m, z), 0.0, vmax), "RGB"),
-                                      [f"w to {name}", f"mean {m.mean():.3f}, max {m.max():.3f}"]))
-            row.append(V.colorbar(0.0, vmax, 160, "w"))
+                vmin, vmax = weight_scale(m)
+                row.append(V.labelled(Image.fromarray(V.colormap(V.zoom(m, z), vmin, vmax), "RGB"),
+                                      [f"w to {name}", f"mean {m.mean():.3f}, colours {vmin:.3g} to {vmax:.3g}"]))
+            row.append(V.colorbar(1, 99, 160, "percentile of each map"))
             rows.append(row)
         md += [f"![edge weights]({save(V.grid(rows, title=f'Block {t + 1}: edge weights w_ij = exp(-d_ij) to four neighbours'), f'block{t + 1}_edges.png')})", ""]
 

@@ -1,4 +1,5 @@
-"""Images in and out: 8/16-bit PNG and TIFF, alpha and ICC profile kept, atomic writes.
+"""Images in and out: 8/16-bit PNG and TIFF, 8-bit JPEG and WebP, alpha and ICC profile kept,
+atomic writes.
 
 * :func:`read_image` returns an :class:`Image`: float32 ``(H, W, C)`` pixels in [0, 1], the bit
   depth *of the file* (8, 16, or 32 for float TIFF; never guessed from pixel values), alpha kept
@@ -11,7 +12,8 @@ Pillow truncates 16-bit RGB(A) PNGs and TIFFs to 8 bits (and imageio's Pillow pl
 Pillow cannot hold (16-bit with more than one sample, float) go through :mod:`gsprestore.tiffcodec`.
 8-bit files and 16-bit gray TIFFs are decoded by Pillow (fast, every compression).
 
-JPEG files are read too (8-bit, through Pillow; CMYK converted to RGB), never written.
+JPEG and WebP (8-bit, lossy) are decoded and encoded by Pillow (CMYK converted to RGB);
+``write_image(..., quality=Q)`` sets the encoder's quality (default 95).
 
 **Orientation.** Pixels are returned *as stored* (sensor order, the order a Bayer pattern refers
 to) for every format and bit depth; the file's Orientation (TIFF tag 274, a JPEG's EXIF) is in
@@ -41,7 +43,9 @@ import numpy as np
 from . import pngcodec, tiffcodec
 from .errors import GspError
 
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff")  # written, and picked out of folders
+IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # written, and picked out of folders
+PHOTO_FORMATS = ("jpeg", "webp")  # 8-bit lossy formats, through Pillow
+DEFAULT_QUALITY = 95
 MIN_SIDE = 2
 MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
@@ -77,17 +81,19 @@ def is_image_name(path: str | Path) -> bool:
 
 
 def sniff(data: bytes) -> str | None:
-    """The format of a file from its first bytes: "png", "tiff", "jpeg" or None."""
+    """The format of a file from its first bytes: "png", "tiff", "jpeg", "webp" or None."""
     if data.startswith(pngcodec.SIGNATURE):
         return "png"
     if data[:4] in (b"II*\0", b"MM\0*") or data[:4] in (b"II+\0", b"MM\0+"):
         return "tiff"
     if data[:3] == b"\xff\xd8\xff":
         return "jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
     return None
 
 
-_OTHER_FORMATS = ((b"GIF8", "GIF"), (b"BM", "BMP"), (b"RIFF", "WebP"), (b"\0\0\0\x0cjP", "JPEG 2000"),
+_OTHER_FORMATS = ((b"GIF8", "GIF"), (b"BM", "BMP"), (b"\0\0\0\x0cjP", "JPEG 2000"),
                   (b"8BPS", "Photoshop PSD"))
 
 
@@ -126,12 +132,12 @@ def apply_orientation(array: np.ndarray, orientation: int, *, inverse: bool = Fa
 
 def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None) -> np.ndarray:
     """Decode with Pillow, in stored order: a TIFF that Pillow rotated on open (its Orientation
-    ``orientation``) is turned back. For a JPEG, ``meta`` gets the EXIF orientation and size."""
+    ``orientation``) is turned back. For a JPEG / WebP, ``meta`` gets the EXIF orientation."""
     from PIL import Image as PILImage
 
     PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS  # our own limit, checked on the header before this
     with PILImage.open(_io.BytesIO(data)) as im:
-        if meta is not None:  # JPEG: its header is only known to Pillow
+        if meta is not None:  # JPEG / WebP: its header is only known to Pillow
             _check_pixels(*im.size)
             _check_memory(im.size[0], im.size[1], max(3, len(im.getbands())), 1)
             meta["orientation"] = int(im.getexif().get(0x0112, 1) or 1)
@@ -186,14 +192,15 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
     if fmt is None:
         other = _other_format(data)
         if other is not None:
-            raise GspError(f"unsupported format {other} (gsprestore reads PNG, TIFF and JPEG; convert it first)", path)
+            raise GspError(f"unsupported format {other} (gsprestore reads PNG, TIFF, JPEG and WebP; convert it "
+                           "first)", path)
         kind = Path(path).suffix.lower().lstrip(".").upper() or "PNG or TIFF"
         kind = {"TIF": "TIFF", "JPG": "JPEG"}.get(kind, kind)
         raise GspError(f"not a {kind} image (the file content is not an image)", path)
     meta: dict = {"format": fmt, "orientation": 1, "pages": 1}
     try:
-        if fmt == "jpeg":
-            arr, depth, icc = _from_pillow(data, meta=meta), 8, _jpeg_icc(data)
+        if fmt in PHOTO_FORMATS:
+            arr, depth, icc = _from_pillow(data, meta=meta), 8, _pillow_icc(data)
         elif fmt == "png":
             info = pngcodec.read_chunks(data)
             _check_pixels(info.width, info.height)
@@ -239,7 +246,8 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
 
 
 def tool_tag(path: str | Path) -> str | None:
-    """The ``Software`` tag of a PNG (a ``tEXt`` chunk before the image data) or TIFF (tag 305),
+    """The ``Software`` tag of a PNG (a ``tEXt`` chunk before the image data), TIFF (tag 305) or
+    JPEG / WebP (EXIF),
     read from the file's header only (cheap enough for every file of a folder); None if absent
     or unreadable. gsprestore writes ``gsprestore COMMAND`` there (:data:`TOOL_TAG`)."""
     import struct
@@ -272,7 +280,15 @@ def tool_tag(path: str | Path) -> str | None:
                             raw = fh.read(min(n, 4096))
                         return raw[:n].rstrip(b"\0").decode("latin-1")
                 return None
+            if head[:3] == b"\xff\xd8\xff" or (head[:4] == b"RIFF"):  # JPEG / WebP: EXIF via Pillow
+                from PIL import Image as PILImage
+
+                with PILImage.open(path) as im:
+                    value = im.getexif().get(0x0131)
+                return value if isinstance(value, str) else None
     except (OSError, struct.error, ValueError):
+        return None
+    except Exception:  # noqa: BLE001 - Pillow's errors on a damaged header: no tag
         return None
     return None
 
@@ -280,7 +296,7 @@ def tool_tag(path: str | Path) -> str | None:
 TOOL_TAG = "gsprestore {command}"  # the Software tag of every output of a command
 
 
-def _jpeg_icc(data: bytes) -> bytes | None:
+def _pillow_icc(data: bytes) -> bytes | None:
     from PIL import Image as PILImage
 
     with PILImage.open(_io.BytesIO(data)) as im:
@@ -342,7 +358,14 @@ def output_format(path: str | Path) -> str:
         return "png"
     if suffix in (".tif", ".tiff"):
         return "tiff"
-    raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif or .tiff)", path)
+    if suffix in (".jpg", ".jpeg"):
+        return "jpeg"
+    if suffix == ".webp":
+        return "webp"
+    if suffix == ".dng":  # a camera RAW mosaic: written by gsprestore.camera_raw.write_dng only
+        return "dng"
+    raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif, .tiff, .jpg or .webp)",
+                   path)
 
 
 class OutputExists(GspError):
@@ -394,17 +417,26 @@ def write_image(
     overwrite: bool = False,
     text: dict[str, str] | None = None,
     software: str | None = None,
+    quality: int | None = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
     channel. Nothing is left behind if writing fails: the temp file is removed. ``software`` goes
-    into the ``Software`` tag (PNG ``tEXt``, TIFF tag 305); see :func:`tool_tag`.
+    into the ``Software`` tag (PNG ``tEXt``, TIFF tag 305, EXIF of a JPEG / WebP); see :func:`tool_tag`.
+    JPEG and WebP are 8-bit (``bit_depth`` is ignored) with encoder ``quality`` (1-100, default 95);
+    JPEG has no alpha.
 
     Without ``overwrite`` the finished file is put in place create-exclusively (a hard link of the
     temp file): if another process wrote ``path`` meanwhile, :class:`OutputExists` is raised and
     its file is kept."""
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
+    if fmt == "dng":
+        raise GspError("a DNG holds a camera mosaic, not an image (only `gsprestore mosaic` writes DNG)", path)
+    if fmt in PHOTO_FORMATS:
+        bit_depth = 8
+        if fmt == "jpeg":
+            alpha = None
     a = np.asarray(array)
     a = a if a.ndim == 3 else a[:, :, None]
     if a.shape[2] not in (1, 3):
@@ -438,6 +470,8 @@ def write_image(
                 if software is not None:
                     tags.setdefault("Software", software)
                 pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags)
+            elif fmt in PHOTO_FORMATS:
+                _encode_photo(fh, data, fmt, quality, icc_profile, software)
             else:
                 tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile,
                                  software=software)
@@ -456,6 +490,27 @@ def write_image(
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, icc: bytes | None,
+                  software: str | None) -> None:
+    """8-bit ``data`` (H, W, 1|2|3|4) as JPEG or WebP through Pillow (WebP has no gray mode);
+    ``software`` goes into the EXIF Software tag."""
+    from PIL import Image as PILImage
+
+    c = data.shape[2]
+    if fmt == "webp" and c in (1, 2):  # gray (+ alpha) -> RGB(A)
+        data = np.concatenate([data[:, :, :1]] * 3 + ([data[:, :, 1:]] if c == 2 else []), axis=2)
+        c = data.shape[2]
+    im = PILImage.fromarray(np.ascontiguousarray(data[:, :, 0] if c == 1 else data))
+    options: dict = {"quality": DEFAULT_QUALITY if quality is None else int(quality)}
+    if icc:
+        options["icc_profile"] = icc
+    if software:
+        exif = PILImage.Exif()
+        exif[0x0131] = software
+        options["exif"] = exif.tobytes()
+    im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
 
 
 def _read_umask() -> int:

@@ -1,4 +1,4 @@
-"""Image-quality metrics of the evaluation protocol (PROTOCOL.md; paper Sec. 5: "We use PSNR and
+"""Image-quality metrics of the evaluation protocol (docs/protocol.md; paper Sec. 5: "We use PSNR and
 SSIM [Wang et al. 2004]"). Every function takes ``(B, C, H, W)`` float tensors in [0, 1] and
 returns one value per image (a ``(B,)`` float64 tensor) unless it reduces a whole data set.
 
@@ -6,7 +6,7 @@ Two PSNR definitions are in use and must not be mixed up:
 
 * **dataset-MSE PSNR** ("paper" PSNR): ``10 log10(1 / mean_i MSE_i)`` over the images ``i`` of a
   data set, on float outputs that are neither clipped nor rounded (:func:`psnr_dataset_mse`).
-  This is what the paper's tables report (PROTOCOL.md reproduces its baseline rows this way).
+  This is what the paper's tables report (docs/protocol.md reproduces its baseline rows this way).
 * **mean PSNR**: the usual mean over images of ``10 log10(1 / MSE_i)``, here on outputs rounded and
   clipped to 8 bits (:func:`quantize`, then :func:`psnr` and :func:`psnr_mean`), i.e. on the PNG
   a user would save. It is 1.0-1.5 dB higher than the dataset-MSE PSNR for the same outputs.
@@ -70,7 +70,7 @@ def _vector(values: Iterable[float] | Tensor, who: str) -> Tensor:
 
 
 def psnr_dataset_mse(per_image_mse: Iterable[float] | Tensor, data_range: float = 1.0) -> float:
-    """The paper's PSNR of a data set: ``10 log10(data_range^2 / mean_i MSE_i)`` (PROTOCOL.md)."""
+    """The paper's PSNR of a data set: ``10 log10(data_range^2 / mean_i MSE_i)`` (docs/protocol.md)."""
     m = _vector(per_image_mse, "psnr_dataset_mse")
     return float(psnr_from_mse(m.mean(), data_range))
 
@@ -90,7 +90,7 @@ def quantize(x: Tensor, bit_depth: int = 8) -> Tensor:
 
 def rgb_to_y(x: Tensor) -> Tensor:
     """BT.601 studio luma of RGB in [0, 1]: ``(B, 3, H, W) -> (B, 1, H, W)``, values in
-    [16/255, 235/255]; ``Y = (16 + 65.481 R + 128.553 G + 24.966 B) / 255`` (PROTOCOL.md, 2x task)."""
+    [16/255, 235/255]; ``Y = (16 + 65.481 R + 128.553 G + 24.966 B) / 255`` (docs/protocol.md, 2x task)."""
     if x.dim() != 4 or x.shape[1] != 3:
         raise ValueError(f"rgb_to_y needs a (B, 3, H, W) tensor, got {tuple(x.shape)}")
     w = torch.tensor(Y_WEIGHTS, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
@@ -155,7 +155,7 @@ def to_space(x: Tensor, space: str) -> Tensor:
 
 def image_scores(out: Tensor, gt: Tensor, space: str = "rgb") -> dict[str, Tensor]:
     """Per-image scores of a restored batch ``out`` against ground truth ``gt`` (both RGB
-    ``(B, 3, H, W)`` in [0, 1]), following the protocol (PROTOCOL.md):
+    ``(B, 3, H, W)`` in [0, 1]), following the protocol (docs/protocol.md):
 
     * ``mse``: float output, not clipped, not rounded (feeds :func:`psnr_dataset_mse`);
     * ``psnr``: PSNR of that float output;

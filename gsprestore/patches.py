@@ -110,7 +110,7 @@ def _sha256(path: Path) -> str:
 def refuse_test_sets(folders: list[Path], files: dict[Path, list[Path]] | None = None) -> None:
     """Raise :class:`UsageError` if a training folder is (or contains) a test set: its name is a
     registered test-set folder name (``kodak24``, ``mcm``, ...) or any of its files has the SHA-256
-    of a registered test image. Kodak24 and McM are the paper's test sets (PROTOCOL.md)."""
+    of a registered test image. Kodak24 and McM are the paper's test sets (docs/protocol.md)."""
     digests, names = _test_set_digests()
     for folder in folders:
         if Path(folder).resolve().name.lower() in names:

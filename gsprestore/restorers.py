@@ -6,7 +6,7 @@ A :class:`Restorer` maps a task's *observation* to its reconstruction:
 
 * ``demosaic``: a Bayer mosaic ``(B, 1, H, W)`` (with its ``pattern``) to RGB ``(B, 3, H, W)``;
 * ``upscale2x``: a low-resolution image ``(B, C, h, w)`` to ``(B, C, 2h, 2w)`` where the input
-  pixels sit at the even coordinates of the output (``HR[0::2, 0::2]`` sampling, PROTOCOL.md).
+  pixels sit at the even coordinates of the output (``HR[0::2, 0::2]`` sampling, docs/protocol.md).
 
 Graph and learned models work on the full-resolution pair ``(known, mask)`` = ``(H^T y, H^T 1)``
 given by :func:`observation`; that keeps one model code path for both tasks.
@@ -64,7 +64,20 @@ METHODS: dict[str, MethodSpec] = {
     ]
 }
 
-DEFAULT_METHOD = {"demosaic": "ugtv", "upscale2x": "ugtv"}
+
+
+def default_method(task: str) -> str:
+    """The method a command uses when none is named: the learned one only when its shipped weights
+    beat the best classical method on McM and Kodak (recorded scores; :mod:`gsprestore.defaults`)."""
+    from .defaults import default_method as _default
+
+    return _default(check_task(task))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_METHOD":  # the former constant, now computed from the manifest
+        return {task: default_method(task) for task in TASKS}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_task(task: str) -> str:

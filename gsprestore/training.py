@@ -16,7 +16,7 @@ A training step: ground-truth RGB patches ``x`` (already augmented, :mod:`gspres
 the observation ``y = H x`` (RGGB mosaic, or ``x[..., ::2, ::2]`` for 2x), the network input
 ``(known, mask) = (H^T y, H^T 1)`` (:func:`gsprestore.restorers.observation`), the loss between the
 network's output and ``x``, one Adam step. Validation after every epoch is the dataset-MSE PSNR
-(PROTOCOL.md; RGB for demosaicking, BT.601 luma Y for 2x) of the reconstruction of held-out
+(docs/protocol.md; RGB for demosaicking, BT.601 luma Y for 2x) of the reconstruction of held-out
 patches (photos never used for training).
 
 Determinism: the initial weights come from ``torch.manual_seed(seed)``; the order of the patches
@@ -226,12 +226,12 @@ def observe(task: str, gt):
 
 
 def score_space(task: str) -> str:
-    """The protocol's channel space: RGB for demosaicking, BT.601 luma Y for 2x (PROTOCOL.md)."""
+    """The protocol's channel space: RGB for demosaicking, BT.601 luma Y for 2x (docs/protocol.md)."""
     return "rgb" if task == "demosaic" else "y"
 
 
 def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) -> dict[str, float]:
-    """Dataset-MSE PSNR (PROTOCOL.md: ``10 log10(1 / mean_i MSE_i)``, float output, not clipped)
+    """Dataset-MSE PSNR (docs/protocol.md: ``10 log10(1 / mean_i MSE_i)``, float output, not clipped)
     of the model's reconstructions of ``patches`` (``uint8 (N, 3, P, P)``), in the task's protocol
     space (``psnr``) and in RGB (``psnr_rgb``)."""
     import torch

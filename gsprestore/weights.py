@@ -1,14 +1,15 @@
 """Pretrained weights: where they live, the manifest that vouches for them, saving and loading.
 
-Layout: the top-level ``weights/`` folder of the repository holds the weight files and
-``weights/manifest.json``::
+Layout: the package's own ``gsprestore/weights/`` folder (package data, so every install, ``pip
+install --target`` included, carries it) holds the weight files and ``manifest.json``::
 
     {"models": [{"file": "ugtv_demosaic.pt", "sha256": "...", "method": "ugtv",
                  "task": "demosaic", "params": 323400, "training": {...}, "psnr": {...}}, ...]}
 
-A regular (non-editable) install ships the same folder as data files under
-``<prefix>/share/gsprestore/weights`` (see ``pyproject.toml``); :func:`weights_dir` finds either,
-and ``GSPRESTORE_WEIGHTS`` overrides both.
+The manifest also records the classical methods' scores (``baselines``) that
+:mod:`gsprestore.defaults` compares the shipped networks with. ``GSPRESTORE_WEIGHTS`` overrides
+the folder; installs of older versions put it under ``<prefix>/share/gsprestore/weights``, which
+is still looked at last.
 
 A weight file is a ``torch.save`` of ``{"state_dict", "config", "method", "task", "meta"}`` made of
 tensors and plain JSON-like values only, so it loads with ``torch.load(..., weights_only=True)``
@@ -41,9 +42,7 @@ FILE_KEYS: tuple[str, ...] = ("state_dict", "config", "method", "task")
 
 def _candidates() -> list[Path]:
     pkg = Path(__file__).resolve().parent
-    out: list[Path] = []
-    if (pkg.parent / "pyproject.toml").is_file():  # source checkout / editable install
-        out.append(pkg.parent / "weights")
+    out: list[Path] = [pkg / "weights"]  # package data: checkout, editable and regular installs alike
     data_roots = [sysconfig.get_path("data"), sys.prefix]
     try:
         data_roots.append(site.getuserbase())
@@ -56,8 +55,8 @@ def _candidates() -> list[Path]:
 
 
 def weights_dir() -> Path:
-    """The folder with ``manifest.json``: ``$GSPRESTORE_WEIGHTS``, else the checkout's ``weights/``,
-    else the installed data files. When none exists, the first candidate (for messages)."""
+    """The folder with ``manifest.json``: ``$GSPRESTORE_WEIGHTS``, else the package's ``weights/``,
+    else the data files of an older install. When none exists, the first candidate (for messages)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
@@ -147,7 +146,7 @@ def save_weights(path: str | Path, model: "nn.Module", meta: dict[str, Any] | No
 
 def _no_weights(method: str, task: str) -> WeightsError:
     return WeightsError(
-        f"no pretrained weights for {method} ({task}): weights/manifest.json has none; "
+        f"no pretrained weights for {method} ({task}): {manifest_path()} has none; "
         "train with `gsprestore train` or pass --weights PATH"
     )
 
@@ -167,6 +166,12 @@ def _read_file(path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict) or any(k not in obj for k in FILE_KEYS):
         raise WeightsError(f"not a gsprestore weights file (expected keys {', '.join(FILE_KEYS)})", path)
     return obj
+
+
+def file_method(path: str | Path) -> str:
+    """The method (``uglr`` / ``ugtv``) a weights file was trained for, so that ``--weights FILE``
+    alone picks its network (the default method may be a classical one)."""
+    return str(_read_file(Path(path))["method"])
 
 
 def load_model(method: str, task: str, path: str | Path | None = None, *, verify: bool = True) -> "nn.Module":

@@ -309,7 +309,7 @@ def test_missing_input(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ["--pattern", "RGBG"], ["--bit-depth", "12"], ["--ext", "jpg"], ["--precision", "bf16", "--device", "cpu"],
+    ["--pattern", "RGBG"], ["--bit-depth", "12"], ["--ext", "bmp"], ["--precision", "bf16", "--device", "cpu"],
     ["-m", "nosuch"], ["-m", "bicubic"], ["--device", "gpu"], ["--tile", "-1"], ["-m", "menon", "--weights", "w.pt"],
 ])
 def test_usage_errors_exit_2(tmp_path, args):
@@ -346,8 +346,10 @@ def test_missing_or_tampered_weights(tmp_path, content):
 
 
 def test_default_method_without_weights_suggests_another(tmp_path, monkeypatch):
-    from gsprestore import restorers
+    from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
+
+    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
 
     def no_weights(name, task, **options):
         raise WeightsError(f"no pretrained weights for {name}")
@@ -389,8 +391,10 @@ def test_demo_writes_its_png_and_prints_psnr(tmp_path):
 
 
 def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
-    from gsprestore import restorers
+    from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
+
+    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
 
     real = restorers.get_restorer
 

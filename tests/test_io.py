@@ -314,7 +314,51 @@ def test_missing_output_folder_and_bad_suffix(tmp_path):
     with pytest.raises(GspError, match="output folder does not exist"):
         write_image(tmp_path / "no" / "x.png", np.zeros((4, 4)), 8)
     with pytest.raises(GspError, match="unsupported output format"):
-        write_image(tmp_path / "x.jpg", np.zeros((4, 4)), 8)
+        write_image(tmp_path / "x.bmp", np.zeros((4, 4)), 8)
+
+
+@pytest.mark.parametrize("suffix", [".jpg", ".webp"])
+def test_jpeg_and_webp_round_trip_with_quality(tmp_path, suffix):
+    """8-bit lossy formats through Pillow: close to the original at high quality, smaller at low
+    quality; WebP keeps alpha, JPEG drops it; a gray image stays gray."""
+    from PIL import Image as PILImage
+
+    y, x = np.mgrid[0:32, 0:48] / 48.0
+    colour = np.stack([x, y, 1 - x * y], axis=2)
+    alpha = np.full((32, 48), 0.5)
+    hi = write_image(tmp_path / f"hi{suffix}", colour, 16, alpha=alpha, quality=98)
+    lo = write_image(tmp_path / f"lo{suffix}", colour, 8, quality=10)
+    assert lo.stat().st_size < hi.stat().st_size
+    with PILImage.open(hi) as im:
+        assert im.format == ("JPEG" if suffix == ".jpg" else "WEBP")
+    img = read_image(hi)
+    assert img.bit_depth == 8 and img.array.shape == (32, 48, 3)
+    assert np.abs(img.array - colour).mean() < 0.02
+    assert (img.alpha is None) == (suffix == ".jpg")
+    gray = read_image(write_image(tmp_path / f"g{suffix}", colour[:, :, 0], 8))
+    assert np.allclose(gray.array[:, :, 0], gray.array[:, :, -1], atol=2 / 255)
+
+
+def test_jpeg_exif_orientation_is_applied(tmp_path):
+    from PIL import Image as PILImage
+
+    a = np.zeros((20, 30, 3), np.uint8)
+    a[:5, :5] = 255  # a white top-left corner
+    im = PILImage.fromarray(a)
+    exif = im.getexif()
+    exif[274] = 6  # rotate 90 degrees clockwise to display
+    im.save(tmp_path / "o.jpg", exif=exif, quality=100)
+    img = read_image(tmp_path / "o.jpg")
+    assert img.array.shape == (30, 20, 3)
+    assert img.array[:5, -5:].mean() > 0.9 and img.array[:5, :5].mean() < 0.1
+
+
+def test_truncated_jpeg_is_a_one_line_error(tmp_path):
+    p = write_image(tmp_path / "x.jpg", np.random.default_rng(0).random((64, 64, 3)), 8)
+    (tmp_path / "cut.jpg").write_bytes(p.read_bytes()[:300])
+    with pytest.raises(GspError, match=r"cut.jpg: (truncated|corrupt)") as exc:
+        read_image(tmp_path / "cut.jpg")
+    assert "\n" not in str(exc.value)
 
 
 def test_huge_header_is_refused_before_decoding(tmp_path):

@@ -378,7 +378,7 @@ def test_learned_methods_refuse_to_run_without_weights(method, task, tmp_path, m
     with pytest.raises(WeightsError) as exc:
         get_restorer(method, task)
     msg = str(exc.value)
-    assert msg == (f"no pretrained weights for {method} ({task}): weights/manifest.json has none; "
+    assert msg == (f"no pretrained weights for {method} ({task}): {tmp_path / 'manifest.json'} has none; "
                    "train with `gsprestore train` or pass --weights PATH")
     assert "\n" not in msg
 

@@ -1,4 +1,4 @@
-"""The weights that ship in ``weights/``: every file the manifest lists loads (SHA-256 verified,
+"""The weights that ship in ``gsprestore/weights/``: every file the manifest lists loads (SHA-256 verified,
 ``weights_only``), rebuilds its network with the parameter count the manifest states, keeps the
 observed samples, and reproduces on the bundled chart (``gsprestore/data/chart.png``) the PSNR
 recorded in the manifest when it was shipped, so a code change that alters what the shipped
@@ -26,14 +26,14 @@ from gsprestore.deadleaves import dead_leaves
 from gsprestore.restorers import get_restorer
 
 ROOT = Path(__file__).resolve().parents[1]
-MANIFEST = json.loads((ROOT / "weights" / "manifest.json").read_text())
+MANIFEST = json.loads((ROOT / "gsprestore" / "weights" / "manifest.json").read_text())
 ENTRIES = {(e["method"], e["task"]): e for e in MANIFEST["models"]}
 
 
 def test_the_four_models_are_shipped_with_their_record():
     assert sorted(ENTRIES) == sorted((m, t) for m in ("uglr", "ugtv") for t in ("demosaic", "upscale2x"))
     for e in ENTRIES.values():
-        assert e["sha256"] == weights.sha256_file(ROOT / "weights" / e["file"]), e["file"]
+        assert e["sha256"] == weights.sha256_file(ROOT / "gsprestore" / "weights" / e["file"]), e["file"]
         assert e["training"] and all(stage.get("recipe") for stage in e["training"]), "how it was trained"
         for ds in ("mcm", "kodak"):
             rows = e["scores"][ds]["rows"]

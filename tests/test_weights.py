@@ -134,7 +134,7 @@ def test_weights_dir_is_the_checkout_folder_by_default(monkeypatch):
 
 
 def test_weights_dir_finds_installed_data_files(tmp_path, monkeypatch):
-    """A regular install puts weights/ under <prefix>/share/gsprestore/weights (pyproject data-files)."""
+    """Installs of older versions put weights/ under <prefix>/share/gsprestore/weights: still found."""
     monkeypatch.delenv(W.ENV_VAR, raising=False)
     installed = tmp_path / "share" / "gsprestore" / "weights"
     installed.mkdir(parents=True)
@@ -174,9 +174,9 @@ def test_models_command_module_does_not_import_torch():
 
 @pytest.mark.slow
 def test_a_regular_install_ships_the_weights_folder(tmp_path):
-    """Build the wheel (what ``pip install .`` installs) and check that weights/manifest.json and
-    every file the manifest lists land under <prefix>/share/gsprestore/weights, where
-    :func:`weights_dir` looks (see test_weights_dir_finds_installed_data_files)."""
+    """Build the wheel (what ``pip install .`` and ``pip install --target DIR .`` install) and check
+    that gsprestore/weights/manifest.json and every file the manifest lists are package data inside
+    the package, where :func:`weights_dir` looks first."""
     import shutil
     import subprocess
     from pathlib import Path
@@ -189,7 +189,6 @@ def test_a_regular_install_ships_the_weights_folder(tmp_path):
             shutil.copy2(root / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(root / "gsprestore", src / "gsprestore", ignore=ignore)
-    shutil.copytree(root / "weights", src / "weights", ignore=ignore)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
         capture_output=True, text=True, cwd=tmp_path,
@@ -198,10 +197,9 @@ def test_a_regular_install_ships_the_weights_folder(tmp_path):
         pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1:]}")
     (wheel,) = tmp_path.glob("gsprestore-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    prefix = [n for n in names if n.endswith("/data/share/gsprestore/weights/manifest.json")]
-    assert prefix, "weights/manifest.json is not in the wheel"
-    folder = prefix[0].rsplit("/", 1)[0]
-    manifest = json.loads((root / "weights" / "manifest.json").read_text())
+    assert "gsprestore/weights/manifest.json" in names, "weights/manifest.json is not in the package"
+    folder = "gsprestore/weights"
+    manifest = json.loads((root / "gsprestore" / "weights" / "manifest.json").read_text())
     for entry in manifest["models"]:
         assert f"{folder}/{entry['file']}" in names, entry["file"]
 

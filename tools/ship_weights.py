@@ -1,4 +1,4 @@
-"""Ship a trained model: copy its weights into ``weights/`` and record it in the manifest.
+"""Ship a trained model: copy its weights into ``gsprestore/weights/`` and record it in the manifest.
 
 Usage (from the repository root)::
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scores", action="append", default=[], help="NAME=benchmark.json")
     ap.add_argument("--command", action="append", default=[], help="NAME=the benchmark command line")
     ap.add_argument("--notes", default=None)
-    ap.add_argument("--folder", default=None, help="weights folder (default: the checkout's weights/)")
+    ap.add_argument("--folder", default=None, help="weights folder (default: the package's gsprestore/weights/)")
     args = ap.parse_args(argv)
 
     method = _read_file(args.model)["method"]

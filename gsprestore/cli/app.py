@@ -19,7 +19,7 @@ app = typer.Typer(
     name="gsprestore",
     help="Demosaicking and 2x interpolation with unrolled graph-smoothness priors (uGLR / uGTV).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )

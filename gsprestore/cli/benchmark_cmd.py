@@ -74,12 +74,37 @@ def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, 
     return options
 
 
+def plan_tasks(task: str | None, methods: str | None) -> list[tuple[str, str | None]]:
+    """``[(task, methods)]`` to run: the given ``--task``, else the tasks the ``--methods`` imply
+    (each task with the named methods that do it), else both tasks with all their methods."""
+    from ..restorers import TASKS, check_task, method_spec
+
+    if task is not None:
+        return [(check_task(task), methods)]
+    if methods is None:
+        return [(t, None) for t in TASKS]
+    names = [method_spec(n.strip()).name for n in methods.split(",") if n.strip()]
+    plan = [(t, ",".join(n for n in names if t in method_spec(n).tasks)) for t in TASKS]
+    return [(t, m) for t, m in plan if m] or [(t, None) for t in TASKS]
+
+
+def _per_task(path: Path | None, task: str, several: bool) -> Path | None:
+    """The report path of ``task``: ``OUT`` itself for one task, ``OUT-<task>.ext`` for several."""
+    if path is None or not several:
+        return path
+    return path.with_name(f"{path.stem}-{task}{path.suffix}")
+
+
 @app.command("benchmark")
 def benchmark(
-    task: Annotated[str, typer.Option("--task", help="demosaic or upscale2x.")],
+    task: Annotated[
+        Optional[str],
+        typer.Option("--task", help="demosaic or upscale2x (default: the tasks the --methods do, else both; with "
+                     "both, report files get a -demosaic / -upscale2x suffix)."),
+    ] = None,
     dataset: Annotated[
         Optional[str],
-        typer.Option("--dataset", help="kodak, mcm, urban100, or custom (any folder of PNG/TIFF images given by "
+        typer.Option("--dataset", help="kodak, mcm, urban100, or custom (any folder of PNG/TIFF/JPEG/WebP images given by "
                      "--data-dir; the default when --dataset is omitted)."),
     ] = None,
     data_dir: Annotated[
@@ -117,22 +142,25 @@ def benchmark(
                      "instead of the shipped one (repeatable)."),
     ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help="auto (CUDA when available), cpu, cuda or cuda:N.")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the input noise.")] = 0,
 ) -> None:
-    """Score methods on a data set with the paper's protocol (PROTOCOL.md): both PSNRs, SSIM, speed."""
+    """Score methods on a data set with the paper's protocol (docs/protocol.md): both PSNRs, SSIM, speed.
+
+    Example: gsprestore benchmark --dataset kodak  (both tasks, every method; data from the cache,
+    --data-dir or $GSPRESTORE_DATA_DIR; --download fetches it)
+    """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..benchmark import (check_report_path, parse_methods, parse_sigmas, run_benchmark, write_csv, write_json,
                              write_markdown)
     from ..datasets import get_spec
     from ..errors import GspError, UsageError
-    from ..restorers import check_task
     from ..sampling import check_pattern
 
     # Argument errors first (exit 2), before any data is touched.
-    check_task(task)
+    plan = plan_tasks(task, methods)
+    several = len(plan) > 1
     if dataset is None or dataset.lower() == "custom":
         dataset = "custom"
         if data_dir is None:
@@ -141,45 +169,83 @@ def benchmark(
             raise UsageError("--download needs a registered --dataset (kodak, mcm or urban100)")
     else:
         get_spec(dataset)
-    names = parse_methods(task, methods)
+    plan = [(t, parse_methods(t, m)) for t, m in plan]
     pattern = check_pattern(pattern)
     sigmas = parse_sigmas(noise_sigma)
     outputs = [(o, w) for o, w in ((json_out, write_json), (csv_out, write_csv), (md_out, write_markdown))
                if o is not None]
-    for out, _ in outputs:  # every report path is checked before the first image
-        check_report_path(out, overwrite=overwrite)
-    if len({o.resolve() for o, _ in outputs}) < len(outputs):
+    targets = [_per_task(out, t, several) for out, _ in outputs for t, _names in plan]
+    for target in targets:  # every report path is checked before the first image
+        check_report_path(target, overwrite=overwrite)
+    if len({t.resolve() for t in targets}) < len(targets):
         raise UsageError("--json, --csv and --markdown name the same file")
 
-    restorer_options = _weights_options(weights or [], names)
+    all_names = [n for _t, names in plan for n in names]
+    restorer_options = _weights_options(weights or [], all_names)
 
     err = Console(stderr=True)
-    run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, download=download,
-               restorer_options=restorer_options)
-    if not err.is_terminal:  # no progress bar in logs and pipes: stderr keeps only real messages
-        result = run_benchmark(task, dataset, names, data_dir, **run)
-    else:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as bar:
-            job = bar.add_task(f"{task} on {dataset}", total=None)
+    run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, download=download)
+    for t, names in plan:
+        options = {n: o for n, o in restorer_options.items() if n in names}
+        with BenchmarkProgress(err, f"{t} on {dataset}") as step:
+            result = run_benchmark(t, dataset, names, data_dir, progress=step, restorer_options=options, **run)
+        run["download"] = False  # fetched (and verified) once
+        Console().print(results_table(result))
+        failed = []
+        for out, writer in outputs:
+            target = _per_task(out, t, several)
+            try:
+                writer(result, target, overwrite=overwrite)
+            except GspError as exc:  # the rows are computed: never lose them
+                failed.append(exc)
+                continue
+            err.print(f"wrote {target}")
+        if failed:
+            import json
 
-            def step(done: int, total: int, name: str) -> None:
-                bar.update(job, completed=done, total=total, description=f"{task} on {dataset}: {name}")
+            typer.echo(json.dumps(result, indent=2))  # everything the reports would have held, on stdout
+            for exc in failed[:-1]:
+                err.print(f"error: {exc}", markup=False, highlight=False)
+            raise GspError(f"{failed[-1].reason}; the results are printed on stdout", failed[-1].path)
 
-            result = run_benchmark(task, dataset, names, data_dir, progress=step, **run)
-    Console().print(results_table(result))
-    failed = []
-    for out, writer in outputs:
-        try:
-            writer(result, out, overwrite=overwrite)
-        except GspError as exc:  # the rows are computed: never lose them
-            failed.append(exc)
-            continue
-        err.print(f"wrote {out}")
-    if failed:
-        import json
 
-        typer.echo(json.dumps(result, indent=2))  # everything the reports would have held, on stdout
-        for exc in failed[:-1]:
-            err.print(f"error: {exc}", markup=False, highlight=False)
-        raise GspError(f"{failed[-1].reason}; the results are printed on stdout", failed[-1].path)
+class BenchmarkProgress:
+    """Images done / total with the elapsed time and an ETA: a Rich bar on a terminal, one line per
+    image otherwise (logs and pipes). Used as ``with BenchmarkProgress(console, title) as step``;
+    ``step(done, total, name)`` is :func:`run_benchmark`'s progress callback."""
+
+    def __init__(self, console: Any, title: str):
+        self.console, self.title, self.bar, self.job, self.t0 = console, title, None, None, 0.0
+
+    def __enter__(self) -> Any:
+        import time
+
+        self.t0 = time.perf_counter()
+        if self.console.is_terminal:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("images"),
+                                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=self.console,
+                                transient=True)
+            self.bar.start()
+            self.job = self.bar.add_task(self.title, total=None)
+        return self.step
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def step(self, done: int, total: int, name: str) -> None:
+        import time
+
+        if self.bar is not None:
+            self.bar.update(self.job, completed=done, total=total,
+                            description=f"{self.title}" + (f": {name}" if name else ""))
+            return
+        if done == 0:
+            return
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / done * (total - done)
+        self.console.print(f"{self.title}: {done}/{total} images ({name}), {elapsed:.0f} s elapsed, eta {eta:.0f} s",
+                           markup=False, highlight=False)

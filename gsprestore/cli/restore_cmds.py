@@ -1,7 +1,8 @@
 """``gsprestore mosaic | demosaic | upscale2x | demo``: files and folders through the tiled engine.
 
 Thin commands over :mod:`gsprestore.batch` (inputs, outputs, skip/overwrite, exit codes),
-:mod:`gsprestore.engine` (tiles, devices, precision) and :mod:`gsprestore.io` (PNG/TIFF). Nothing
+:mod:`gsprestore.engine` (tiles, devices, precision), :mod:`gsprestore.io` (PNG/TIFF/JPEG/WebP) and
+:mod:`gsprestore.camera_raw` (camera RAW in for ``demosaic``, DNG out for ``mosaic``). Nothing
 heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
 
 Exit codes: 0 all done, 1 failure (the batch stops at the first one; files already written stay
@@ -25,12 +26,24 @@ if TYPE_CHECKING:  # pragma: no cover
 # Options shared by the commands
 # ----------------------------------------------------------------------------------------------
 
-Inputs = Annotated[list[str], typer.Argument(help="Image files, folders or globs (PNG or TIFF).", show_default=False)]
+Inputs = Annotated[list[str], typer.Argument(help="Image files, folders or globs (PNG, TIFF, JPEG or WebP).",
+                                             show_default=False)]
+RawInputs = Annotated[list[str], typer.Argument(help="Bayer mosaics (PNG or TIFF, single channel) or camera RAW "
+                                                "files (DNG, CR2, NEF, ARW, RAF, ...): files, folders or globs.",
+                                                show_default=False)]
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (one input) or folder "
                                                 "(mirrors the input tree). Default: next to each input.")]
 Suffix = Annotated[Optional[str], typer.Option("--suffix", help="Added to output names (default: none with -o "
                                                 "FOLDER, else -demosaic / -2x / -mosaic).")]
-Ext = Annotated[str, typer.Option("--ext", help="Output format: png, tiff or same (as the input).")]
+Ext = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, jpg, webp or same (as the input; PNG for "
+                                   "camera RAW inputs).")]
+MosaicExt = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, dng (a camera RAW file) or same.")]
+Quality = Annotated[Optional[int], typer.Option("--quality", help="JPEG / WebP quality, 1-100 (default 95).")]
+WhiteBalance = Annotated[str, typer.Option("--wb", help="Camera RAW only: white balance, camera (as shot), daylight "
+                                           "or none.")]
+OutputSpace = Annotated[str, typer.Option("--output-space", help="Camera RAW only: srgb (the camera-to-sRGB matrix "
+                                          "and the sRGB curve), linear (linear sRGB) or camera (white-balanced "
+                                          "camera RGB, linear).")]
 BitDepth = Annotated[Optional[int], typer.Option("--bit-depth", help="8 or 16 (default: the input file's depth).")]
 Recursive = Annotated[bool, typer.Option("--recursive", "-r", help="Descend into sub-folders of folder inputs.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (default: refuse).")]
@@ -41,8 +54,12 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notic
 JsonOut = Annotated[bool, typer.Option("--json", help="Print a JSON summary of every file on stdout.")]
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern, named by its top-left 2x2 block: "
                                        "RGGB, BGGR, GRBG or GBRG.")]
+RawPattern = Annotated[Optional[str], typer.Option("--pattern", "-p", help="Bayer pattern of PNG/TIFF mosaics, named by "
+                                                   "its top-left 2x2 block: RGGB (default), BGGR, GRBG or GBRG. "
+                                                   "Camera RAW files carry their own.")]
 Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method name (see `gsprestore models`); "
-                                                "default ugtv.")]
+                                                "default: the best one by the recorded scores (`gsprestore models` "
+                                                "says which and why).")]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
 Tile = Annotated[int, typer.Option("--tile", help="Tile size in input pixels; 0 = choose from available memory.")]
@@ -66,10 +83,12 @@ class Reporter:
         self.progress = None
         self._tiles_task = None
         if not quiet and self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=self.console, transient=True)
+                                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                     console=self.console, transient=True)
             self._files_task = self.progress.add_task("files", total=total)
 
     def __enter__(self) -> "Reporter":
@@ -112,13 +131,21 @@ class Reporter:
             self.console.print(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}", markup=False)
 
 
-def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool) -> None:
+def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
+                  quality: int | None = None, *, dng: bool = False) -> None:
     from ..errors import UsageError
 
-    if ext.lower().lstrip(".") not in ("png", "tiff", "tif", "same"):
-        raise UsageError(f"unknown --ext {ext!r}; expected png, tiff or same")
+    formats = ("png", "tiff", "tif", "jpg", "jpeg", "webp", "same") + (("dng",) if dng else ())
+    e = ext.lower().lstrip(".")
+    if e not in formats:
+        names = "png, tiff, jpg, webp" + (", dng" if dng else "") + " or same"
+        raise UsageError(f"unknown --ext {ext!r}; expected {names}")
     if bit_depth is not None and bit_depth not in (8, 16):
         raise UsageError(f"--bit-depth must be 8 or 16, got {bit_depth}")
+    if bit_depth == 16 and e in ("jpg", "jpeg", "webp"):
+        raise UsageError(f"--ext {e} is 8-bit only; use --ext png or tiff for 16 bits")
+    if quality is not None and not 1 <= quality <= 100:
+        raise UsageError(f"--quality must be 1-100, got {quality}")
     if overwrite and skip_existing:
         raise UsageError("--overwrite and --skip-existing exclude each other")
 
@@ -140,20 +167,23 @@ def _run_batch(
     as_json: bool,
     setup: Callable[["Reporter"], Callable[["Job", int], dict | None]],
     meta: dict,
+    extra_suffixes: tuple[str, ...] = (),
 ) -> None:
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run."""
     from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs
     from ..errors import GspError
     from ..io import TOOL_TAG
 
-    found = discover(inputs, recursive=recursive, output=output, tag=TOOL_TAG.format(command=command))
+    found = discover(inputs, recursive=recursive, output=output, tag=TOOL_TAG.format(command=command),
+                     extra_suffixes=extra_suffixes)
     failures = [Result(m, None, "failed", error=f"{m}: no such file or folder") for m in found.missing]
     if not found.sources:
         if len(found.missing) == 1:
             raise GspError("no such file or folder", found.missing[0])
         if found.missing:
             raise GspError(f"no such files or folders: {', '.join(found.missing)}")
-        raise GspError(f"no PNG or TIFF files found in {', '.join(inputs)}")
+        kinds = "PNG, TIFF, JPEG or WebP" + (" or camera RAW" if extra_suffixes else "")
+        raise GspError(f"no {kinds} files found in {', '.join(inputs)}")
     jobs = plan_jobs(found.sources, output, suffix=default_suffix if (suffix is None and output is None)
                      else (suffix or ""), ext=ext)
     jobs, own = drop_own_outputs(jobs)
@@ -183,7 +213,7 @@ def _run_batch(
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
         reporter.console.print(
-            f"{summary.count('written')} written, {summary.count('skipped')} skipped, "
+            f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
             f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
                if summary.stopped and len(summary.results) < len(jobs) + len(failures) else ""),
@@ -197,6 +227,24 @@ def _page_notice(reporter: "Reporter", job: "Job", img: Any) -> None:
     pages = img.meta.get("pages", 1)
     if pages > 1:
         reporter.notice(f"{job.input}: multi-page TIFF ({pages} pages); only page one is read")
+
+
+def _where(summary: Any) -> str:
+    """`` to FILE`` / `` to FOLDER/`` / `` next to their inputs``: where the written outputs went."""
+    import os
+    from pathlib import Path
+
+    outs = [Path(r.output) for r in summary.results if r.status == "written" and r.output]
+    if not outs:
+        return ""
+    if len(outs) == 1:
+        return f" to {outs[0]}"
+    if all(Path(r.output).parent == Path(r.input).parent for r in summary.results if r.status == "written"):
+        return f" next to their inputs (e.g. {outs[0]})"
+    try:
+        return f" to {os.path.join(os.path.commonpath([str(o.parent) for o in outs]), '')}"
+    except ValueError:  # different drives
+        return f" (e.g. {outs[0]})"
 
 
 def _rgb_icc(icc: bytes | None) -> bytes | None:
@@ -221,7 +269,7 @@ def mosaic_cmd(
     output: Output = None,
     pattern: Pattern = "RGGB",
     suffix: Suffix = None,
-    ext: Ext = "same",
+    ext: MosaicExt = "same",
     bit_depth: BitDepth = None,
     recursive: Recursive = False,
     overwrite: Overwrite = False,
@@ -231,13 +279,15 @@ def mosaic_cmd(
     as_json: JsonOut = False,
 ) -> None:
     """Make the single-channel Bayer mosaic of RGB images (same bit depth), to test demosaicking.
+    A .dng output is a camera RAW file (the sRGB image linearised, 14-bit, black level 512) that
+    `gsprestore demosaic` and any raw developer open.
 
     Example: gsprestore mosaic photo.png -o raw_bayer.png --pattern RGGB
     """
     from ..sampling import check_pattern
 
     pattern = check_pattern(pattern)
-    _check_common(ext, bit_depth, overwrite, skip_existing)
+    _check_common(ext, bit_depth, overwrite, skip_existing, dng=True)
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from .. import sampling
@@ -253,6 +303,11 @@ def mosaic_cmd(
                 reporter.notice(f"{job.input}: alpha channel not kept in the mosaic")
             # the mosaic of the upright picture: its sensor order is the display order
             upright = apply_orientation(img.array, img.meta.get("orientation", 1))
+            if job.output.suffix.lower() == ".dng":
+                from ..camera_raw import mosaic_for_dng, srgb_decode, write_dng
+
+                write_dng(job.output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
+                return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
             raw = sampling.mosaic(_tensor(upright), pattern)[0].numpy()
             depth = bit_depth or img.bit_depth
             write_image(job.output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
@@ -294,13 +349,23 @@ def _restore_batch(
     quiet: bool,
     as_json: bool,
     method_given: bool = True,
+    quality: int | None = None,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    pattern_given: bool = False,
 ) -> None:
+    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
     from ..engine import MIN_MANUAL_TILE, check_precision, resolve_device
     from ..errors import UsageError
     from ..restorers import method_spec
 
     # argument errors first (exit 2), then the environment (device), before touching files
-    _check_common(ext, bit_depth, overwrite, skip_existing)
+    _check_common(ext, bit_depth, overwrite, skip_existing, quality)
+    wb = check_choice(wb, WHITE_BALANCES, "--wb")
+    output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
+    if output is not None and output.lower().endswith(".dng"):
+        raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
+                         "writes DNG")
     spec = method_spec(method, task)
     if tile < 0 or 0 < tile < MIN_MANUAL_TILE:
         raise UsageError(f"--tile must be 0 (automatic) or at least {MIN_MANUAL_TILE}, got {tile}")
@@ -330,7 +395,29 @@ def _restore_batch(
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
         run = dict(tile=tile, overlap=overlap, device=dev, precision=precision, notice=reporter.notice)
 
+        def work_raw(job: "Job") -> dict:
+            import torch
+
+            from ..camera_raw import develop, read_raw
+
+            frame = read_raw(job.input)
+            if pattern_given and pattern != frame.pattern:
+                reporter.notice(f"{job.input}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+
+            def demosaic(mosaic: Any, bayer: str) -> Any:
+                return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=reporter.tiles, **run).numpy()
+
+            out = develop(frame, demosaic, wb=wb, output_space=output_space,
+                          notice=lambda message: reporter.notice(f"{job.input}: {message}"))
+            depth = bit_depth or 16
+            written = write_image(job.output, out, depth, overwrite=overwrite, quality=quality,
+                                  software=TOOL_TAG.format(command=task))
+            return {"width": out.shape[1], "height": out.shape[0], "bit_depth": _depth(written, depth),
+                    "pattern": frame.pattern, "wb": wb, "output_space": output_space}
+
         def work(job: "Job", k: int) -> dict:
+            if task == "demosaic" and job.input.suffix.lower() in RAW_SUFFIXES:
+                return work_raw(job)
             img = read_image(job.input)
             _page_notice(reporter, job, img)
             if task == "demosaic" and img.channels != 1:
@@ -350,9 +437,9 @@ def _restore_batch(
             result = apply_orientation(out.numpy(), orientation)
             if alpha is not None:
                 alpha = apply_orientation(alpha, orientation)
-            write_image(job.output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
-                        software=TOOL_TAG.format(command=task))
-            info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": depth}
+            written = write_image(job.output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
+                                  software=TOOL_TAG.format(command=task), quality=quality)
+            info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": _depth(written, depth)}
             return info | ({"orientation": orientation} if orientation != 1 else {})
 
         return work
@@ -360,17 +447,34 @@ def _restore_batch(
     _run_batch(command=task, verb=task, inputs=inputs, output=output, suffix=suffix,
                default_suffix="-demosaic" if task == "demosaic" else "-2x", ext=ext, recursive=recursive,
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
-               as_json=as_json, setup=setup,
+               as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (),
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
                      **({"pattern": pattern} if task == "demosaic" else {})})
 
 
+def _chosen_method(method: str | None, weights: str | None, task: str) -> str:
+    """``--method``, else the method of the ``--weights`` file, else the task's default."""
+    from ..restorers import default_method
+    from ..weights import file_method
+
+    if method is not None:
+        return method
+    return file_method(weights) if weights is not None else default_method(task)
+
+
+def _depth(path: Any, depth: int) -> int:
+    """The bit depth actually written (JPEG and WebP are 8-bit)."""
+    return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
+
+
 @app.command("demosaic")
 def demosaic_cmd(
-    inputs: Inputs,
+    inputs: RawInputs,
     output: Output = None,
     method: Method = None,
-    pattern: Pattern = "RGGB",
+    pattern: RawPattern = None,
+    wb: WhiteBalance = "camera",
+    output_space: OutputSpace = "srgb",
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
@@ -379,6 +483,7 @@ def demosaic_cmd(
     suffix: Suffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
+    quality: Quality = None,
     recursive: Recursive = False,
     overwrite: Overwrite = False,
     skip_existing: SkipExisting = False,
@@ -386,19 +491,22 @@ def demosaic_cmd(
     quiet: Quiet = False,
     as_json: JsonOut = False,
 ) -> None:
-    """Demosaic single-channel Bayer mosaics (files, folders, globs) to RGB.
+    """Demosaic single-channel Bayer mosaics or camera RAW files (files, folders, globs) to RGB.
 
-    Example: gsprestore demosaic raw_bayer.png -o out.png --method menon --pattern RGGB
+    A camera RAW file (DNG, CR2, NEF, ARW, RAF, ... read by LibRaw) is developed: its own Bayer
+    phase, black and white levels and visible area, white balance (--wb), the demosaicker,
+    the camera-to-sRGB matrix and curve (--output-space), its orientation; 16-bit PNG by default.
+
+    Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
-    from ..restorers import DEFAULT_METHOD
     from ..sampling import check_pattern
 
-    _restore_batch("demosaic", inputs=inputs, output=output, method=method or DEFAULT_METHOD["demosaic"],
-                   method_given=method is not None,
-                   pattern=check_pattern(pattern), weights=weights, tile=tile, overlap=overlap, device=device,
-                   precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
+    _restore_batch("demosaic", inputs=inputs, output=output, method=_chosen_method(method, weights, "demosaic"),
+                   method_given=method is not None, pattern_given=pattern is not None,
+                   pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
+                   device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json)
+                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space)
 
 
 @app.command("upscale2x")
@@ -416,6 +524,7 @@ def upscale2x_cmd(
     suffix: Suffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
+    quality: Quality = None,
     recursive: Recursive = False,
     overwrite: Overwrite = False,
     skip_existing: SkipExisting = False,
@@ -428,7 +537,6 @@ def upscale2x_cmd(
     Example: gsprestore upscale2x photos/ -o big/ --prior gtv
     """
     from ..errors import UsageError
-    from ..restorers import DEFAULT_METHOD
 
     if prior is not None:
         p = prior.lower()
@@ -437,12 +545,12 @@ def upscale2x_cmd(
         if method is not None and method.lower() != "u" + p:
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
-    _restore_batch("upscale2x", inputs=inputs, output=output, method=method or DEFAULT_METHOD["upscale2x"],
+    _restore_batch("upscale2x", inputs=inputs, output=output, method=_chosen_method(method, weights, "upscale2x"),
                    method_given=method is not None,
                    pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json)
+                   quiet=quiet, as_json=as_json, quality=quality)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -470,11 +578,11 @@ def demo_cmd(
     from pathlib import Path
 
     from ..errors import GspError, WeightsError
-    from ..restorers import DEFAULT_METHOD, get_restorer, method_spec
+    from ..restorers import default_method, get_restorer, method_spec
     from ..sampling import check_pattern
 
     pattern = check_pattern(pattern)
-    name = method_spec(method, "demosaic").name if method else DEFAULT_METHOD["demosaic"]
+    name = method_spec(method, "demosaic").name if method else default_method("demosaic")
     dev_name = device
     out_path = Path(output)
     replace = overwrite

@@ -10,7 +10,7 @@ import typer
 
 from .app import app
 
-ImageArg = Annotated[str, typer.Argument(help="PNG or TIFF: the ground truth (RGB), or a 1-channel mosaic / "
+ImageArg = Annotated[str, typer.Argument(help="PNG, TIFF, JPEG or WebP: the ground truth (RGB), or a 1-channel mosaic / "
                                          "the low-resolution input with --no-reference.", show_default=False)]
 Task = Annotated[str, typer.Option("--task", "-t", help="demosaic or upscale2x.")]
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")]

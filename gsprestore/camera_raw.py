@@ -1,0 +1,332 @@
+"""Camera RAW files (DNG, CR2, NEF, ARW, RAF, ...) in: read through rawpy (LibRaw), develop with
+any of our demosaickers.
+
+:func:`read_raw` takes from the file, through LibRaw, what a raw developer needs and nothing else:
+
+* the visible area of the sensor (margins cut) as a single-channel mosaic, each site's black level
+  (per CFA channel) subtracted and divided by ``white - black``, so 0 is black and 1 is the
+  sensor's clipping point;
+* the Bayer phase of the visible area's top-left 2x2 block (RGGB, BGGR, GRBG or GBRG). X-Trans
+  (6x6) and other non-Bayer sensors (CYGM, Foveon, linear DNGs) are refused with one line;
+* the as-shot (camera) and daylight white-balance multipliers, LibRaw's camera-to-sRGB matrix
+  (``rgb_cam``, rows summing to 1) and the EXIF orientation (LibRaw's ``flip`` code).
+
+:func:`develop` is the pipeline, in LibRaw's order so that its output can serve as the oracle:
+white-balance gains on the mosaic (normalised so the smallest is 1, then clipped at 1, as LibRaw's
+``scale_colors`` does: demosaicking white-balanced data keeps colour-difference methods and the
+learned models, trained on balanced images, in their element), then the demosaicker, then the
+camera-to-sRGB matrix (``--output-space srgb`` or ``linear``; ``camera`` keeps the white-balanced
+camera RGB), then the sRGB transfer curve (``srgb`` only), then the orientation.
+
+:func:`write_dng` writes a minimal valid DNG 1.4 (one uncompressed 16-bit CFA image with its
+pattern, black and white levels, colour matrix, as-shot neutral and orientation): what ``gsprestore
+mosaic photo.png -o x.dng`` makes, so users and tests have camera files with a known truth.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import GspError, UsageError
+
+RAW_SUFFIXES: tuple[str, ...] = (
+    ".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2",
+    ".pef", ".srw", ".rwl", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mrw", ".mos", ".x3f",
+)
+WHITE_BALANCES: tuple[str, ...] = ("camera", "daylight", "none")
+OUTPUT_SPACES: tuple[str, ...] = ("srgb", "linear", "camera")
+
+# sRGB (D65) primaries to CIE XYZ, the matrix LibRaw multiplies a camera's XYZ->camera matrix with
+XYZ_FROM_SRGB = np.array([[0.412453, 0.357580, 0.180423],
+                          [0.212671, 0.715160, 0.072169],
+                          [0.019334, 0.119193, 0.950227]])
+
+
+def is_raw_name(path: str | Path) -> bool:
+    """True if the file name has a camera RAW suffix (DNG, CR2, NEF, ARW, RAF, ...)."""
+    return Path(path).suffix.lower() in RAW_SUFFIXES
+
+
+def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
+    """``value`` lower-cased if it is one of ``choices``, else a :class:`UsageError` (exit 2)."""
+    v = str(value).lower()
+    if v not in choices:
+        raise UsageError(f"unknown {option} {value!r}; expected {', '.join(choices)}")
+    return v
+
+
+@dataclass
+class RawFrame:
+    """A camera RAW file, read: ``mosaic`` float32 (H, W), 0 = black level, 1 = white level (not
+    white-balanced); ``pattern`` the visible area's Bayer phase; ``wb_camera`` / ``wb_daylight``
+    R, G, B multipliers (G = 1); ``rgb_cam`` the 3x3 camera-to-linear-sRGB matrix or None when
+    the file has no colour data; ``flip`` LibRaw's orientation code; ``bits`` the sensor's depth."""
+
+    mosaic: np.ndarray
+    pattern: str
+    wb_camera: np.ndarray | None
+    wb_daylight: np.ndarray | None
+    rgb_cam: np.ndarray | None
+    flip: int
+    bits: int
+    camera: str = ""
+
+
+def _wb3(values: object) -> np.ndarray | None:
+    """LibRaw's 4 multipliers (R, G, B, G2) -> R, G, B with G = 1; None when unusable."""
+    try:
+        v = np.asarray(values, dtype=np.float64).reshape(-1)[:3]
+    except (TypeError, ValueError):
+        return None
+    if v.size != 3 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+        return None
+    return v / v[1]
+
+
+def read_raw(path: str | Path) -> RawFrame:
+    """Read a camera RAW file (see the module docstring). Every problem is a one-line
+    :class:`GspError` naming the file."""
+    path = Path(path)
+    if not path.exists():
+        raise GspError("no such file", path)
+    if path.is_dir():
+        raise GspError("is a folder, not an image", path)
+    try:
+        import rawpy
+    except ImportError:  # pragma: no cover - rawpy is a dependency
+        raise GspError("camera RAW files need rawpy (pip install rawpy)", path) from None
+    try:
+        raw = rawpy.imread(str(path))
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GspError(f"not a camera RAW file LibRaw can read ({reason})", path) from None
+    with raw:
+        try:
+            return _frame(raw, path)
+        except GspError:
+            raise
+        except MemoryError:
+            raise GspError("not enough memory to decode the RAW file", path) from None
+        except Exception as exc:  # LibRaw raises its own types for truncated or corrupt data
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise GspError(f"corrupt or unsupported camera RAW file ({type(exc).__name__}: {reason})", path) from None
+
+
+def _frame(raw: object, path: Path) -> RawFrame:
+    import rawpy
+
+    desc = raw.color_desc.decode("ascii", "replace")
+    pattern_shape = np.asarray(raw.raw_pattern).shape if raw.raw_pattern is not None else None
+    if raw.raw_type != rawpy.RawType.Flat or pattern_shape is None:
+        raise GspError("not a colour-filter mosaic (Foveon or already demosaicked linear DNG); only Bayer "
+                       "sensors can be demosaicked", path)
+    if pattern_shape == (6, 6):
+        raise GspError("X-Trans sensor (6x6 colour filter): only 2x2 Bayer sensors are supported", path)
+    if pattern_shape != (2, 2) or set(desc) - set("RGB"):
+        raise GspError(f"non-Bayer colour filter ({desc}, {pattern_shape[0]}x{pattern_shape[1]}): only 2x2 RGB "
+                       "Bayer sensors are supported", path)
+    colors = np.asarray(raw.raw_colors_visible)
+    data = np.asarray(raw.raw_image_visible)
+    h, w = data.shape
+    if h < 2 or w < 2:
+        raise GspError(f"visible area too small ({w}x{h})", path)
+    pattern = "".join(desc[int(c)] for c in colors[:2, :2].reshape(-1))
+    if sorted(pattern) != ["B", "G", "G", "R"]:
+        raise GspError(f"non-Bayer colour filter ({pattern}): only RGGB, BGGR, GRBG and GBRG are supported", path)
+    black = np.asarray(raw.black_level_per_channel, dtype=np.float32)
+    cw = raw.camera_white_level_per_channel
+    white = (np.asarray(cw, dtype=np.float32) if cw is not None and min(cw) > 0
+             else np.full(4, float(raw.white_level), dtype=np.float32))
+    if np.any(white <= black):
+        raise GspError(f"white level {white.tolist()} not above black level {black.tolist()}", path)
+    # per-site levels from the site's colour index (R, G, B, G2), row block by row block
+    mosaic = np.empty((h, w), dtype=np.float32)
+    for r0 in range(0, h, 512):
+        c = colors[r0 : r0 + 512]
+        mosaic[r0 : r0 + 512] = (data[r0 : r0 + 512].astype(np.float32) - black[c]) / (white[c] - black[c])
+    np.clip(mosaic, 0.0, None, out=mosaic)
+    rgb_cam = np.asarray(raw.color_matrix, dtype=np.float64)[:3, :3]
+    if not np.any(rgb_cam):
+        rgb_cam = None
+    bits = int(np.ceil(np.log2(float(white.max()) + 1.0)))
+    return RawFrame(mosaic=mosaic, pattern=pattern, wb_camera=_wb3(raw.camera_whitebalance),
+                    wb_daylight=_wb3(raw.daylight_whitebalance), rgb_cam=rgb_cam,
+                    flip=int(raw.sizes.flip), bits=bits)
+
+
+def wb_gains(frame: RawFrame, wb: str, notice: Callable[[str], None] | None = None) -> np.ndarray:
+    """R, G, B gains of white balance ``wb`` (camera / daylight / none), scaled so the smallest is 1
+    (LibRaw's normalisation: the least amplified channel clips at the sensor's white)."""
+    gains = {"camera": frame.wb_camera, "daylight": frame.wb_daylight, "none": np.ones(3)}[wb]
+    if gains is None:
+        fallback = frame.wb_daylight if wb == "camera" and frame.wb_daylight is not None else np.ones(3)
+        if notice is not None:
+            notice(f"the file has no {wb} white balance; using {'daylight' if fallback is frame.wb_daylight else 'none'}")
+        gains = fallback
+    return np.asarray(gains, dtype=np.float64) / float(np.min(gains))
+
+
+def srgb_encode(linear: np.ndarray) -> np.ndarray:
+    """The sRGB transfer curve (IEC 61966-2-1) on values in [0, 1]."""
+    x = np.clip(linear, 0.0, 1.0)
+    return np.where(x <= 0.0031308, 12.92 * x, 1.055 * np.power(x, 1.0 / 2.4) - 0.055).astype(np.float32)
+
+
+def srgb_decode(encoded: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`srgb_encode`."""
+    x = np.clip(encoded, 0.0, 1.0)
+    return np.where(x <= 0.04045, x / 12.92, np.power((x + 0.055) / 1.055, 2.4)).astype(np.float32)
+
+
+def orient(image: np.ndarray, flip: int) -> np.ndarray:
+    """Apply LibRaw's orientation code (bit 1: mirror columns, bit 2: mirror rows, bit 4: transpose,
+    in that order, as dcraw's ``flip_index``) to an (H, W, C) image."""
+    out = image
+    if flip & 2:
+        out = out[::-1]
+    if flip & 1:
+        out = out[:, ::-1]
+    if flip & 4:
+        out = out.transpose(1, 0, 2)
+    return np.ascontiguousarray(out)
+
+
+def develop(
+    frame: RawFrame,
+    demosaic: Callable[[np.ndarray, str], np.ndarray],
+    *,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    notice: Callable[[str], None] | None = None,
+) -> np.ndarray:
+    """The developed (H', W', 3) float32 image in [0, 1] (oriented). ``demosaic(mosaic, pattern)``
+    maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods)."""
+    wb = check_choice(wb, WHITE_BALANCES, "--wb")
+    output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
+    gains = wb_gains(frame, wb, notice).astype(np.float32)
+    from .sampling import _CHANNEL
+
+    balanced = frame.mosaic.copy()
+    for k, colour in enumerate(frame.pattern):
+        di, dj = divmod(k, 2)
+        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
+    np.clip(balanced, 0.0, 1.0, out=balanced)
+    rgb = np.clip(np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32), 0.0, 1.0)
+    del balanced
+    if output_space != "camera":
+        matrix = frame.rgb_cam
+        if matrix is None:
+            if notice is not None:
+                notice("the file has no camera colour matrix; its camera RGB is taken as sRGB")
+        else:
+            rgb = np.clip(rgb @ matrix.T.astype(np.float32), 0.0, 1.0)
+    if output_space == "srgb":
+        rgb = srgb_encode(rgb)
+    return orient(rgb, frame.flip)
+
+
+# ----------------------------------------------------------------------------------------------
+# DNG writer
+# ----------------------------------------------------------------------------------------------
+
+_CFA_CODE = {"R": 0, "G": 1, "B": 2}
+# XYZ (D65) -> linear sRGB: as a DNG ColorMatrix1 it makes "camera RGB" linear sRGB itself
+SRGB_FROM_XYZ = np.linalg.inv(XYZ_FROM_SRGB)
+# EXIF orientation tag value -> LibRaw flip code (LibRaw's "50132467"[orientation & 7])
+ORIENTATION_TO_FLIP = {1: 0, 2: 1, 3: 3, 4: 2, 5: 4, 6: 6, 7: 7, 8: 5}
+
+
+def _rationals(values: np.ndarray, den: int = 1_000_000) -> list[int]:
+    out: list[int] = []
+    for v in np.asarray(values, dtype=np.float64).reshape(-1):
+        out += [int(round(float(v) * den)), den]
+    return out
+
+
+def mosaic_for_dng(
+    rgb_linear: np.ndarray,
+    pattern: str = "RGGB",
+    *,
+    black: int = 512,
+    white: int = 16383,
+    color_matrix: np.ndarray | None = None,
+    as_shot_neutral: tuple[float, float, float] = (1.0, 1.0, 1.0),
+) -> np.ndarray:
+    """The uint16 sensor mosaic a camera whose XYZ->camera matrix is ``color_matrix`` (default:
+    :data:`SRGB_FROM_XYZ`, i.e. camera RGB = linear sRGB) would record of the linear-sRGB scene
+    ``rgb_linear`` (H, W, 3) shot with white balance ``as_shot_neutral`` (camera RGB of white)."""
+    from .sampling import _CHANNEL, check_pattern
+
+    pattern = check_pattern(pattern)
+    cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
+    cam_rgb = cm @ XYZ_FROM_SRGB
+    cam_rgb = cam_rgb / cam_rgb.sum(axis=1, keepdims=True)  # LibRaw's normalisation: white -> (1, 1, 1)
+    neutral = np.asarray(as_shot_neutral, dtype=np.float64)
+    cam = rgb_linear.astype(np.float64) @ cam_rgb.T * neutral  # camera RGB, as shot (unbalanced)
+    h, w = cam.shape[:2]
+    out = np.empty((h, w), dtype=np.float64)
+    for k, colour in enumerate(pattern):
+        di, dj = divmod(k, 2)
+        out[di::2, dj::2] = cam[di::2, dj::2, _CHANNEL[colour]]
+    return np.rint(black + np.clip(out, 0.0, 1.0) * (white - black)).astype(np.uint16)
+
+
+def write_dng(
+    path: str | Path,
+    cfa: np.ndarray,
+    pattern: str = "RGGB",
+    *,
+    black: int = 512,
+    white: int = 16383,
+    color_matrix: np.ndarray | None = None,
+    as_shot_neutral: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    orientation: int = 1,
+    overwrite: bool = False,
+) -> Path:
+    """Write the uint16 mosaic ``cfa`` (H, W) as a minimal DNG 1.4 (uncompressed CFA, the tags a
+    DNG reader needs), atomically; refuses an existing file unless ``overwrite``."""
+    import tifffile
+
+    from .atomic import atomic_file
+    from .sampling import check_pattern
+
+    pattern = check_pattern(pattern)
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+    if orientation not in ORIENTATION_TO_FLIP:
+        raise UsageError(f"EXIF orientation must be 1..8, got {orientation}")
+    cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
+    tags = [
+        (271, "s", 0, "gsprestore", True),  # Make
+        (272, "s", 0, "synthetic mosaic", True),  # Model
+        (274, "H", 1, int(orientation), True),  # Orientation
+        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
+        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
+        (50708, "s", 0, "gsprestore synthetic mosaic", True),  # UniqueCameraModel
+        (33421, "H", 2, (2, 2), True),  # CFARepeatPatternDim
+        (33422, "B", 4, bytes(_CFA_CODE[c] for c in pattern), True),  # CFAPattern
+        (50710, "B", 3, bytes((0, 1, 2)), True),  # CFAPlaneColor
+        (50711, "H", 1, 1, True),  # CFALayout: rectangular
+        (50713, "H", 2, (1, 1), True),  # BlackLevelRepeatDim
+        (50714, "H", 1, int(black), True),  # BlackLevel
+        (50717, "H", 1, int(white), True),  # WhiteLevel
+        (50721, "2i", 9, _rationals(cm), True),  # ColorMatrix1 (XYZ -> camera)
+        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
+        (50728, "2I", 3, _rationals(as_shot_neutral), True),  # AsShotNeutral
+    ]
+    data = np.ascontiguousarray(cfa, dtype=np.uint16)
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, data, photometric=32803, subfiletype=0, extratags=tags, metadata=None,
+                     software="gsprestore")
+    try:
+        with atomic_file(path, "wb", suffix=".part") as fh:
+            fh.write(buffer.getbuffer())
+    except OSError as exc:
+        raise GspError(f"could not write DNG ({exc.strerror or exc})", path) from None
+    return path

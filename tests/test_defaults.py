@@ -1,0 +1,119 @@
+"""The default method is the best one by the manifest's recorded scores (gsprestore.defaults):
+fake manifests flip it both ways; ``gsprestore models`` and the commands follow it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gsprestore import defaults, weights
+
+
+def _manifest(ugtv=(33.0, 39.0), uglr=None, baselines=True, task="demosaic"):
+    def entry(method, scores):
+        return {"file": f"{method}_{task}.pt", "sha256": "0" * 64, "method": method, "task": task,
+                "scores": {"mcm": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[0]}]},
+                           "kodak": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[1]}]}}}
+
+    models = [entry("ugtv", ugtv)] + ([entry("uglr", uglr)] if uglr else [])
+    m = {"models": models}
+    if baselines:
+        m["baselines"] = {"scores": {"demosaic": {"mcm": {"malvar": 32.79, "menon": 32.68},
+                                                  "kodak": {"malvar": 34.13, "menon": 38.06}},
+                                     "upscale2x": {"mcm": {"bicubic": 32.37}, "kodak": {"bicubic": 28.44}}}}
+    return m
+
+
+@pytest.fixture
+def fake_weights(tmp_path, monkeypatch):
+    """A weights folder holding the manifest given to the returned writer, with (dummy) files."""
+    monkeypatch.setenv(weights.ENV_VAR, str(tmp_path))
+
+    def write(manifest, files=True):
+        for old in tmp_path.glob("*.pt"):
+            old.unlink()
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        for e in manifest["models"]:
+            if files:
+                (tmp_path / e["file"]).write_bytes(b"x")
+        return tmp_path
+
+    return write
+
+
+def test_learned_is_default_only_when_it_beats_the_best_classical_on_both(fake_weights):
+    fake_weights(_manifest(ugtv=(33.0, 39.0)))
+    c = defaults.choose_default("demosaic")
+    assert c.method == "ugtv" and "McM (33.00 vs malvar 32.79 dB)" in c.reason and "menon 38.06" in c.reason
+    fake_weights(_manifest(ugtv=(33.0, 37.0)))  # loses on Kodak to Menon
+    c = defaults.choose_default("demosaic")
+    assert c.method == "menon" and "ugtv 37.00 dB < menon 38.06 dB on kodak" in c.reason
+    fake_weights(_manifest(ugtv=(32.70, 39.0)))  # beats Menon on McM but not the best (Malvar)
+    assert defaults.choose_default("demosaic").method == "menon"
+
+
+def test_the_largest_worst_case_margin_wins_and_missing_files_do_not_count(fake_weights):
+    fake_weights(_manifest(ugtv=(33.0, 38.2), uglr=(32.9, 39.0)))
+    assert defaults.choose_default("demosaic").method == "ugtv"  # worst margins: ugtv 0.14 dB, uglr 0.11 dB
+    fake_weights(_manifest(ugtv=(33.0, 38.2), uglr=(33.1, 39.0)))
+    assert defaults.choose_default("demosaic").method == "uglr"  # uglr 0.31 dB
+    fake_weights(_manifest(ugtv=(33.0, 39.0)), files=False)
+    c = defaults.choose_default("demosaic")
+    assert c.method == "menon" and "ugtv has no shipped weights" in c.reason
+
+
+def test_no_recorded_classical_scores_means_the_classical_default(fake_weights):
+    fake_weights(_manifest(ugtv=(40.0, 40.0), baselines=False))
+    c = defaults.choose_default("demosaic")
+    assert c.method == "menon" and "no classical score" in c.reason
+    fake_weights(_manifest(ugtv=(32.0, 28.0), task="upscale2x"))
+    assert defaults.choose_default("upscale2x").method == "bicubic"
+    fake_weights(_manifest(ugtv=(32.5, 28.5), task="upscale2x"))
+    assert defaults.choose_default("upscale2x").method == "ugtv"
+
+
+def test_models_command_shows_scores_default_and_reason(fake_weights):
+    from cli_runner import cli
+
+    fake_weights(_manifest(ugtv=(33.0, 39.0)))
+    code, out, err = cli("models", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["defaults"]["demosaic"]["method"] == "ugtv" and "beat" in data["defaults"]["demosaic"]["reason"]
+    by = {(r["method"], r["task"]): r for r in data["models"]}
+    assert by[("ugtv", "demosaic")]["default"] and by[("ugtv", "demosaic")]["kodak"] == 39.0
+    assert by[("menon", "demosaic")]["mcm"] == 32.68 and not by[("menon", "demosaic")]["default"]
+    code, out, err = cli("models")
+    assert code == 0 and "default for demosaic: ugtv" in out and "38.06" in out
+
+
+def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
+    """With the shipped manifest the command runs whatever choose_default says (no -m given)."""
+    from cli_runner import cli
+
+    from gsprestore.io import write_image
+
+    write_image(tmp_path / "m.png", np.random.default_rng(0).random((16, 16)), 8)
+    code, out, err = cli("demosaic", tmp_path / "m.png", "--json", "--device", "cpu", "-q")
+    assert code == 0, err
+    assert json.loads(out)["method"] == defaults.choose_default("demosaic").method
+
+
+def test_weights_without_method_run_the_files_network(tmp_path):
+    """The default may be classical; ``--weights FILE`` alone still runs the file's network."""
+    from cli_runner import cli
+
+    from gsprestore.io import write_image
+    from gsprestore.models import build_model
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    weights.save_weights(tmp_path / "mine.pt", build_model("uglr", "demosaic", blocks=1, heads=2, features=3,
+                                                           width=6, cg_iters=2))
+    write_image(tmp_path / "m.png", np.random.default_rng(0).random((16, 16)), 8)
+    code, out, err = cli("demosaic", tmp_path / "m.png", "--weights", tmp_path / "mine.pt", "--json", "--device",
+                         "cpu", "-q")
+    assert code == 0, err
+    assert json.loads(out)["method"] == "uglr"
