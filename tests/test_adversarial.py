@@ -527,7 +527,7 @@ def test_other_formats_are_named(tmp_path):
 
     PILImage.new("RGB", (8, 8)).save(tmp_path / "a.png", format="GIF")
     code, _, err = cli("upscale2x", tmp_path / "a.png", "-m", "bicubic", "-o", tmp_path / "o.png")
-    assert code == 1 and "unsupported format GIF (gsprestore reads PNG, TIFF and JPEG" in err
+    assert code == 1 and "unsupported format GIF (gsprestore reads PNG, TIFF, JPEG and WebP" in err
 
 
 def test_multi_page_tiff_says_only_page_one_is_read(tmp_path):

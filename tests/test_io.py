@@ -339,7 +339,9 @@ def test_jpeg_and_webp_round_trip_with_quality(tmp_path, suffix):
     assert np.allclose(gray.array[:, :, 0], gray.array[:, :, -1], atol=2 / 255)
 
 
-def test_jpeg_exif_orientation_is_applied(tmp_path):
+def test_jpeg_exif_orientation_is_read_and_applied_on_request(tmp_path):
+    from gsprestore.io import apply_orientation
+
     from PIL import Image as PILImage
 
     a = np.zeros((20, 30, 3), np.uint8)
@@ -348,9 +350,11 @@ def test_jpeg_exif_orientation_is_applied(tmp_path):
     exif = im.getexif()
     exif[274] = 6  # rotate 90 degrees clockwise to display
     im.save(tmp_path / "o.jpg", exif=exif, quality=100)
-    img = read_image(tmp_path / "o.jpg")
-    assert img.array.shape == (30, 20, 3)
-    assert img.array[:5, -5:].mean() > 0.9 and img.array[:5, :5].mean() < 0.1
+    img = read_image(tmp_path / "o.jpg")  # stored order, like every format; the orientation in meta
+    assert img.array.shape == (20, 30, 3) and img.meta["orientation"] == 6
+    upright = apply_orientation(img.array, img.meta["orientation"])
+    assert upright.shape == (30, 20, 3)
+    assert upright[:5, -5:].mean() > 0.9 and upright[:5, :5].mean() < 0.1
 
 
 def test_truncated_jpeg_is_a_one_line_error(tmp_path):
