@@ -42,7 +42,7 @@ from .atomic import atomic_file
 from .errors import GspError, UsageError
 
 PRIORS = ("glr", "gtv")
-SCHEDULES = ("cosine", "step", "none")
+SCHEDULES = ("cosine", "cosine-time", "step", "none")
 LOSSES = ("l1", "l2", "charbonnier")
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
 #: Options that may differ when a run is resumed (everything else is the run's recipe).
@@ -166,6 +166,10 @@ class LRSchedule:
 
     * ``cosine``: ``lr_min + (lr - lr_min) (1 + cos(pi t / T)) / 2`` over the run's ``T`` steps
       (``lr_min = min_lr_ratio * lr``), after ``warmup_steps`` of linear warm-up;
+    * ``cosine-time``: the same curve over the *fraction of the wall-clock budget* spent
+      (``--time-budget``; ``fraction`` argument), so that a run whose speed is not known in advance
+      anneals exactly by its deadline (a GPU window). Not reproducible step for step, and a resumed
+      run anneals again over its new budget;
     * ``step``: ``lr * gamma ** (epoch // step_epochs)``;
     * ``none``: constant ``lr`` (after the warm-up).
     """
@@ -179,12 +183,14 @@ class LRSchedule:
     gamma: float = 0.5
     warmup_steps: int = 0
 
-    def __call__(self, step: int) -> float:
+    def __call__(self, step: int, fraction: float | None = None) -> float:
         if self.warmup_steps and step < self.warmup_steps:
             return self.lr * (step + 1) / self.warmup_steps
-        if self.kind == "cosine":
+        if self.kind in ("cosine", "cosine-time"):
             span = max(1, self.total_steps - self.warmup_steps)
             t = min(1.0, (step - self.warmup_steps) / span)
+            if self.kind == "cosine-time":
+                t = min(1.0, max(0.0, fraction or 0.0))
             lo = self.lr * self.min_lr_ratio
             return lo + (self.lr - lo) * 0.5 * (1.0 + math.cos(math.pi * t))
         if self.kind == "step":
@@ -582,6 +588,8 @@ def train(
             raise UsageError("this folder already holds a training run; pass --resume to continue it "
                              "or choose another --out", run_dir)
     cfg.check()
+    if cfg.schedule == "cosine-time" and time_budget is None:
+        raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
     dev = pick_device(device)
     if cuda_graph and dev.type != "cuda":
         raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
@@ -700,6 +708,13 @@ def train(
         init_val = ck.get("init_val")
 
     graphed, graph_tried = None, False
+    t_loop = time.monotonic()  # cosine-time: the fraction of the time left at the first step
+
+    def time_fraction() -> float | None:
+        if deadline is None:
+            return None
+        return (time.monotonic() - t_loop) / max(deadline - t_loop, 1e-9)
+
     bar = _Bar(console, enabled=progress, total=stop_at, completed=min(state["step"], stop_at))
     bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
     with stopper, bar:
@@ -717,7 +732,7 @@ def train(
                     break
                 b = state["batch"]
                 t0 = time.perf_counter()
-                lr = sched(state["step"])
+                lr = sched(state["step"], time_fraction())
                 for g in opt.param_groups:
                     g["lr"] = lr
                 gt = train_x[order[b * cfg.batch_size:(b + 1) * cfg.batch_size]].float() / 255.0
@@ -785,7 +800,7 @@ def train(
             record = {
                 "epoch": epoch + 1, "step": state["step"], "partial": partial,
                 "train_loss": ep_loss_sum / ep_n if ep_n else None,
-                "lr": sched(max(state["step"] - 1, 0)),
+                "lr": sched(max(state["step"] - 1, 0), time_fraction()),
                 "patches_per_s": ep_p / ep_train_time if ep_train_time else None,
                 "epoch_time": time.perf_counter() - ep_t0,
                 "val_psnr": None if kept["val"] is None else kept["val"]["psnr"],

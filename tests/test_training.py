@@ -634,3 +634,16 @@ def test_cuda_graph_step_matches_eager_and_trains(photos, tmp_path):
                   tmp_path / "run", device="cuda", cuda_graph=True)
     assert result.status == "finished"
     assert any(r["event"] == "cuda-graph" and r["used"] for r in T.read_log(tmp_path / "run" / "log.jsonl"))
+
+
+def test_cosine_time_schedule_anneals_over_the_budget(photos, stand, tmp_path):
+    s = T.LRSchedule("cosine-time", 1.0, total_steps=10, steps_per_epoch=5, min_lr_ratio=0.1, warmup_steps=2)
+    assert s(0, 0.9) == pytest.approx(0.5) and s(1, 0.9) == pytest.approx(1.0)  # warm-up is by steps
+    assert s(5, 0.0) == pytest.approx(1.0) and s(5, 0.5) == pytest.approx(0.55) and s(5, 1.0) == pytest.approx(0.1)
+    assert s(500, 2.0) == pytest.approx(0.1)  # past the deadline: the floor
+    with pytest.raises(UsageError, match="pass --time-budget"):
+        _run(_cfg(photos, schedule="cosine-time"), tmp_path / "run")
+    result = _run(_cfg(photos, schedule="cosine-time", epochs=1000), tmp_path / "run2", time_budget=5.0)
+    lrs = [r["lr"] for r in T.read_log(tmp_path / "run2" / "log.jsonl") if r["event"] == "step"]
+    assert result.status == "time-budget" and len(lrs) >= 3
+    assert lrs[-1] < lrs[0] and lrs == sorted(lrs, reverse=True)  # annealed as the time ran out

@@ -12,7 +12,9 @@ Run it through ``tools/device-train.sh`` (which sets the environment). Stages, e
    eagerly and with the forward + backward replayed from a CUDA graph
    (:mod:`gsprestore.graphed_step`, checked against the eager gradients); the faster is used.
 3. **plan** - how many patch passes fit each model's share of the remaining time
-   (``PARALLEL_SHARE``: the fraction of its solo speed a model keeps while the others run).
+   (``PARALLEL_SHARE``: the fraction of its solo speed a model keeps while the others run): the
+   size of an epoch (validation after each); the runs' ``cosine-time`` learning rate anneals over
+   the wall-clock budget, so a wrong guess costs validations, not a truncated schedule.
 4. **train** - the four ``gsprestore train --init <shipped> --time-budget ...`` runs in parallel
    processes, each on the training pack (``PACK``), each validating its starting weights first.
    A run that overruns its budget by ``GRACE_S`` gets SIGTERM (all at once), then SIGKILL.
@@ -205,19 +207,21 @@ def stage_probe(dev) -> dict:
 
 
 def stage_plan(probe: dict) -> dict:
-    """Patches and epochs per model so that its cosine schedule spans its share of the time."""
+    """Patches per model from its predicted share of the time (at most ``PATCHES_MAX``: one epoch
+    between validations); epochs are open-ended, the ``cosine-time`` schedule anneals by the
+    deadline whatever the speed turns out to be."""
     train_s = max(MIN_TRAIN_S, BUDGET_S - (time.monotonic() - T0) - TAIL_S)
     plans = {}
     for name in MODELS:
         pps = probe[name]["patches_per_s"] * PARALLEL_SHARE
         passes = max(probe[name]["batch"], int(pps * max(train_s - STARTUP_S, 1.0)))
         patches = max(probe[name]["batch"], min(PATCHES_MAX, passes))
-        epochs = max(1, round(passes / patches))
+        epochs = 1000  # the time budget ends the run
         patches = max(probe[name]["batch"], patches // probe[name]["batch"] * probe[name]["batch"])  # whole batches
         plans[name] = {"time_budget_s": round(train_s, 1), "predicted_patch_passes": passes, "patches": patches,
                        "epochs": epochs, "batch": probe[name]["batch"], "lr": LR,
                        "cuda_graph": probe[name]["use_cuda_graph"]}
-        log(f"plan {name}: {passes} patch passes predicted -> {patches} patches x {epochs} epochs, "
+        log(f"plan {name}: {passes} patch passes predicted -> epochs of {patches} patches, "
             f"budget {train_s:.0f} s")
     summary["stages"]["plan"] = plans
     return plans
@@ -228,7 +232,7 @@ def train_command(name: str, plan: dict, init: Path, opts: dict, dev) -> list[st
     cmd = [sys.executable, "-m", "gsprestore", "train", "--task", task, "--prior", method[1:],
            "--data", str(PACK), "--out", str(RUNS / name), "--patch-size", str(PATCH),
            "--patches", str(plan["patches"]), "--val-patches", str(VAL_PATCHES), "--epochs", str(plan["epochs"]),
-           "--batch-size", str(plan["batch"]), "--lr", repr(plan["lr"]), "--schedule", "cosine",
+           "--batch-size", str(plan["batch"]), "--lr", repr(plan["lr"]), "--schedule", "cosine-time",
            "--warmup-steps", "2" if DRY else "20", "--grad-clip", "1.0", "--loss", "l1", "--seed", str(SEED),
            "--init", str(init), "--device", str(dev), "--time-budget", str(plan["time_budget_s"]),
            "--no-progress", "--log-every", "1" if DRY else "20",

@@ -68,7 +68,8 @@ def train(
     epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs [default: 30].", show_default=False)] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
-    schedule: Annotated[str, typer.Option("--schedule", help="cosine, step or none.")] = "cosine",
+    schedule: Annotated[str, typer.Option("--schedule", help="cosine, cosine-time (over the --time-budget), step "
+                                          "or none.")] = "cosine",
     min_lr_ratio: Annotated[float, typer.Option("--min-lr-ratio", help="Cosine: final lr / lr.")] = 0.01,
     step_epochs: Annotated[
         Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay [default: epochs / 3].")
