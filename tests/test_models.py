@@ -209,6 +209,10 @@ def test_untrained_network_is_a_sane_interpolator():
             out = model(known, mask)
         assert torch.isfinite(out).all()
         assert mse(out, gt) < 3 * base, method
+        # the solver ran: the output left the initial estimate (measured: 0.92x the estimate's own
+        # error), and the observed samples are kept exactly (H x = y)
+        assert mse(out, initial_estimate(known, mask)) > 0.3 * base, method
+        assert torch.equal(out * mask, known * mask), method
 
 
 # ------------------------------------------------------------------------- iGLR / iGTV
