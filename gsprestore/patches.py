@@ -348,8 +348,12 @@ def build_patch_sets(
     augment: bool = True,
     workers: int = 0,
     check_test_sets: bool = True,
+    presplit: list[tuple[str | Path, str | Path | None]] = (),
 ) -> PatchSets:
     """The run's training and validation patches, a pure function of its arguments.
+
+    ``presplit`` adds ``(train folder, validation folder)`` pairs whose photos are split already
+    (the crops of a training pack, :mod:`gsprestore.trainpack`): not split again, not downscaled.
 
     ``val_patches`` defaults to ``round(patches * val_fraction)`` (at least one batch's worth is
     up to the caller); validation patches are not augmented."""
@@ -357,20 +361,15 @@ def build_patch_sets(
         raise UsageError(f"--patches must be >= 1, got {patches}")
     if downscale_filter not in DOWNSCALE_FILTERS:
         raise UsageError(f"unknown downscale filter {downscale_filter!r}; expected one of {', '.join(DOWNSCALE_FILTERS)}")
-    from .trainpack import is_pack, pack_folders
-
-    packs = [Path(f) for f in folders if is_pack(f)]
-    plain = [f for f in folders if not is_pack(f)]
-    groups = scan_sources(plain, downscale=downscale, scope=downscale_scope,
-                          check_test_sets=check_test_sets) if plain else {}
+    groups = scan_sources(folders, downscale=downscale, scope=downscale_scope,
+                          check_test_sets=check_test_sets) if folders else {}
     train_src, val_src = split_by_image(groups, val_fraction, seed) if groups else ([], [])
-    for pack in packs:  # a training pack brings its own photo-level split (trainpack.py); crops are not rescaled
-        pack_train, pack_val = pack_folders(pack)
-        pack_groups = scan_sources([pack_train] + ([pack_val] if pack_val.is_dir() else []),
-                                   check_test_sets=check_test_sets)
-        groups.update(pack_groups)
-        train_src += pack_groups[pack_train]
-        val_src += pack_groups.get(pack_val, [])
+    for train_dir, val_dir in presplit:  # split already (a training pack); never rescaled
+        pre = scan_sources([train_dir] + ([val_dir] if val_dir is not None and Path(val_dir).is_dir() else []),
+                           check_test_sets=check_test_sets)
+        groups.update(pre)
+        train_src += pre[Path(train_dir)]
+        val_src += pre.get(Path(val_dir), []) if val_dir is not None else []
     if not train_src:
         raise UsageError("no training photos")
     train_src = [s for s in train_src if s.positions(patch_size)[0] > 0]
@@ -378,9 +377,9 @@ def build_patch_sets(
     place = place_patches(train_src, patches, patch_size, np.random.default_rng([seed, _STREAM_TRAIN]), augment=augment)
     train = cut_patches(train_src, place, patch_size, method=downscale_filter, workers=workers)
     n_val = int(round(patches * val_fraction)) if val_patches is None else int(val_patches)
-    if packs and val_patches is None:
+    if presplit and val_patches is None:
         n_val = max(n_val, 1)
-    if (val_fraction > 0 or packs) and n_val > 0 and val_src:
+    if (val_fraction > 0 or presplit) and n_val > 0 and val_src:
         vplace = place_patches(val_src, n_val, patch_size, np.random.default_rng([seed, _STREAM_VAL]), augment=False)
         val = cut_patches(val_src, vplace, patch_size, method=downscale_filter, workers=workers)
     else:
@@ -389,7 +388,7 @@ def build_patch_sets(
         val = torch.empty((0, 3, patch_size, patch_size), dtype=torch.uint8)
     info = {
         "folders": [str(Path(f)) for f in folders],
-        "packs": [str(p) for p in packs],
+        "presplit": [[str(t), None if v is None else str(v)] for t, v in presplit],
         "photos": {str(f): len(s) for f, s in groups.items()},
         "train_photos": len(train_src),
         "val_photos": len(val_src),

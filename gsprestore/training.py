@@ -875,11 +875,14 @@ def _model_config(model) -> dict[str, Any]:
 
 
 def build_patch_sets(cfg: TrainConfig, *, workers: int = 0):
-    """The training/validation patches of a recipe (see :mod:`gsprestore.patches`)."""
+    """The training/validation patches of a recipe (see :mod:`gsprestore.patches`); a training
+    pack among the folders (:mod:`gsprestore.trainpack`) brings its own photo-level split."""
     from . import patches
+    from .trainpack import is_pack, pack_folders
 
+    packs = [pack_folders(f) for f in cfg.data if is_pack(f)]
     return patches.build_patch_sets(
-        cfg.data, patches=cfg.patches, patch_size=cfg.patch_size, val_fraction=cfg.val_fraction,
+        [f for f in cfg.data if not is_pack(f)], presplit=packs, patches=cfg.patches, patch_size=cfg.patch_size, val_fraction=cfg.val_fraction,
         val_patches=cfg.val_patches, seed=cfg.seed, downscale=cfg.downscale,
         downscale_filter=cfg.downscale_filter, downscale_scope=cfg.downscale_scope, augment=cfg.augment,
         workers=workers)

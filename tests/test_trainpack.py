@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gsprestore import patches as P
 from gsprestore import trainpack as TP
 from gsprestore.errors import UsageError
 
@@ -95,7 +94,11 @@ def test_unreadable_photo_is_skipped_and_recorded(photos, tmp_path):
 
 def test_training_uses_the_recorded_split(photos, tmp_path):
     info = _pack(photos, tmp_path / "pack")
-    sets = P.build_patch_sets([tmp_path / "pack"], patches=20, patch_size=16, val_patches=6, seed=0)
+    from gsprestore.training import TrainConfig, build_patch_sets
+
+    cfg = TrainConfig(task="demosaic", prior="gtv", data=[str(tmp_path / "pack")], patches=20, patch_size=16,
+                      val_patches=6)
+    sets = build_patch_sets(cfg)
     n_train = sum(c["file"].startswith("train/") for c in info["crops"])
     n_val = sum(c["file"].startswith("val/") for c in info["crops"])
     assert (sets.info["train_photos"], sets.info["val_photos"]) == (n_train, n_val)

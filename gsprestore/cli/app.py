@@ -41,9 +41,19 @@ def _root(
     """Demosaic Bayer mosaics and upscale images 2x with graph-smoothness priors."""
 
 
+_registered: set[int] = set()
+
+
 def _register() -> None:
-    # Each command module adds its commands to ``app`` (imports are cheap: no torch at module level).
+    """Add every command (:mod:`.commands` imports the families, each records its functions in
+    :mod:`.registry`) to ``app``, once. Imports are cheap: no torch at module level."""
     from . import commands  # noqa: F401
+    from .registry import COMMANDS
+
+    for name, fn, options in COMMANDS:
+        if id(fn) not in _registered:
+            _registered.add(id(fn))
+            app.command(name, **options)(fn)
 
 
 class Terminated(BaseException):

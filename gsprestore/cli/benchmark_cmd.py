@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 
 def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
@@ -95,7 +95,7 @@ def _per_task(path: Path | None, task: str, several: bool) -> Path | None:
     return path.with_name(f"{path.stem}-{task}{path.suffix}")
 
 
-@app.command("benchmark")
+@command("benchmark")
 def benchmark(
     task: Annotated[
         Optional[str],

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import app
+from .registry import command
 
 
 def default_choices() -> dict[str, Any]:
@@ -55,7 +55,7 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
     return rows
 
 
-@app.command("models")
+@command("models")
 def models(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..batch import Job, Result
@@ -263,7 +263,7 @@ def _tensor(array: Any) -> Any:
 # ----------------------------------------------------------------------------------------------
 
 
-@app.command("mosaic")
+@command("mosaic")
 def mosaic_cmd(
     inputs: Inputs,
     output: Output = None,
@@ -467,7 +467,7 @@ def _depth(path: Any, depth: int) -> int:
     return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
 
 
-@app.command("demosaic")
+@command("demosaic")
 def demosaic_cmd(
     inputs: RawInputs,
     output: Output = None,
@@ -509,7 +509,7 @@ def demosaic_cmd(
                    quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space)
 
 
-@app.command("upscale2x")
+@command("upscale2x")
 def upscale2x_cmd(
     inputs: Inputs,
     output: Output = None,
@@ -562,7 +562,7 @@ DEMO_TAG = "gsprestore demo"
 FALLBACK_METHOD = "menon"
 
 
-@app.command("demo")
+@command("demo")
 def demo_cmd(
     output: Annotated[str, typer.Option("--output", "-o", help="Where to write the demosaicked chart.")] = DEMO_OUTPUT,
     method: Method = None,

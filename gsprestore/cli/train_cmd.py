@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 #: Options that may be given together with --resume (they do not change the recipe).
 RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint",
@@ -36,7 +36,7 @@ def _parse_model_opts(items: list[str]) -> dict[str, Any]:
     return out
 
 
-@app.command("train")
+@command("train")
 def train(
     ctx: typer.Context,
     more_data: Annotated[
@@ -196,7 +196,7 @@ def train(
         raise typer.Exit(code=128 + int(signal.Signals[result.signal]))
 
 
-@app.command("train-pack")
+@command("train-pack")
 def train_pack(
     folders: Annotated[list[Path], typer.Argument(metavar="DIR ...", help="Folders of training photos "
                                                   "(PNG/JPEG/TIFF/WebP, searched recursively).")],

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 ImageArg = Annotated[str, typer.Argument(help="PNG, TIFF, JPEG or WebP: the ground truth (RGB), or a 1-channel mosaic / "
                                          "the low-resolution input with --no-reference.", show_default=False)]
@@ -38,7 +38,7 @@ def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]
     return out
 
 
-@app.command()
+@command()
 def compare(
     image: ImageArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
@@ -103,7 +103,7 @@ def compare(
         typer.echo(f"wrote {path} (window x,y,w,h = {','.join(map(str, info['window']))})")
 
 
-@app.command()
+@command()
 def explain(
     image: ImageArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Folder for the PNGs and index.md.")] = "explain",
