@@ -622,7 +622,7 @@ def make_restorer(name: str, task: str, **options: Any):
     Options: ``menon`` takes ``refining`` (bool, default True); the demosaickers take
     ``strip_pixels`` (int, 0 = one pass); ``bicubic`` takes ``a`` (float, default -0.75).
     ``halo`` is the exact context a tile needs (:data:`HALO`)."""
-    from .restorers import Restorer
+    from .method import Restorer
 
     if name not in _TASK:
         raise UsageError(f"unknown classical method {name!r}; expected one of {', '.join(_TASK)}")

@@ -35,13 +35,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__, restorers
+from . import restorers
+from ._version import __version__
 from .atomic import atomic_file
 from .datasets import Dataset, find_dataset
 from .engine import resolve_device
 from .errors import GspError, UsageError, WeightsError
+from .metrics import restored_psnr  # noqa: F401 - part of this module's protocol API
+from .tasks import TASK_SPECS, observe
 
-CHANNEL_SPACE = {"demosaic": "rgb", "upscale2x": "y"}
+CHANNEL_SPACE = {name: task.score_space for name, task in TASK_SPECS.items()}
 
 _CHANNEL_SPACE_TEXT = {
     "rgb": "RGB, all three channels",
@@ -115,30 +118,7 @@ def load_ground_truth(path: Path) -> "torch.Tensor":  # noqa: F821
     return torch.from_numpy(img.array[:h, :w]).permute(2, 0, 1).unsqueeze(0).contiguous()
 
 
-def make_observation(task: str, gt: "torch.Tensor", pattern: str = "RGGB") -> "torch.Tensor":  # noqa: F821
-    """The task's observation ``y = H gt`` (sampling.py)."""
-    from . import sampling
-
-    if task == "demosaic":
-        return sampling.mosaic(gt, pattern)
-    return sampling.decimate(gt)
-
-
-def restored_psnr(restorer: Callable, task: str, image: Any, pattern: str = "RGGB") -> float:
-    """PSNR (dB) of ``restorer`` on one ground-truth image under the protocol of this module: the
-    observation of :func:`make_observation`, scored in the task's channel space (RGB for
-    demosaicking, BT.601 Y for 2x), float output not clipped. ``image`` is ``(H, W, 3)`` in [0, 1]
-    (NumPy or torch), H and W even."""
-    import numpy as np
-    import torch
-
-    from .metrics import psnr, to_space
-
-    gt = torch.as_tensor(np.ascontiguousarray(image), dtype=torch.float32).permute(2, 0, 1).unsqueeze(0)
-    with torch.no_grad():
-        out = restorer(make_observation(task, gt, pattern), pattern)
-    space = CHANNEL_SPACE[task]
-    return float(psnr(to_space(out.float(), space), to_space(gt, space)))
+make_observation = observe  # the task's observation ``y = H gt`` (gsprestore.tasks)
 
 
 def add_noise(y: "torch.Tensor", sigma: float, seed: int) -> "torch.Tensor":  # noqa: F821

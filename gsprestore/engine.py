@@ -38,11 +38,12 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .errors import GspError, UsageError
+from .memory import available_memory  # noqa: F401 - used here, and part of this module's API
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .restorers import Restorer
+    from .method import Restorer
 
 SCALE = {"demosaic": 1, "upscale2x": 2}
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -190,21 +191,6 @@ def make_plan(height: int, width: int, tile: int, overlap: int, halo: int, scale
 # ----------------------------------------------------------------------------------------------
 # Memory
 # ----------------------------------------------------------------------------------------------
-
-
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation on this machine (no psutil)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4 << 30
 
 
 OUTPUT_BYTES_PER_SAMPLE = 4 + 2  # the float32 result, and its 16-bit copy when it is written

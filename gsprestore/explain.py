@@ -167,7 +167,7 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
 def glr_residuals(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, cg: Any, iters: int,
                   laplacian: str, tol: float = 0.0) -> Tensor:
     """Relative CG residuals ``(T + 1, B, K)`` of the GLR system of eq. 9 that
-    :func:`gsprestore.models.unrolled.glr_solve` solves (same Laplacian form and variable)."""
+    :func:`gsprestore.solvers.glr_solve` solves (same Laplacian form and variable)."""
     from . import graph as G
 
     known5, mask5, x05 = known.unsqueeze(1), mask.unsqueeze(1), x0.unsqueeze(1)

@@ -172,7 +172,7 @@ def _check_pixels(width: int, height: int) -> None:
 def _check_memory(width: int, height: int, channels: int, bytes_per_sample: int) -> None:
     """Refuse, before decoding, an image whose decoded samples and float32 copy would not fit in
     the available memory."""
-    from .engine import available_memory
+    from .memory import available_memory
 
     need = width * height * channels * (bytes_per_sample + 4)
     have = available_memory()

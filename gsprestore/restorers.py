@@ -9,7 +9,10 @@ A :class:`Restorer` maps a task's *observation* to its reconstruction:
   pixels sit at the even coordinates of the output (``HR[0::2, 0::2]`` sampling, docs/protocol.md).
 
 Graph and learned models work on the full-resolution pair ``(known, mask)`` = ``(H^T y, H^T 1)``
-given by :func:`observation`; that keeps one model code path for both tasks.
+given by :func:`gsprestore.tasks.observation`; that keeps one model code path for both tasks.
+What a task is lives in :mod:`gsprestore.tasks`, what a method is in :mod:`gsprestore.method`;
+this module is the registry above both, and reaches the methods' factories by name only, so the
+methods never import it.
 
 This module imports torch lazily (``gsprestore --help`` must stay fast).
 """
@@ -17,27 +20,14 @@ This module imports torch lazily (``gsprestore --help`` must stay fast).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from .errors import UsageError
+from .method import MethodSpec, Restorer
+from .tasks import TASKS, check_task, observation
 
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
-    from torch import Tensor
-
-TASKS: tuple[str, ...] = ("demosaic", "upscale2x")
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """Static description of a method (no torch import needed to list methods)."""
-
-    name: str
-    tasks: tuple[str, ...]
-    kind: str  # "classical" | "graph" (non-learned solver) | "learned"
-    factory: str  # "module:function"; ``function(task, **options) -> Restorer``
-    summary: str
+__all__ = ["METHODS", "MethodSpec", "Restorer", "TASKS", "check_task", "default_method", "get_restorer",
+           "method_spec", "methods_for", "observation"]
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -80,12 +70,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def check_task(task: str) -> str:
-    if task not in TASKS:
-        raise UsageError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-    return task
-
-
 def methods_for(task: str) -> list[str]:
     """Names of every method that handles ``task``, in registry order."""
     check_task(task)
@@ -103,39 +87,6 @@ def method_spec(name: str, task: str | None = None) -> MethodSpec:
     return spec
 
 
-@dataclass
-class Restorer:
-    """A ready-to-run method for one task.
-
-    ``fn(y, pattern) -> x`` does the work on a batch. ``halo`` is the context (in output pixels)
-    each side of a tile needs for tiled results to match untiled ones (used by the engine to pick
-    overlaps). ``module`` is the underlying ``torch.nn.Module`` for learned/graph models (None for
-    pure functions), so ``.to(device)`` and parameter counts work uniformly.
-    """
-
-    name: str
-    task: str
-    fn: Callable[..., "Tensor"]
-    halo: int = 8
-    kind: str = "classical"
-    module: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __call__(self, y: "Tensor", pattern: str = "RGGB") -> "Tensor":
-        return self.fn(y, pattern)
-
-    @property
-    def num_params(self) -> int:
-        if self.module is None:
-            return 0
-        return sum(p.numel() for p in self.module.parameters())
-
-    def to(self, device: "torch.device | str") -> "Restorer":
-        if self.module is not None:
-            self.module.to(device)
-        return self
-
-
 def get_restorer(name: str, task: str, **options: Any) -> Restorer:
     """Build the restorer ``name`` for ``task``. ``options`` go to the method's factory
     (e.g. ``weights=PATH`` for learned models, ``cg="exact"`` for iGLR/iGTV)."""
@@ -144,19 +95,3 @@ def get_restorer(name: str, task: str, **options: Any) -> Restorer:
     module_name, func_name = spec.factory.split(":")
     factory = getattr(importlib.import_module(module_name), func_name)
     return factory(spec.name, task, **options)
-
-
-def observation(task: str, y: "Tensor", pattern: str = "RGGB") -> tuple["Tensor", "Tensor"]:
-    """Full-resolution ``(known, mask)`` for a task's observation ``y``: ``known = H^T y`` and
-    ``mask = H^T H 1`` (1 where a value was observed, per channel), both ``(B, C, H, W)``.
-    Demosaicking gives C = 3; 2x interpolation keeps the input's channel count."""
-    from . import sampling
-
-    check_task(task)
-    if task == "demosaic":
-        known = sampling.mosaic_adjoint(y, pattern)
-        mask = sampling.bayer_masks(y.shape[-2], y.shape[-1], pattern, device=y.device, dtype=y.dtype)
-        return known, mask.expand_as(known)
-    known = sampling.decimate_adjoint(y)
-    mask = sampling.decimation_mask(known.shape[-2], known.shape[-1], device=y.device, dtype=y.dtype)
-    return known, mask.expand_as(known)

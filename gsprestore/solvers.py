@@ -957,6 +957,35 @@ def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int
     return out
 
 
+# ---- GLR interpolation in the three Laplacian forms (used by iGLR and uGLR)
+
+GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
+
+
+def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any, iters: int,
+              laplacian: str = "preconditioned", tol: float = 0.0) -> Tensor:
+    """GLR interpolation (eq. 9) on the graphs ``w`` ``(B, K, 12, H, W)``, ``known``/``mask``/``x0``
+    ``(B, 1|K, C, H, W)``, three ways (``laplacian``):
+
+    * ``"normalized"``: the objective x^T L_n x with L_n = D^-1/2 L D^-1/2 (Sec. 5.2 as written);
+      its minimiser does not reproduce constants where degrees vary (edges, borders);
+    * ``"preconditioned"``: the objective x^T L x (combinatorial), solved in the variable
+      z = D^1/2 x, where the system L_{S'S'} x = -L_{S'S} y becomes exactly the normalized one,
+      (L_n)_{S'S'} z = -(L_n)_{S'S} (D^1/2 y). CG then runs on L_n (eigenvalues in [0, 2], so
+      the same step sizes fit every graph) and x = D^-1/2 z reproduces constants;
+    * ``"combinatorial"``: x^T L x with CG on L itself (step sizes must scale with the degrees).
+
+    Returns ``(B, K, C, H, W)``; known samples are exact up to rounding in the preconditioned
+    form (callers re-impose them)."""
+    if laplacian == "preconditioned":
+        s = G.degree(w).clamp_min(1e-12).sqrt()  # (B, K, 1, H, W)
+        z = glr_interpolate(w, s * known, mask, iters=iters, cg=cg,
+                                    x0=None if x0 is None else s * x0, normalized=True, tol=tol)
+        return z / s
+    return glr_interpolate(w, known, mask, iters=iters, cg=cg, x0=x0,
+                                   normalized=laplacian == "normalized", tol=tol)
+
+
 if __name__ == "__main__":  # pragma: no cover
     import argparse
     import json

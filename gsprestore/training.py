@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 from .atomic import atomic_file
 from .errors import GspError, UsageError
+from .tasks import score_space
 
 PRIORS = ("glr", "gtv")
 SCHEDULES = ("cosine", "cosine-time", "step", "none")
@@ -95,7 +96,7 @@ class TrainConfig:
 
     def check(self) -> "TrainConfig":
         """Raise :class:`UsageError` for an impossible recipe (message shows the value)."""
-        from .restorers import check_task
+        from .tasks import check_task
 
         check_task(self.task)
         if self.prior not in PRIORS:
@@ -223,17 +224,11 @@ def make_loss(name: str, eps: float = 1e-3) -> Callable:
 
 def observe(task: str, gt):
     """The network input for ground-truth RGB patches ``gt`` ``(B, 3, P, P)`` in [0, 1]:
-    ``y = H gt`` (RGGB mosaic, or plain 2x decimation), then ``(known, mask) = (H^T y, H^T 1)``."""
-    from . import sampling
-    from .restorers import observation
+    ``y = H gt`` (RGGB mosaic, or plain 2x decimation), then ``(known, mask) = (H^T y, H^T 1)``
+    (:func:`gsprestore.tasks.network_input`)."""
+    from .tasks import network_input
 
-    y = sampling.mosaic(gt, "RGGB") if task == "demosaic" else sampling.decimate(gt)
-    return observation(task, y, "RGGB")
-
-
-def score_space(task: str) -> str:
-    """The protocol's channel space: RGB for demosaicking, BT.601 luma Y for 2x (docs/protocol.md)."""
-    return "rgb" if task == "demosaic" else "y"
+    return network_input(task, gt, "RGGB")
 
 
 def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) -> dict[str, float]:
@@ -640,7 +635,7 @@ def train(
         }
         atomic_write_text(json.dumps(stored, indent=2) + "\n", run_dir / "config.json")
         log = JsonLog(run_dir / "log.jsonl")
-    from . import __version__
+    from ._version import __version__
 
     log.write("resume" if resume else "start", epoch=state["epoch"], step=state["step"], batch=state["batch"],
               device=str(dev), threads=torch.get_num_threads(), max_steps=max_steps, epochs=cfg.epochs,

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import __version__
+from .._version import __version__
 from ..errors import GspError
 
 app = typer.Typer(

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..solvers import GLR_LAPLACIANS, glr_solve
 from .estimate import initial_estimate
-from .unrolled import GLR_LAPLACIANS, glr_solve
 
 GRAPH_METHODS: dict[str, str] = {"iglr": "glr", "igtv": "gtv"}
 CG_MODES: tuple[str, ...] = ("unrolled", "exact")

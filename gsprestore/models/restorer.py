@@ -1,4 +1,4 @@
-"""Restorer factory for the graph methods (``restorers.METHODS`` points here): iGLR / iGTV
+"""Restorer factory for the graph methods (the registry, ``restorers.METHODS``, points here by name): iGLR / iGTV
 (non-learned, :mod:`.interpolators`) and uGLR / uGTV (learned, :mod:`.unrolled`, weights from
 :mod:`gsprestore.weights`; never random weights)."""
 
@@ -11,6 +11,7 @@ import torch
 from ..errors import UsageError
 from .interpolators import CG_MODES, GRAPH_METHODS, build_interpolator
 from .pattern import to_rggb
+from .unrolled import METHOD_PRIOR
 
 #: Halo (pixels each side of a tile) used for tiling. The exact receptive fields of these models
 #: are hundreds of pixels (unrolled CG reaches 2-4 px per step) or unbounded (exact CG); the
@@ -32,7 +33,7 @@ def make_restorer(
     device: str | torch.device = "cpu",
     **options: Any,
 ):
-    """The :class:`~gsprestore.restorers.Restorer` for ``name`` in {iglr, igtv, uglr, ugtv}.
+    """The :class:`~gsprestore.method.Restorer` for ``name`` in {iglr, igtv, uglr, ugtv}.
 
     * iGLR / iGTV: ``cg="unrolled"`` (default, fixed alpha 0.5 / beta 0.3 as in the paper) or
       ``"exact"``; ``options`` override :data:`~.interpolators.DEFAULTS` (e.g. ``passes=2``).
@@ -40,12 +41,14 @@ def make_restorer(
       either a :class:`~gsprestore.errors.WeightsError` says so. Demosaicking models are trained
       on RGGB; other patterns are flipped/shifted into RGGB and back (:mod:`.pattern`).
     """
-    from ..restorers import Restorer, method_spec, observation
+    from ..method import Restorer
     from ..sampling import check_pattern
+    from ..tasks import check_task, observation
 
-    spec = method_spec(name, task)
-    name = spec.name
-    if name in GRAPH_METHODS:
+    check_task(task)
+    name = name.lower()
+    kind = "graph" if name in GRAPH_METHODS else "learned" if name in METHOD_PRIOR else None
+    if kind == "graph":
         if weights is not None:
             raise UsageError(f"{name} is not learned and takes no weights (--weights is for uglr/ugtv)")
         mode = cg or "unrolled"
@@ -56,7 +59,7 @@ def make_restorer(
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         info: dict[str, Any] = {"cg": mode, "config": dict(model.config)}
-    elif spec.kind == "learned":
+    elif kind == "learned":
         if cg is not None:
             raise UsageError(f"--cg applies to iglr/igtv; {name} uses its learned unrolled CG")
         if options:
@@ -65,12 +68,12 @@ def make_restorer(
 
         model = load_model(name, task, path=weights)
         info = {"config": dict(model.config), "weights": getattr(model, "weights_file", None)}
-    else:  # pragma: no cover - METHODS routes only graph/learned methods here
-        raise UsageError(f"{name} is not a graph method")
+    else:
+        raise UsageError(f"{name} is not a graph method (iglr, igtv, uglr, ugtv)")
     model = model.to(torch.device(device)).eval()
     rf = model.receptive_field()
     info["receptive_field"] = rf
-    align = spec.kind == "learned" and task == "demosaic"
+    align = kind == "learned" and task == "demosaic"
 
     def fn(y: torch.Tensor, pattern: str = "RGGB") -> torch.Tensor:
         with torch.inference_mode():
@@ -83,4 +86,4 @@ def make_restorer(
             known, mask = observation(task, y, pattern)
             return model(known, mask)
 
-    return Restorer(name=name, task=task, fn=fn, halo=_halo(rf), kind=spec.kind, module=model, info=info)
+    return Restorer(name=name, task=task, fn=fn, halo=_halo(rf), kind=kind, module=model, info=info)

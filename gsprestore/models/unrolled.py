@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .constants import constant
+from ..solvers import GLR_LAPLACIANS, glr_solve
 from .estimate import initial_estimate
 
 PRIORS: tuple[str, ...] = ("glr", "gtv")
@@ -49,7 +50,6 @@ PAPER_PARAMS: dict[tuple[str, str], int] = {
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
-GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
 #: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
 #: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
 GLR_MIN_WEIGHT: float = 1e-8
@@ -111,32 +111,6 @@ def green_difference_estimate(known: Tensor, mask: Tensor) -> Tensor:
     diff = initial_estimate((known[:, 0::2] - g) * rb_mask, rb_mask)
     out = torch.cat([diff[:, :1] + g, g, diff[:, 1:] + g], dim=1)
     return torch.where(mask > 0, known, out)
-
-
-def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any, iters: int,
-              laplacian: str = "preconditioned", tol: float = 0.0) -> Tensor:
-    """GLR interpolation (eq. 9) on the graphs ``w`` ``(B, K, 12, H, W)``, ``known``/``mask``/``x0``
-    ``(B, 1|K, C, H, W)``, three ways (``laplacian``):
-
-    * ``"normalized"``: the objective x^T L_n x with L_n = D^-1/2 L D^-1/2 (Sec. 5.2 as written);
-      its minimiser does not reproduce constants where degrees vary (edges, borders);
-    * ``"preconditioned"``: the objective x^T L x (combinatorial), solved in the variable
-      z = D^1/2 x, where the system L_{S'S'} x = -L_{S'S} y becomes exactly the normalized one,
-      (L_n)_{S'S'} z = -(L_n)_{S'S} (D^1/2 y). CG then runs on L_n (eigenvalues in [0, 2], so
-      the same step sizes fit every graph) and x = D^-1/2 z reproduces constants;
-    * ``"combinatorial"``: x^T L x with CG on L itself (step sizes must scale with the degrees).
-
-    Returns ``(B, K, C, H, W)``; known samples are exact up to rounding in the preconditioned
-    form (callers re-impose them)."""
-    from .. import graph, solvers
-
-    if laplacian == "preconditioned":
-        s = graph.degree(w).clamp_min(1e-12).sqrt()  # (B, K, 1, H, W)
-        z = solvers.glr_interpolate(w, s * known, mask, iters=iters, cg=cg,
-                                    x0=None if x0 is None else s * x0, normalized=True, tol=tol)
-        return z / s
-    return solvers.glr_interpolate(w, known, mask, iters=iters, cg=cg, x0=x0,
-                                   normalized=laplacian == "normalized", tol=tol)
 
 
 class FeatureCNN(nn.Module):
