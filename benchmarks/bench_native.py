@@ -8,15 +8,17 @@ the first-use JIT build they replace and the PyTorch path (issue 16, "No compile
     way (e.g. an export of the last JIT revision: its first run compiles the kernels).
 (b) forward: one uGTV and one uGLR demosaicking forward (paper-size default config, random
     initialisation: timing does not depend on the weights) at 768 x 512 with the shipped library,
-    with the PyTorch path, and (``--jit-rev REV``) with the kernels of git revision REV compiled
-    by ``torch.utils.cpp_extension.load_inline`` as graph._native did before (the compile is timed
-    too: the old first-run stall). The variants alternate within each round (this shared
-    machine's speed drifts); medians over ``--repeats`` rounds and their ratios are printed.
+    (``--jit-rev REV``) with the kernels of git revision REV compiled by
+    ``torch.utils.cpp_extension.load_inline`` as graph._native did before (the compile is timed
+    too: the old first-run stall), and (``--with-pytorch``) with the PyTorch path. The variants
+    alternate within each round (this shared machine's speed drifts); the medians over
+    ``--repeats`` rounds of the forward time and of the time spent inside the kernel calls (the
+    part the carrier can change, less noisy than the whole forward) and their ratios are printed.
 
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_native.py --part first-run
-    .venv/bin/python benchmarks/bench_native.py --part forward --jit-rev 299d6b6 --repeats 3
+    .venv/bin/python benchmarks/bench_native.py --part forward --jit-rev 299d6b6 --repeats 3 [--with-pytorch]
     .venv/bin/python benchmarks/bench_native.py --part first-run --pythonpath /tmp/old-tree
 """
 
@@ -118,10 +120,28 @@ def _jit_module(rev: str):
     return mod, time.perf_counter() - t0
 
 
+class _Timed:
+    """A kernel module whose calls add their wall time to ``acc`` (time inside the kernels)."""
+
+    def __init__(self, mod, acc: list):
+        self._mod, self._acc = mod, acc
+
+    def __getattr__(self, name):
+        fn = getattr(self._mod, name)
+
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            self._acc[0] += time.perf_counter() - t0
+            return out
+
+        return timed
+
+
 def forward(args) -> dict:
     torch.manual_seed(0)
     H, W = args.height, args.width
-    variants = {"shipped": native.load(), "pytorch": None}
+    variants = {"shipped": native.load()}
     res: dict = {"part": "forward", "size": [H, W], "threads": torch.get_num_threads(),
                  "library": variants["shipped"].path}
     if args.jit_rev:
@@ -130,11 +150,14 @@ def forward(args) -> dict:
         res["jit_rev"], res["jit_build_s"] = args.jit_rev, t_build
         print(f"JIT build of the kernels of {args.jit_rev} (load_inline, what the first command used to wait for): "
               f"{t_build:.1f} s")
+    if args.with_pytorch:
+        variants["pytorch"] = None
     rgb = synthetic_rgb(H, W)
     known, mask = observation("demosaic", sampling.mosaic(rgb))
     for method in args.methods.split(","):
         model = build_model(method, "demosaic").eval()
         times: dict[str, list[float]] = {k: [] for k in variants}
+        in_kernels: dict[str, list[float]] = {k: [] for k in variants}
         outs = {}
         with torch.inference_mode():
             for k, mod in variants.items():  # warm-up, and the outputs agree
@@ -142,18 +165,25 @@ def forward(args) -> dict:
                 outs[k] = model(known, mask)
             for _ in range(max(1, args.repeats)):
                 for k, mod in variants.items():
-                    G._native_state["mod"] = mod
+                    acc = [0.0]
+                    G._native_state["mod"] = None if mod is None else _Timed(mod, acc)
                     t0 = time.perf_counter()
                     model(known, mask)
                     times[k].append(time.perf_counter() - t0)
+                    in_kernels[k].append(acc[0])
         med = {k: statistics.median(v) for k, v in times.items()}
+        med_k = {k: statistics.median(v) for k, v in in_kernels.items()}
         diff = {k: float((outs[k] - outs["shipped"]).abs().max()) for k in variants if k != "shipped"}
-        res[method] = {"median_s": med, "rounds_s": times, "max_abs_diff_vs_shipped": diff}
-        line = ", ".join(f"{k} {v:.2f} s" for k, v in med.items())
-        print(f"{method} demosaic forward at {W}x{H}, median of {len(times['shipped'])}: {line}")
+        res[method] = {"median_s": med, "median_in_kernels_s": med_k, "rounds_s": times,
+                       "rounds_in_kernels_s": in_kernels, "max_abs_diff_vs_shipped": diff}
+        line = ", ".join(f"{k} {v:.2f} s" + (f" ({med_k[k]:.2f} s in the kernels)" if variants[k] is not None else "")
+                         for k, v in med.items())
+        print(f"{method} demosaic forward at {W}x{H}, median of {len(times['shipped'])} rounds: {line}")
         for k in variants:
             if k != "shipped":
-                print(f"  shipped / {k} = {med['shipped'] / med[k]:.2f}   (max |output difference| {diff[k]:.1e})")
+                kr = f", in the kernels {med_k['shipped'] / med_k[k]:.2f}" if variants[k] is not None else ""
+                print(f"  shipped / {k}: forward {med['shipped'] / med[k]:.2f}{kr}   "
+                      f"(max |output difference| {diff[k]:.1e})")
     G._native_state.pop("mod", None)
     return res
 
@@ -168,6 +198,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="first-run: fresh caches, median ratio")
     ap.add_argument("--methods", default="ugtv,uglr", help="forward: the networks timed")
     ap.add_argument("--jit-rev", help="forward: also time the JIT-built kernels of this git revision")
+    ap.add_argument("--with-pytorch", action="store_true", help="forward: also time the PyTorch path (slow)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
