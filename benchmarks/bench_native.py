@@ -19,6 +19,7 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_native.py --part first-run
     .venv/bin/python benchmarks/bench_native.py --part forward --jit-rev 299d6b6 --repeats 3 [--with-pytorch]
+    git archive 299d6b6 | tar -x -C /tmp/old-tree     # the last JIT revision, then:
     .venv/bin/python benchmarks/bench_native.py --part first-run --pythonpath /tmp/old-tree
 """
 
@@ -84,13 +85,13 @@ def _first_run_round(args) -> dict:
         env.pop("GSPRESTORE_NATIVE", None)
         cmd = [sys.executable, "-c", "from gsprestore.cli.app import main; main()", "demosaic", src,
                "-o", os.path.join(tmp, "out.png"), "--method", args.cli_method, "--overwrite", "--quiet"]
-        probe = [sys.executable, "-c", "from gsprestore import graph as G; print(G.native_available(), "
-                 "G._native_state.get('error'))"]
+        probe = [sys.executable, "-c", "import gsprestore; from gsprestore import graph as G; "
+                 "print(gsprestore.__file__, G.native_available(), G._native_state.get('error'))"]
         times, cpu = [], []
         for i in range(2):
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
             times.append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
@@ -98,7 +99,7 @@ def _first_run_round(args) -> dict:
                 raise SystemExit(f"run {i + 1} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
             if proc.stderr.strip():
                 print(f"run {i + 1} stderr: {proc.stderr.strip()[-500:]}")
-        state = subprocess.run(probe, env=env, capture_output=True, text=True).stdout.strip()
+        state = subprocess.run(probe, env=env, capture_output=True, text=True, cwd=tmp).stdout.strip()
     res = {"part": "first-run", "code": code_root, "method": args.cli_method, "size": [args.height, args.width],
            "first_s": times[0], "second_s": times[1], "ratio": times[0] / times[1], "target_ratio": 1.5,
            "first_cpu_s": cpu[0], "second_cpu_s": cpu[1], "cpu_ratio": cpu[0] / cpu[1],
@@ -107,7 +108,7 @@ def _first_run_round(args) -> dict:
           f"code from {code_root}:")
     print(f"  first run {times[0]:.2f} s, second run {times[1]:.2f} s: first / second = {res['ratio']:.2f} "
           f"(target <= 1.5); CPU time {cpu[0]:.2f} s / {cpu[1]:.2f} s = {res['cpu_ratio']:.2f}; "
-          f"native kernels (available, error): {state}")
+          f"(package, native kernels, error): {state}")
     return res
 
 
