@@ -4,22 +4,33 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+# `pip install -e .` compiles the native CPU kernels (setup.py; needs a C++ compiler at install
+# time only): a change to these reinstalls
+BUILD_INPUTS := pyproject.toml setup.py gsprestore/native/kernels.cpp gsprestore/native/kernels_avx2.cpp
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test install install-test native clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.torch $(BUILD_INPUTS)
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+# one build for both: the test install also stands for the plain one
+$(VENV)/.installed-test: $(VENV)/.torch $(BUILD_INPUTS)
 	$(PIP) install -q -e ".[test]"
-	touch $@
+	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+
+# rebuild the kernels in place after editing kernels.cpp
+native: $(VENV)/.torch
+	$(PIP) install -q --no-deps -e .
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/gsprestore demo
@@ -28,4 +39,4 @@ test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info gsprestore/native/*.so

@@ -28,16 +28,15 @@ Two implementations, equal to rounding (tested against each other and against de
 * PyTorch: shifted slices accumulated in place (one fused multiply-accumulate per offset and
   direction), row band by row band so the operands stay in cache; never 24 shifted copies, never
   ``torch.roll``. Used on GPUs, for other dtypes, and whenever the native kernels are unavailable.
-* native (CPU, float32/float64): the hottest loops as C++ kernels compiled on first use with
-  ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja; about a minute once, cached in
-  torch's extension directory; source in :mod:`gsprestore._graph_native`) - ``a x - W x`` and
+* native (CPU, float32/float64): the hottest loops as C++ kernels compiled when the package is
+  built (``setup.py``; source ``gsprestore/native/kernels.cpp``, no compiler at run time, loaded
+  through ctypes by :mod:`gsprestore.native`) - ``a x - W x`` and
   its weight gradient, the edge distances of eq. 27, eq. 28 from distances, the fused ADMM edge
   step and the fused inference CG of :mod:`gsprestore.solvers`, and (forward only, used when
   no gradient is recorded) :func:`degree` and :func:`incidence_laplacian_weights`.
-  ``GSPRESTORE_NATIVE=0`` turns them off; any build failure falls back silently; the build folder is
-  guarded by :mod:`gsprestore.buildlock` (a lock left by a killed build is removed, a live build is
-  waited on for ``GSPRESTORE_NATIVE_WAIT`` seconds, default 180, then this run uses PyTorch;
-  :func:`native_available`, the reason in ``_native_state["error"]``).
+  ``GSPRESTORE_NATIVE=0`` turns them off; without the compiled library (a source install with
+  no C++ compiler) the PyTorch path runs and says so once (:func:`native_available`, the
+  reason in ``_native_state["error"]``).
 """
 
 from __future__ import annotations
@@ -45,15 +44,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from . import buildlock
-from ._graph_native import FUNCTIONS as _NATIVE_FUNCTIONS
-from ._graph_native import SOURCE as _NATIVE_SRC
 
 __all__ = [
     "OFFSETS",
@@ -180,73 +175,48 @@ def _check_signal(w: Tensor, x: Tensor) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# optional native CPU kernels (C++, built on first use with torch.utils.cpp_extension)
+# optional native CPU kernels (C++, compiled when the package is built: gsprestore/native)
 # --------------------------------------------------------------------------------------------
 #
 # The two hottest loops of the solvers - ``a * x - W x`` (every CG step) and the fused ADMM
 # edge step (eqs. 19-24, :func:`solvers.admm_edge_step`) - run through ~25 resp. ~550 PyTorch
 # ops per call, each a full pass over memory. The kernels (C++ source in
-# :mod:`gsprestore._graph_native`) do the same arithmetic row by row in one pass (contiguous
-# rows, auto-vectorised inner loops, threads over rows/planes). They are an accelerator only: forward values equal the PyTorch path to rounding (tested),
-# gradients always use the PyTorch formulas, CUDA tensors never use them, and if no compiler is
-# available (or GSPRESTORE_NATIVE=0) everything silently stays on the PyTorch path.
+# ``gsprestore/native/kernels.cpp``, loaded by :mod:`gsprestore.native`) do the same arithmetic
+# row by row in one pass (contiguous rows, vectorised inner loops, threads over rows/planes).
+# They are an accelerator only: values equal the PyTorch path to rounding (tested; the weight
+# gradient of ``a x - W x`` and the ADMM edge step's backward have native forms too, the other
+# gradients use the PyTorch formulas), CUDA tensors never use them, and without the compiled
+# library (or with GSPRESTORE_NATIVE=0) everything stays on the PyTorch path.
 
 _native_state: dict = {}
-_log = logging.getLogger(__name__)
-
-
-def _build_note(message: str) -> None:
-    """One line on stderr about the native build's lock (stale lock removed, waiting, giving up)."""
-    print(f"note: {message}", file=sys.stderr)
 
 
 def _native():
-    """The compiled kernels, or None (not built, no compiler, disabled by GSPRESTORE_NATIVE=0)."""
+    """The compiled kernels (:func:`gsprestore.native.load`), or None: disabled by
+    ``GSPRESTORE_NATIVE=0``, or no library was built (a source install without a C++ compiler),
+    which is said once, in one line, on the ``gsprestore`` logger (stderr unless the application
+    configures logging)."""
     if "mod" in _native_state:
         return _native_state["mod"]
     mod = None
     if os.environ.get("GSPRESTORE_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
         _native_state["error"] = "disabled by GSPRESTORE_NATIVE"
     else:
+        from . import native
+
         try:
-            import hashlib
-            import warnings
-
-            from torch.utils import cpp_extension
-
-            cap = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX2": the build is specific to it
-            flags = ["-O3"] + (["-mavx2", "-mfma"] if cap in ("AVX2", "AVX512") else [])
-            tag = hashlib.sha1((_NATIVE_SRC + " ".join(flags) + torch.__version__).encode()).hexdigest()[:10]
-            name = f"gsprestore_graph_{cap.lower()}_{tag}"
-            build_dir = os.path.join(cpp_extension.get_default_build_root(), name)
-            os.makedirs(build_dir, exist_ok=True)
-            wait_s = float(os.environ.get("GSPRESTORE_NATIVE_WAIT", buildlock.DEFAULT_WAIT_S))
-            lock = buildlock.acquire(build_dir, wait_s=wait_s, notice=_build_note)
-            if lock is None:  # another process keeps building: this run goes without
-                _native_state["error"] = "the native kernels are being built by another process"
-            else:
-                with lock:
-                    if not any(f.endswith(".so") for f in os.listdir(build_dir)):
-                        _log.info("compiling the native graph kernels into %s (once, about a minute)", build_dir)
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        mod = cpp_extension.load_inline(
-                            name=name,
-                            cpp_sources=[_NATIVE_SRC],
-                            functions=list(_NATIVE_FUNCTIONS),
-                            extra_cflags=flags,
-                            build_directory=build_dir,
-                            verbose=False,
-                        )
-        except Exception as exc:  # no compiler / headers: stay on the PyTorch path
-            _native_state["error"] = f"{type(exc).__name__}: {exc}"
-            mod = None
+            mod = native.load()
+        except native.NativeUnavailable as exc:
+            _native_state["error"] = str(exc)
+            logging.getLogger("gsprestore").warning(
+                "gsprestore: native CPU kernels unavailable (%s); using the PyTorch path (about 3x slower)", exc
+            )
     _native_state["mod"] = mod
     return mod
 
 
 def native_available() -> bool:
-    """Whether the optional native CPU kernels are in use (builds them on the first call)."""
+    """Whether the optional native CPU kernels are in use (loads them on the first call)."""
     return _native() is not None
 
 

@@ -187,7 +187,7 @@ def test_a_regular_install_ships_the_weights_folder(tmp_path):
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (root / name).exists():
             shutil.copy2(root / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
     shutil.copytree(root / "gsprestore", src / "gsprestore", ignore=ignore)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(src)],

@@ -1,44 +1,50 @@
-"""C++ source of the optional native CPU kernels of :mod:`gsprestore.graph` and
-:mod:`gsprestore.solvers` (compiled on first use by :func:`gsprestore.graph._native` with
-``torch.utils.cpp_extension``).
-
-The kernels do the arithmetic of the PyTorch formulas in ``graph.py``/``solvers.py`` row by row
-in one pass (contiguous rows, auto-vectorised inner loops, threads over rows/planes). They are an
-accelerator only: forward values equal the PyTorch path to rounding (tested), gradients always use
-the PyTorch formulas, CUDA tensors never use them.
-"""
-
-#: The functions the extension exports (``load_inline(functions=...)``).
-FUNCTIONS: tuple[str, ...] = (
-    "diag_minus_adjacency",
-    "diag_minus_adjacency_grad_w",
-    "cg_unrolled",
-    "incidence_laplacian_weights",
-    "degree",
-    "admm_edge_step",
-    "admm_edge_step_backward",
-    "admm_edge_replay",
-    "admm_node_update",
-    "edge_distances",
-    "random_walk_from_distances",
-)
-
-SOURCE = r"""
-#include <torch/extension.h>
-#include <ATen/Parallel.h>
+// Native CPU kernels of gsprestore (graph.py / solvers.py): plain C++ on raw float pointers,
+// no PyTorch headers. Built into a shared library when the package is built (setup.py, one
+// copy per instruction set: baseline x86-64 and AVX2+FMA) and called through ctypes by
+// gsprestore/native/__init__.py, which checks devices, dtypes and ranks and passes each tensor
+// as (data pointer, rank, sizes, strides). They do the arithmetic of the PyTorch formulas in
+// graph.py / solvers.py row by row in one pass (contiguous rows, vectorised inner loops,
+// threads over rows/planes); forward values equal the PyTorch path to rounding (tested).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-// Run f(begin, end) over [0, n) on at::get_num_threads() threads (PyTorch's intra-op setting,
-// so torch.set_num_threads applies; no second OpenMP runtime next to PyTorch's).
+// A strided view of a tensor that the caller owns (what the kernels read of a torch.Tensor).
+// Undefined (an optional argument that was None) where nd < 0.
+static constexpr int MAXD = 6;
+struct Ten {
+  void* p = nullptr;
+  int64_t nd = -1;
+  int64_t sz[MAXD] = {};
+  int64_t st[MAXD] = {};
+  bool defined() const { return nd >= 0; }
+  int64_t size(int d) const { return sz[d < 0 ? d + nd : d]; }
+  int64_t stride(int d) const { return st[d < 0 ? d + nd : d]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < nd; ++d) n *= sz[d];
+    return n;
+  }
+  template <typename T> T* data_ptr() const { return static_cast<T*>(p); }
+};
+
+// the thread count of the current call (the caller passes torch.get_num_threads(), so
+// torch.set_num_threads applies)
+static thread_local int64_t g_threads = 1;
+
+// Run f(begin, end) over [0, n) on g_threads threads (std::thread: no second OpenMP runtime
+// next to PyTorch's).
 template <typename F>
 static void parallel_chunks(int64_t n, int64_t min_per_thread, const F& f) {
-  int64_t nt = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread)));
+  int64_t nt = std::min<int64_t>(g_threads, std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread)));
   if (nt <= 1) { f(0, n); return; }
   std::vector<std::thread> pool;
   const int64_t chunk = (n + nt - 1) / nt;
@@ -57,7 +63,7 @@ static constexpr int OFF[12][2] = {{0,1},{0,2},{1,-2},{1,-1},{1,0},{1,1},{1,2},{
 template <typename T> static inline T relu(T s) { return T(0.5) * (s + std::abs(s)); }
 
 // stride of dim d, 0 where the tensor broadcasts (size 1)
-static inline int64_t bst(const at::Tensor& t, int d) { return t.size(d) == 1 ? 0 : t.stride(d); }
+static inline int64_t bst(const Ten& t, int d) { return t.size(d) == 1 ? 0 : t.stride(d); }
 
 // One row segment of the fused ADMM edge step (restrict-qualified parameters let GCC vectorise).
 // first: D = u = v = 0. Writes the new state U, V, Dn and e = wbar (Dn/(2g) - (U - V)/2).
@@ -316,7 +322,7 @@ static void stencil_row_multi(T* const* o, const T* const* ar, const T* const* x
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
 // contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
 template <typename T>
-static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const at::Tensor& x, at::Tensor& out) {
+static void dma_impl(const Ten& w, const Ten& a, bool has_a, const Ten& x, Ten& out) {
   const int64_t B = out.size(0), K = out.size(1), C = out.size(2), H = out.size(3), W = out.size(4);
   const T* wp = w.data_ptr<T>();
   const T* xp = x.data_ptr<T>();
@@ -357,10 +363,10 @@ static void dma_impl(const at::Tensor& w, const at::Tensor& a, bool has_a, const
 // threads over planes (b, k); mode -1: the wavefront when there are at least as many planes as
 // threads.
 template <typename T>
-static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const at::Tensor& keep, bool has_keep,
-                             const at::Tensor& pre, bool has_pre, const at::Tensor& rhs,
-                             at::Tensor& x, at::Tensor& g, at::Tensor& v, at::Tensor& v2,
-                             const at::Tensor& al, const at::Tensor& be, int64_t mode) {
+static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, bool has_keep,
+                             const Ten& pre, bool has_pre, const Ten& rhs,
+                             Ten& x, Ten& g, Ten& v, Ten& v2,
+                             const Ten& al, const Ten& be, int64_t mode) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
   const int64_t Tn = al.size(0);
   const int64_t HW = x.stride(2);  // plane stride of x, g, v, v2 (H * W, or padded: graph._padded_planes)
@@ -482,7 +488,7 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
       }
     }
   };
-  const bool wavefront = mode == 1 || (mode < 0 && B * K >= at::get_num_threads());
+  const bool wavefront = mode == 1 || (mode < 0 && B * K >= g_threads);
   if (wavefront) {
     // One thread per plane sweeps its rows once for all T steps: step t runs on row i - LAG t, so
     // the rows a step reads (its v within the stencil's 2 rows, g and x of its own row) were
@@ -526,31 +532,12 @@ static void cg_unrolled_impl(const at::Tensor& w, const at::Tensor& diag, const 
   }
 }
 
-void cg_unrolled(at::Tensor w, at::Tensor diag, c10::optional<at::Tensor> keep_opt,
-                 c10::optional<at::Tensor> pre_opt, at::Tensor rhs, at::Tensor x, at::Tensor g,
-                 at::Tensor v, at::Tensor v2, at::Tensor al, at::Tensor be, int64_t mode) {
-  const bool has_keep = keep_opt.has_value() && keep_opt->defined();
-  at::Tensor keep = has_keep ? *keep_opt : at::Tensor();
-  const bool has_pre = pre_opt.has_value() && pre_opt->defined();
-  at::Tensor pre = has_pre ? *pre_opt : at::Tensor();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_cg_unrolled", [&] {
-    cg_unrolled_impl<scalar_t>(w, diag, keep, has_keep, pre, has_pre, rhs, x, g, v, v2, al, be, mode);
-  });
-}
-
-at::Tensor diag_minus_adjacency(at::Tensor w, c10::optional<at::Tensor> a_opt, at::Tensor x, at::Tensor out) {
-  const bool has_a = a_opt.has_value() && a_opt->defined();
-  at::Tensor a = has_a ? *a_opt : at::Tensor();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_dma", [&] { dma_impl<scalar_t>(w, a, has_a, x, out); });
-  return out;
-}
-
 // Weights of L-bar = C-bar^T C-bar (graph.incidence_laplacian_weights):
 // s_kk[p] = wbar_kk[p]^2 + wbar_{12+kk}[p + o_kk]^2 where p + o_kk is inside the image, else 0.
 // wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) with contiguous rows (its planes may be
 // padded apart: graph._padded_planes). Threads over (b, k, row).
 template <typename T>
-static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
+static void ilw_impl(const Ten& wbar, Ten& s) {
   const int64_t K = s.size(1), H = s.size(3), W = s.size(4), HW = H * W;
   const int64_t BK = s.size(0) * K;
   const int64_t ss0 = s.stride(0), ss1 = s.stride(1), ssj = s.stride(2), ssr = s.stride(3);
@@ -574,16 +561,11 @@ static void ilw_impl(const at::Tensor& wbar, at::Tensor& s) {
   });
 }
 
-at::Tensor incidence_laplacian_weights(at::Tensor wbar, at::Tensor s) {
-  AT_DISPATCH_FLOATING_TYPES(wbar.scalar_type(), "gsp_ilw", [&] { ilw_impl<scalar_t>(wbar, s); });
-  return s;
-}
-
 // Degrees (graph.degree): deg[p] = sum_kk w_kk[p] [p + o_kk inside] + w_kk[p - o_kk] [p - o_kk inside].
 // w (B, K, 12, H, W) with contiguous rows (planes may be padded apart), deg (B, K, 1, H, W)
 // contiguous. Threads over (b, k, row).
 template <typename T>
-static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
+static void degree_impl(const Ten& w, Ten& deg) {
   const int64_t K = w.size(1), H = w.size(3), W = w.size(4), HW = H * W;
   const int64_t BK = w.size(0) * K;
   const int64_t ws0 = w.stride(0), ws1 = w.stride(1), wsj = w.stride(2), wsr = w.stride(3);
@@ -615,19 +597,14 @@ static void degree_impl(const at::Tensor& w, at::Tensor& deg) {
   });
 }
 
-at::Tensor degree(at::Tensor w, at::Tensor deg) {
-  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "gsp_degree", [&] { degree_impl<scalar_t>(w, deg); });
-  return deg;
-}
-
 // Fused ADMM edge step. x (B, K, C, H, W) contiguous, wbar (B, K|1, 24, H, W) contiguous,
 // D/u/v and D2/u2/v2 (B, K, C, 24, H, W) contiguous (D2 may alias D etc.), g (K) per head,
 // n (B, K, C, H, W) zero-initialised. One thread per (b, k, c) plane: the scatter into n
 // stays inside the plane.
 template <typename T>
-static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
-                      const at::Tensor& u, const at::Tensor& v, at::Tensor& D2, at::Tensor& u2,
-                      at::Tensor& v2, const at::Tensor& g, at::Tensor& n) {
+static void edge_impl(const Ten& x, const Ten& wbar, bool first, const Ten& D,
+                      const Ten& u, const Ten& v, Ten& D2, Ten& u2,
+                      Ten& v2, const Ten& g, Ten& n) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
   const int64_t HW = H * W;
   const T* xp = x.data_ptr<T>();
@@ -683,16 +660,6 @@ static void edge_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, c
         }
       }
     }
-  });
-}
-
-void admm_edge_step(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D, c10::optional<at::Tensor> u,
-                    c10::optional<at::Tensor> v, at::Tensor D2, at::Tensor u2, at::Tensor v2, at::Tensor g,
-                    at::Tensor n) {
-  const bool first = !D.has_value();
-  at::Tensor Dt = first ? at::Tensor() : *D, ut = first ? at::Tensor() : *u, vt = first ? at::Tensor() : *v;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge", [&] {
-    edge_impl<scalar_t>(x, wbar, first, Dt, ut, vt, D2, u2, v2, g, n);
   });
 }
 
@@ -780,13 +747,13 @@ static replay_fn<T> replay_kernel(int64_t S) {
 // C channels run back to back so the rows they read (x^s at rows i - 2 .. i + 2, the wbar row)
 // stay in cache.
 template <typename T>
-static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor& wbar, const at::Tensor& g,
-                             at::Tensor& n) {
+static void edge_replay_impl(const std::vector<Ten>& xs, const Ten& wbar, const Ten& g,
+                             Ten& n) {
   const int64_t B = n.size(0), K = n.size(1), C = n.size(2), H = n.size(3), W = n.size(4);
   const int64_t HW = H * W, S = static_cast<int64_t>(xs.size());
   const int64_t XPS = xs[0].stride(2), NPS = n.stride(2);  // plane strides (padded or H * W)
   const replay_fn<T> row_add = replay_kernel<T, true>(S), row_e = replay_kernel<T, false>(S);
-  TORCH_CHECK(row_add != nullptr, "admm_edge_replay replays 1 to 8 iterates, got ", S);
+  if (row_add == nullptr) throw std::invalid_argument("admm_edge_replay replays 1 to 8 iterates");
   std::vector<const T*> xp(S);
   for (int64_t s = 0; s < S; ++s) xp[s] = xs[s].data_ptr<T>();
   const T* wp = wbar.data_ptr<T>();
@@ -829,19 +796,14 @@ static void edge_replay_impl(const std::vector<at::Tensor>& xs, const at::Tensor
   });
 }
 
-at::Tensor admm_edge_replay(std::vector<at::Tensor> xs, at::Tensor wbar, at::Tensor g, at::Tensor n) {
-  AT_DISPATCH_FLOATING_TYPES(n.scalar_type(), "gsp_edge_replay", [&] { edge_replay_impl<scalar_t>(xs, wbar, g, n); });
-  return n;
-}
-
 // The node part of one ADMM iteration (solvers.gtv_interpolate, replay form), one pass:
 // c += m (m x - y) (eq. 24, block c, divided by gamma: c = H^T mu_c / gamma) and rhs = y - c (eq. 20's
 // node part, to which admm_edge_replay adds the edge term). c, rhs (B, K, C, H, W) contiguous;
 // x (B, K, C, H, W) with contiguous rows, planes x.stride(2) apart and contiguous over them;
 // m, y broadcastable with contiguous rows. Threads over (b, k, c, row).
 template <typename T>
-static void node_update_impl(at::Tensor& c, const at::Tensor& m, const at::Tensor& x, const at::Tensor& y,
-                             at::Tensor& rhs) {
+static void node_update_impl(Ten& c, const Ten& m, const Ten& x, const Ten& y,
+                             Ten& rhs) {
   const int64_t B = c.size(0), K = c.size(1), C = c.size(2), H = c.size(3), W = c.size(4), HW = H * W;
   const int64_t XPS = x.stride(2);
   const int64_t msb = bst(m, 0), msk = bst(m, 1), msc = bst(m, 2), msr = m.stride(3);
@@ -868,15 +830,11 @@ static void node_update_impl(at::Tensor& c, const at::Tensor& m, const at::Tenso
   });
 }
 
-void admm_node_update(at::Tensor c, at::Tensor m, at::Tensor x, at::Tensor y, at::Tensor rhs) {
-  AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "gsp_node_update", [&] { node_update_impl<scalar_t>(c, m, x, y, rhs); });
-}
-
 // Gradient of out = a x - W x with respect to the undirected weights:
 // gw[b, k, kk, p] = -sum_c (g_p x_q + g_q x_p), q = p + o_kk. g (B, K, C, H, W) contiguous,
 // x broadcastable (contiguous rows), gw (B, K, 12, H, W) zero-initialised. Threads over (b, k).
 template <typename T>
-static void dma_grad_w_impl(const at::Tensor& g, const at::Tensor& x, at::Tensor& gw) {
+static void dma_grad_w_impl(const Ten& g, const Ten& x, Ten& gw) {
   const int64_t B = g.size(0), K = g.size(1), C = g.size(2), H = g.size(3), W = g.size(4);
   const T* gp = g.data_ptr<T>();
   const T* xp = x.data_ptr<T>();
@@ -904,20 +862,15 @@ static void dma_grad_w_impl(const at::Tensor& g, const at::Tensor& x, at::Tensor
   });
 }
 
-at::Tensor diag_minus_adjacency_grad_w(at::Tensor g, at::Tensor x, at::Tensor gw) {
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gsp_dma_gw", [&] { dma_grad_w_impl<scalar_t>(g, x, gw); });
-  return gw;
-}
-
 // Backward of the fused ADMM edge step (same arithmetic as the PyTorch formulas in
 // solvers._AdmmEdgeStep.backward). Threads over (b, k): gw sums over channels, gx and the
 // per-unit gamma partial sums stay private to a unit.
 template <typename T>
-static void edge_bwd_impl(const at::Tensor& x, const at::Tensor& wbar, bool first, const at::Tensor& D,
-                          const at::Tensor& u, const at::Tensor& v, const at::Tensor& g,
-                          const at::Tensor& gD2, const at::Tensor& gu2, const at::Tensor& gv2,
-                          const at::Tensor& gn, at::Tensor& gx, at::Tensor& gw, at::Tensor& gD,
-                          at::Tensor& gu, at::Tensor& gv, at::Tensor& gg) {
+static void edge_bwd_impl(const Ten& x, const Ten& wbar, bool first, const Ten& D,
+                          const Ten& u, const Ten& v, const Ten& g,
+                          const Ten& gD2, const Ten& gu2, const Ten& gv2,
+                          const Ten& gn, Ten& gx, Ten& gw, Ten& gD,
+                          Ten& gu, Ten& gv, Ten& gg) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
   const int64_t HW = H * W;
   const T* xp = x.data_ptr<T>();
@@ -1020,27 +973,12 @@ static void edge_bwd_impl(const at::Tensor& x, const at::Tensor& wbar, bool firs
   });
 }
 
-void admm_edge_step_backward(at::Tensor x, at::Tensor wbar, c10::optional<at::Tensor> D,
-                             c10::optional<at::Tensor> u, c10::optional<at::Tensor> v, at::Tensor g,
-                             c10::optional<at::Tensor> gD2, c10::optional<at::Tensor> gu2,
-                             c10::optional<at::Tensor> gv2, c10::optional<at::Tensor> gn, at::Tensor gx,
-                             at::Tensor gw, c10::optional<at::Tensor> gD, c10::optional<at::Tensor> gu,
-                             c10::optional<at::Tensor> gv, at::Tensor gg) {
-  const bool first = !D.has_value();
-  auto opt = [](const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
-  at::Tensor gDt = opt(gD), gut = opt(gu), gvt = opt(gv);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gsp_edge_bwd", [&] {
-    edge_bwd_impl<scalar_t>(x, wbar, first, opt(D), opt(u), opt(v), g, opt(gD2), opt(gu2), opt(gv2),
-                            opt(gn), gx, gw, gDt, gut, gvt, gg);
-  });
-}
-
 // Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
 // optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
 // zero-initialised (entries whose neighbour leaves the image stay 0; the others are overwritten,
 // so a reused output stays valid). Threads over (b, k, row).
 template <typename T>
-static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor& out, bool do_exp) {
+static void edge_dist_impl(const Ten& f, const Ten& mf, Ten& out, bool do_exp) {
   const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
   const int64_t HW = H * W;
   const T* fp = f.data_ptr<T>();
@@ -1070,16 +1008,11 @@ static void edge_dist_impl(const at::Tensor& f, const at::Tensor& mf, at::Tensor
   });
 }
 
-at::Tensor edge_distances(at::Tensor f, at::Tensor mf, at::Tensor out, bool do_exp) {
-  AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "gsp_edge_dist", [&] { edge_dist_impl<scalar_t>(f, mf, out, do_exp); });
-  return out;
-}
-
 // Eq. 28 from distances: wbar[j, p] = softmax over the in-image directed edges j of p of -dd,
 // dd[j < 12, p] = d_j[p], dd[12 + k, p] = d_k[p - o_k]. d (B, K, 12, H, W) contiguous,
 // wbar (B, K, 24, H, W) zero-initialised. Threads over (b, k, row).
 template <typename T>
-static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
+static void rw_dist_impl(const Ten& d, Ten& wbar) {
   const int64_t B = d.size(0), K = d.size(1), H = d.size(3), W = d.size(4);
   const int64_t HW = H * W;
   const T* dp = d.data_ptr<T>();
@@ -1117,8 +1050,171 @@ static void rw_dist_impl(const at::Tensor& d, at::Tensor& wbar) {
   });
 }
 
-at::Tensor random_walk_from_distances(at::Tensor d, at::Tensor wbar) {
-  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gsp_rw", [&] { rw_dist_impl<scalar_t>(d, wbar); });
-  return wbar;
+
+// ---- the C interface (gsprestore/native/__init__.py) ---------------------------------------
+//
+// Every entry point has the same signature: the dtype (0 float32, 1 float64), the thread count,
+// the tensors as n records of 2 + 2 * MAXD int64 (data pointer, rank or -1 for None, sizes,
+// strides; unused dims 0) and the integer arguments. Returns 0, or 1 with the message in
+// gsp_last_error().
+
+static thread_local char g_err[256];
+
+static Ten ten_at(const int64_t* rec, int64_t i) {
+  const int64_t* r = rec + i * (2 + 2 * MAXD);
+  Ten t;
+  t.p = reinterpret_cast<void*>(static_cast<intptr_t>(r[0]));
+  t.nd = r[1];
+  for (int d = 0; d < MAXD; ++d) { t.sz[d] = r[2 + d]; t.st[d] = r[2 + MAXD + d]; }
+  return t;
 }
-"""
+
+template <typename F>
+static int guarded(int64_t nthreads, const F& f) {
+  g_threads = std::max<int64_t>(1, nthreads);
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(g_err, sizeof(g_err), "%s", e.what());
+  } catch (...) {
+    std::snprintf(g_err, sizeof(g_err), "unknown C++ exception");
+  }
+  return 1;
+}
+
+#define GSP_DISPATCH(DTYPE, ...)                                     \
+  do {                                                               \
+    if ((DTYPE) == 0) { using scalar_t = float; __VA_ARGS__; }       \
+    else if ((DTYPE) == 1) { using scalar_t = double; __VA_ARGS__; } \
+    else throw std::invalid_argument("dtype must be float32 or float64"); \
+  } while (0)
+
+#define GSP_ENTRY(NAME) \
+  extern "C" __attribute__((visibility("default"))) int NAME(int64_t dtype, int64_t nthreads, const int64_t* rec, int64_t n, const int64_t* ia)
+
+static void need(int64_t n, int64_t want) {
+  if (n != want) throw std::invalid_argument("wrong number of tensors");
+}
+
+extern "C" __attribute__((visibility("default"))) const char* gsp_last_error() { return g_err; }
+
+// bumped whenever an entry point's arguments change (the loader refuses another version)
+extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 1; }
+
+// (w, a?, x, out)
+GSP_ENTRY(gsp_diag_minus_adjacency) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 4);
+    Ten w = ten_at(rec, 0), a = ten_at(rec, 1), x = ten_at(rec, 2), out = ten_at(rec, 3);
+    GSP_DISPATCH(dtype, dma_impl<scalar_t>(w, a, a.defined(), x, out));
+  });
+}
+
+// (g, x, gw)
+GSP_ENTRY(gsp_diag_minus_adjacency_grad_w) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 3);
+    Ten g = ten_at(rec, 0), x = ten_at(rec, 1), gw = ten_at(rec, 2);
+    GSP_DISPATCH(dtype, dma_grad_w_impl<scalar_t>(g, x, gw));
+  });
+}
+
+// (w, diag, keep?, pre?, rhs, x, g, v, v2, al, be), ia = {mode}
+GSP_ENTRY(gsp_cg_unrolled) {
+  return guarded(nthreads, [&] {
+    need(n, 11);
+    Ten t[11];
+    for (int i = 0; i < 11; ++i) t[i] = ten_at(rec, i);
+    GSP_DISPATCH(dtype, cg_unrolled_impl<scalar_t>(t[0], t[1], t[2], t[2].defined(), t[3], t[3].defined(), t[4],
+                                                   t[5], t[6], t[7], t[8], t[9], t[10], ia[0]));
+  });
+}
+
+// (wbar, s)
+GSP_ENTRY(gsp_incidence_laplacian_weights) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 2);
+    Ten wbar = ten_at(rec, 0), s = ten_at(rec, 1);
+    GSP_DISPATCH(dtype, ilw_impl<scalar_t>(wbar, s));
+  });
+}
+
+// (w, deg)
+GSP_ENTRY(gsp_degree) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 2);
+    Ten w = ten_at(rec, 0), deg = ten_at(rec, 1);
+    GSP_DISPATCH(dtype, degree_impl<scalar_t>(w, deg));
+  });
+}
+
+// (x, wbar, D?, u?, v?, D2, u2, v2, g, n): D = u = v = None is the zero initial state
+GSP_ENTRY(gsp_admm_edge_step) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 10);
+    Ten t[10];
+    for (int i = 0; i < 10; ++i) t[i] = ten_at(rec, i);
+    const bool first = !t[2].defined();
+    GSP_DISPATCH(dtype, edge_impl<scalar_t>(t[0], t[1], first, t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]));
+  });
+}
+
+// (x, wbar, D?, u?, v?, g, gD2?, gu2?, gv2?, gn?, gx, gw, gD?, gu?, gv?, gg)
+GSP_ENTRY(gsp_admm_edge_step_backward) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 16);
+    Ten t[16];
+    for (int i = 0; i < 16; ++i) t[i] = ten_at(rec, i);
+    const bool first = !t[2].defined();
+    GSP_DISPATCH(dtype, edge_bwd_impl<scalar_t>(t[0], t[1], first, t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9],
+                                                t[10], t[11], t[12], t[13], t[14], t[15]));
+  });
+}
+
+// (x^1, ..., x^S, wbar, g, n)
+GSP_ENTRY(gsp_admm_edge_replay) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    if (n < 4) throw std::invalid_argument("admm_edge_replay needs at least one iterate");
+    std::vector<Ten> xs;
+    for (int64_t i = 0; i + 3 < n; ++i) xs.push_back(ten_at(rec, i));
+    Ten wbar = ten_at(rec, n - 3), g = ten_at(rec, n - 2), nn = ten_at(rec, n - 1);
+    GSP_DISPATCH(dtype, edge_replay_impl<scalar_t>(xs, wbar, g, nn));
+  });
+}
+
+// (c, m, x, y, rhs)
+GSP_ENTRY(gsp_admm_node_update) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 5);
+    Ten c = ten_at(rec, 0), m = ten_at(rec, 1), x = ten_at(rec, 2), y = ten_at(rec, 3), rhs = ten_at(rec, 4);
+    GSP_DISPATCH(dtype, node_update_impl<scalar_t>(c, m, x, y, rhs));
+  });
+}
+
+// (f, mf, out), ia = {do_exp}
+GSP_ENTRY(gsp_edge_distances) {
+  return guarded(nthreads, [&] {
+    need(n, 3);
+    Ten f = ten_at(rec, 0), mf = ten_at(rec, 1), out = ten_at(rec, 2);
+    GSP_DISPATCH(dtype, edge_dist_impl<scalar_t>(f, mf, out, ia[0] != 0));
+  });
+}
+
+// (d, wbar)
+GSP_ENTRY(gsp_random_walk_from_distances) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 2);
+    Ten d = ten_at(rec, 0), wbar = ten_at(rec, 1);
+    GSP_DISPATCH(dtype, rw_dist_impl<scalar_t>(d, wbar));
+  });
+}

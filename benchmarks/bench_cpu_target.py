@@ -1,0 +1,159 @@
+"""Issue 16's CPU target: uGTV (and uGLR) demosaicking of a Kodak-size image against a plain CNN of
+demosaicnet's shape on the same image, in one run, with the conv-equivalent figures.
+
+The CNN is Gharbi et al. 2016's demosaicnet (``BayerDemosaick``: depth 15, width 64) rebuilt with
+``torch.nn`` and random weights (timing only): the mosaic packed 2x2 into 4 channels at half
+resolution, 15 3x3 convolutions with ReLU (4 -> 64, 13 x 64 -> 64, 64 -> 128), the last layer's
+two halves multiplied (filters x masks), a 1x1 conv to 12 channels, a grouped 2x2 transposed conv
+to RGB at full resolution, concatenated with the 3-channel mosaic, a 3x3 conv 6 -> 64 with ReLU
+and a 1x1 conv to 3: 560,834 parameters (demosaicnet: 561k). Zero padding keeps the size (the
+original crops; the arithmetic is the same to within the borders). It runs in NCHW and in
+channels-last; the faster of the two is the CNN's time.
+
+The graph models are the shipped ones (``weights/``, what ``gsprestore demosaic`` runs) unless
+``--paper-config`` (the paper-size network, random initialisation). The conv-equivalent unit is one
+48 -> 48 3x3 convolution at full resolution (NCHW), as in bench_models.py. Each round times the
+reference conv (best of 3), the CNN (both layouts) and one forward of each graph model, one after
+the other (this shared machine's speed drifts); the median round's figures are printed.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/bench_cpu_target.py                       # 768x512, uGTV and uGLR
+    .venv/bin/python benchmarks/bench_cpu_target.py --image kodim19.png   # a real Kodak image (RGB, mosaicked here)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gsprestore import graph as G  # noqa: E402
+from gsprestore import sampling  # noqa: E402
+from gsprestore.models import build_model  # noqa: E402
+from gsprestore.restorers import observation  # noqa: E402
+from gsprestore.weights import load_model  # noqa: E402
+
+from bench_models import best_of, synthetic_rgb  # noqa: E402
+
+
+class DemosaicnetShape(nn.Module):
+    """demosaicnet's BayerDemosaick layer shapes (depth 15, width 64), random weights."""
+
+    def __init__(self, depth: int = 15, width: int = 64):
+        super().__init__()
+        layers = []
+        for i in range(depth):
+            n_in = 4 if i == 0 else width
+            n_out = 2 * width if i == depth - 1 else width
+            layers += [nn.Conv2d(n_in, n_out, 3, padding=1), nn.ReLU(inplace=True)]
+        self.main = nn.Sequential(*layers)
+        self.width = width
+        self.residual = nn.Conv2d(width, 12, 1)
+        self.up = nn.ConvTranspose2d(12, 3, 2, stride=2, groups=3)
+        self.fullres = nn.Sequential(nn.Conv2d(6, width, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(width, 3, 1))
+
+    def forward(self, mosaic3: torch.Tensor) -> torch.Tensor:
+        """``mosaic3`` (B, 3, H, W): the RGGB mosaic as three masked channels."""
+        packed = torch.cat([mosaic3[:, 0:1, 0::2, 0::2], mosaic3[:, 1:2, 0::2, 1::2],
+                            mosaic3[:, 1:2, 1::2, 0::2], mosaic3[:, 2:3, 1::2, 1::2]], dim=1)
+        f = self.main(packed)
+        filtered = f[:, : self.width] * f[:, self.width :]
+        up = self.up(self.residual(filtered))
+        return self.fullres(torch.cat([up, mosaic3], dim=1))
+
+
+def _image(args) -> torch.Tensor:
+    if not args.image:
+        return synthetic_rgb(args.height, args.width)
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.float32) / 255.0
+    return torch.from_numpy(a).permute(2, 0, 1)[None].contiguous()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--image", help="an RGB image (default: a synthetic 768x512 one; timing is data-independent)")
+    ap.add_argument("--height", type=int, default=512)
+    ap.add_argument("--width", type=int, default=768)
+    ap.add_argument("--methods", default="ugtv,uglr")
+    ap.add_argument("--paper-config", action="store_true", help="paper-size networks instead of the shipped ones")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+
+    rgb = _image(args)
+    H, W = rgb.shape[-2:]
+    known, mask = observation("demosaic", sampling.mosaic(rgb))
+    cnn = DemosaicnetShape().eval()
+    cnn_cl = DemosaicnetShape().eval().to(memory_format=torch.channels_last)
+    cnn_cl.load_state_dict(cnn.state_dict())
+    n_cnn = sum(p.numel() for p in cnn.parameters())
+    known_cl = known.contiguous(memory_format=torch.channels_last)
+    conv = nn.Conv2d(48, 48, 3, padding=1)
+    feat = torch.randn(1, 48, H, W)
+    models = {}
+    for m in args.methods.split(","):
+        models[m] = (build_model(m, "demosaic") if args.paper_config else load_model(m, "demosaic")).eval()
+
+    rounds = []
+    with torch.inference_mode():
+        conv(feat)  # warm-ups
+        cnn(known)
+        cnn_cl(known_cl)
+        for model in models.values():
+            model(known, mask)
+        for _ in range(max(1, args.repeats)):
+            r = {"conv48_s": best_of(lambda: conv(feat), 3)}
+            t0 = time.perf_counter()
+            cnn(known)
+            r["cnn_nchw_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            cnn_cl(known_cl)
+            r["cnn_channels_last_s"] = time.perf_counter() - t0
+            r["cnn_s"] = min(r["cnn_nchw_s"], r["cnn_channels_last_s"])
+            for m, model in models.items():
+                t0 = time.perf_counter()
+                model(known, mask)
+                r[f"{m}_s"] = time.perf_counter() - t0
+            rounds.append(r)
+            print("round: conv {:.0f} ms, CNN {:.2f} s, ".format(r["conv48_s"] * 1e3, r["cnn_s"])
+                  + ", ".join(f"{m} {r[f'{m}_s']:.2f} s" for m in models))
+    key = args.methods.split(",")[0]
+    med = sorted(rounds, key=lambda r: r[f"{key}_s"] / r["cnn_s"])[(len(rounds) - 1) // 2]
+    conv_s = med["conv48_s"]
+    print(f"\n{W}x{H} demosaicking, {torch.get_num_threads()} threads, native kernels: {G.native_available()}, "
+          f"graph models: {'paper-size, random' if args.paper_config else 'shipped weights'}; "
+          f"median round (by {key} / CNN):")
+    print(f"  reference 48->48 3x3 conv: {conv_s * 1e3:.1f} ms")
+    print(f"  demosaicnet-shape CNN ({n_cnn:,} params): {med['cnn_s']:.2f} s = {med['cnn_s'] / conv_s:.1f} conv-eq "
+          f"(NCHW {med['cnn_nchw_s']:.2f} s, channels-last {med['cnn_channels_last_s']:.2f} s)")
+    res = {"size": [H, W], "threads": torch.get_num_threads(), "native": G.native_available(),
+           "cnn_params": n_cnn, "rounds": rounds, "median": med, "paper_config": args.paper_config}
+    for m, model in models.items():
+        t = med[f"{m}_s"]
+        ratios = [r[f"{m}_s"] / r["cnn_s"] for r in rounds]
+        print(f"  {m} ({sum(p.numel() for p in model.parameters()):,} params): {t:.2f} s = {t / conv_s:.1f} conv-eq "
+              f"(goal <= 30), {t / med['cnn_s']:.2f} x the CNN (target <= 1; rounds "
+              f"{min(ratios):.2f}-{max(ratios):.2f})")
+        res[m] = {"s": t, "conv_eq": t / conv_s, "vs_cnn": t / med["cnn_s"], "vs_cnn_median_of_rounds":
+                  statistics.median(ratios)}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

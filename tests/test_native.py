@@ -1,0 +1,147 @@
+"""The compiled kernel library (gsprestore/native): every built copy against the PyTorch path,
+the loader's choice of copy, its argument checks, and the one-line fallback without a library.
+(The kernel-by-kernel comparisons with the PyTorch formulas are in test_graph.py and
+test_solvers.py; they run on the copy the loader picks.)"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+
+import pytest
+import torch
+
+from gsprestore import graph as G
+from gsprestore import native, sampling
+from gsprestore.models import build_model
+from gsprestore.restorers import observation
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(16)
+
+
+LIBRARIES = sorted(glob.glob(os.path.join(os.path.dirname(native.__file__), "_kernels*.*")))
+
+
+@pytest.mark.parametrize("path", LIBRARIES or [None], ids=lambda p: os.path.basename(p) if p else "none")
+@pytest.mark.parametrize("method", ["ugtv", "uglr"])
+def test_every_built_library_gives_the_pytorch_forward(path, method, gen, monkeypatch):
+    """Each shipped copy (baseline x86-64 and AVX2, whichever this CPU would not pick included)
+    gives a whole inference forward equal to the PyTorch path; the width leaves a remainder
+    after the 8-wide vectors and the height has interior and border rows."""
+    if path is None:
+        pytest.skip("no kernel library was built here")
+    if "avx2" in os.path.basename(path) and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("this CPU cannot run the AVX2 copy")
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4,
+                        **(dict(admm_iters=3) if method == "ugtv" else {}))
+    gt = torch.rand(1, 3, 13, 29, generator=gen)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
+        m, k, msk = model.to(dtype), known.to(dtype), mask.to(dtype)
+        monkeypatch.setitem(G._native_state, "mod", native.Kernels(path))
+        with torch.no_grad():
+            fast = m(k, msk)
+        monkeypatch.setitem(G._native_state, "mod", None)
+        with torch.no_grad():
+            slow = m(k, msk)
+        torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)
+        assert (fast - k).abs().max() > 0.01  # the solver changed the missing samples
+
+
+def test_loader_picks_the_copy_for_the_cpu(monkeypatch):
+    names = [os.path.basename(p).split(".")[0] for p in LIBRARIES]
+    if "_kernels" not in names:
+        pytest.skip("no baseline copy built here")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert os.path.basename(native.library_path()).split(".")[0] == "_kernels"
+    if "_kernels_avx2" in names:
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+        assert os.path.basename(native.library_path()).split(".")[0] == "_kernels_avx2"
+
+
+def test_kernels_check_dtypes_and_argument_counts():
+    if not LIBRARIES:
+        pytest.skip("no kernel library was built here")
+    k = native.load()
+    w = torch.zeros(1, 1, 12, 4, 5)
+    x = torch.zeros(1, 1, 1, 4, 5)
+    with pytest.raises(TypeError, match="one dtype"):
+        k.diag_minus_adjacency(w, None, x.double(), x.clone())
+    with pytest.raises(TypeError, match="float32/float64"):
+        k.degree(w.half(), torch.zeros(1, 1, 1, 4, 5).half())
+    with pytest.raises(ValueError, match="1 to 8"):
+        k.admm_edge_replay([x] * 9, torch.zeros(1, 1, 24, 4, 5), torch.ones(1), x.clone())
+    out = k.diag_minus_adjacency(w, None, x + 2, x.clone())  # no edges: out = x
+    assert torch.equal(out, x + 2)
+
+
+def test_missing_library_runs_the_pytorch_path_and_says_so_once(monkeypatch, caplog):
+    monkeypatch.delenv("GSPRESTORE_NATIVE", raising=False)
+    monkeypatch.setattr(native, "library_path", lambda: None)
+    monkeypatch.delitem(G._native_state, "mod", raising=False)
+    monkeypatch.delitem(G._native_state, "error", raising=False)
+    with caplog.at_level(logging.WARNING, logger="gsprestore"):
+        assert G._native() is None
+        assert not G.native_available()
+        w = torch.rand(1, 1, 12, 6, 7)
+        G._diag_minus_adjacency(w, None, torch.rand(1, 1, 1, 6, 7))
+    lines = [r.getMessage() for r in caplog.records if r.name == "gsprestore"]
+    assert len(lines) == 1 and "\n" not in lines[0] and "PyTorch path" in lines[0]
+    assert "no compiled kernel library" in G._native_state["error"]
+
+
+def test_native_off_by_environment_says_nothing(monkeypatch, caplog):
+    monkeypatch.setenv("GSPRESTORE_NATIVE", "0")
+    monkeypatch.delitem(G._native_state, "mod", raising=False)
+    monkeypatch.delitem(G._native_state, "error", raising=False)
+    with caplog.at_level(logging.WARNING, logger="gsprestore"):
+        assert G._native() is None
+    assert not [r for r in caplog.records if r.name == "gsprestore"]
+    assert G._native_state["error"] == "disabled by GSPRESTORE_NATIVE"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_working_kernel_libraries(tmp_path, monkeypatch):
+    """Build the wheel from a clean copy (what ``pip install .`` does; setup.py compiles
+    kernels.cpp, no PyTorch headers needed) and load each library it carries: its degrees
+    equal the PyTorch formula's."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("no C++ compiler here")
+    root = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        if (root / name).exists():
+            shutil.copy2(root / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
+    shutil.copytree(root / "gsprestore", src / "gsprestore", ignore=ignore)
+    shutil.copytree(root / "weights", src / "weights", ignore=ignore)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1:]}")
+    (wheel,) = tmp_path.glob("gsprestore-*.whl")
+    zf = zipfile.ZipFile(wheel)
+    libs = [n for n in zf.namelist() if n.startswith("gsprestore/native/_kernels")]
+    assert any(os.path.basename(n).split(".")[0] == "_kernels" for n in libs), zf.namelist()
+    gen = torch.Generator().manual_seed(3)
+    w = torch.rand(2, 3, 12, 7, 19, generator=gen)
+    monkeypatch.setitem(G._native_state, "mod", None)
+    want = G.degree(w)
+    for name in libs:
+        if "avx2" in name and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+            continue
+        path = zf.extract(name, tmp_path / "unpacked")
+        got = native.Kernels(path).degree(w, w.new_empty(2, 3, 1, 7, 19))
+        torch.testing.assert_close(got, want)
