@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore import engine, pngcodec
+from gsprestore import engine, memory, pngcodec
 from gsprestore.errors import GspError
 from gsprestore.io import read_image, write_image
 
@@ -87,6 +87,12 @@ def test_recursive_glob_through_link_loops_ends(tmp_path):
 
 
 # --------------------------------------------------------------------------- 2. native build lock
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
 
 
 def test_a_killed_build_cannot_hang_a_later_run(tmp_path):
@@ -193,6 +199,7 @@ def test_output_larger_than_memory_is_refused_before_any_tile(tmp_path, monkeypa
     assert code == 1 and "output needs about" in err and "a.png" in err
     assert calls == [] and not (tmp_path / "big.png").exists()
     monkeypatch.setattr(engine, "available_memory", lambda: 10 << 10)
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 << 10)  # what the reader asks
     code, _, err = cli("upscale2x", src, "-m", "bicubic", "-o", tmp_path / "big.png")
     assert code == 1 and "not enough memory to read the 64x64 image" in err
 

@@ -124,7 +124,6 @@ def test_the_wheel_carries_working_kernel_libraries(tmp_path, monkeypatch):
             shutil.copy2(root / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
     shutil.copytree(root / "gsprestore", src / "gsprestore", ignore=ignore)
-    shutil.copytree(root / "weights", src / "weights", ignore=ignore)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
         capture_output=True, text=True, cwd=tmp_path,

@@ -1,0 +1,123 @@
+"""The package's shape, checked: its import graph has no cycle and never points upwards through the
+layers below (docs/architecture.md opens with the same map), and modules do not grow past their
+ceiling. Imports are read from the source (module level and inside functions alike, since a lazy
+import is still a dependency), plus the registry's factory strings (``restorers.METHODS``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
+
+#: Lowest first. A module may import modules of its own layer or below, never above.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native",
+                     "models.constants", "graphed_step", "cli.registry"}),
+    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph",
+                                "camera_raw"}),
+    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "chart"}),
+    ("networks", {"models.unrolled", "models.interpolators"}),
+    ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
+    ("registry, tiling engine", {"restorers", "engine"}),
+    ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "explain", "visualize"}),
+    ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
+                      "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
+]
+#: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
+#: they are split (issue "one home per concept").
+MAX_LINES = 600
+CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "baselines.py": 670,
+            "cli/restore_cmds.py": 640, "explain.py": 620}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Modules of the package that ``name`` imports (relative and absolute, at any depth)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("gsprestore"):
+                target = node.module[len("gsprestore"):].lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}".lstrip(".")
+                found.add(sub if sub in modules else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("gsprestore"):
+                    found.add(alias.name[len("gsprestore"):].lstrip("."))
+    return {m for m in found if m in modules and m != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    from gsprestore.restorers import METHODS
+
+    modules = _modules()
+    edges = {name: _imports(name, path, modules) for name, path in modules.items()}
+    for spec in METHODS.values():  # the registry reaches the factories by name
+        edges["restorers"].add(spec.factory.split(":")[0][len("gsprestore"):].lstrip("."))
+    if "" in edges:  # the package root: a lazy facade over the public API (gsprestore.demosaic, ...)
+        edges[""] = {m for m in edges[""] if m == "_version"}
+    return edges
+
+
+def test_every_module_has_a_layer():
+    layered = set().union(*(mods for _, mods in LAYERS))
+    assert sorted(set(_modules()) - layered) == [], "give each new module a layer in LAYERS (and the map)"
+
+
+def test_no_import_cycle():
+    edges = _graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(edges.get(m, ())):
+            if state.get(n) == 1:
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def test_no_upward_import():
+    level = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+    upward = [f"{m} ({LAYERS[level[m]][0]}) imports {n} ({LAYERS[level[n]][0]})"
+              for m, targets in _graph().items() for n in targets if level[n] > level[m]]
+    assert upward == []
+
+
+def test_modules_stay_small():
+    too_big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > CEILINGS.get(rel, MAX_LINES):
+            too_big.append(f"{rel}: {n} lines (limit {CEILINGS.get(rel, MAX_LINES)})")
+    assert too_big == []
