@@ -18,7 +18,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                      "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph",
                                 "camera_raw"}),
-    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "chart"}),
+    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "demosaic_classical",
+                                    "upscale_classical", "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
@@ -29,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "baselines.py": 670,
+CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760,
             "cli/restore_cmds.py": 640, "explain.py": 620}
 
 
