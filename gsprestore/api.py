@@ -113,3 +113,35 @@ def upscale2x(
     r = _restorer(method, "upscale2x", weights, options)
     return restore_array(r, y, "RGGB", tile=tile, overlap=overlap, device=_device_for(image, device),
                          precision=precision)
+
+
+def restore_file(
+    source: Any,
+    output: Any,
+    task: str = "demosaic",
+    method: "str | Restorer | None" = None,
+    *,
+    pattern: str = "RGGB",
+    tile: int = 0,
+    overlap: int | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+    weights: str | None = None,
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> dict:
+    """Restore the image file ``source`` (PNG, TIFF, JPEG, WebP; camera RAW for ``demosaic``) and
+    write ``output``, exactly as ``gsprestore demosaic`` / ``upscale2x`` do for one file (the same
+    :func:`gsprestore.file_restore.restore_file`): orientation, alpha, ICC profile, bit depth kept.
+    Returns what was written (width, height, bit_depth, ...). Raises :class:`GspError` if
+    ``output`` exists and ``overwrite`` is False."""
+    from .file_restore import restore_file as _restore_file
+    from .tasks import check_task
+
+    task = check_task(task)
+    r = _restorer(method, task, weights, options)
+    return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
+                         device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
+                         overwrite=overwrite)

@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
-    ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "explain", "visualize"}),
+    ("applications", {"api", "file_restore", "batch", "benchmark", "patches", "trainpack", "training", "explain",
+                      "visualize"}),
     ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
 ]
