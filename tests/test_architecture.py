@@ -31,8 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760,
-            "cli/restore_cmds.py": 640, "explain.py": 620}
+CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "explain.py": 620}
 
 
 def _modules() -> dict[str, Path]:
