@@ -1,4 +1,4 @@
-"""The Python API: the CLI's engine as two functions.
+"""The Python API: the CLI's engine as functions on arrays and on files.
 
 >>> import numpy as np, gsprestore
 >>> raw = np.random.rand(64, 64).astype(np.float32)          # a Bayer mosaic in [0, 1]
@@ -12,6 +12,8 @@ numpy in -> numpy out: ``(H, W)`` or ``(H, W, C)`` (uint8 / uint16 scaled by the
 floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> torch out:
 ``(C, H, W)`` or ``(B, C, H, W)`` -> the same layout, on the input's device. Both go through
 :func:`gsprestore.engine.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
+:func:`restore_file` restores one image file exactly as the commands do
+(:func:`gsprestore.file_restore.restore_file`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``gsprestore mosaic | demosaic | upscale2x | demo``: files and folders through the tiled engine.
 
-Thin commands over :mod:`gsprestore.batch` (inputs, outputs, skip/overwrite, exit codes),
-:mod:`gsprestore.engine` (tiles, devices, precision), :mod:`gsprestore.io` (PNG/TIFF/JPEG/WebP) and
-:mod:`gsprestore.camera_raw` (camera RAW in for ``demosaic``, DNG out for ``mosaic``). Nothing
-heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
+Thin commands: they parse and check options, run :mod:`gsprestore.batch` (inputs, outputs,
+skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.file_restore` (read,
+orientation, alpha, ICC, checks, restore, write; camera RAW development; the demo chart), and print.
+Nothing heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
 
 Exit codes: 0 all done, 1 failure (the batch stops at the first one; files already written stay
 valid), 2 usage, 3 some files failed under ``--continue-on-error``.
