@@ -15,6 +15,15 @@ from gsprestore.sampling import mosaic
 CASES = [(name, task) for name, spec in restorers.METHODS.items() for task in spec.tasks]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny inputs: thread start-up costs more than it saves (the learned models run 2-3x faster)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_every_task_has_methods_and_a_registered_default():
     for task in restorers.TASKS:
         names = restorers.methods_for(task)
