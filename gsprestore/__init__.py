@@ -9,9 +9,9 @@ Importing the package is cheap (no torch); the Python API functions import torch
 
 from ._version import __version__
 
-__all__ = ["__version__", "demosaic", "upscale2x"]
+__all__ = ["__version__", "demosaic", "upscale2x", "restore_file"]
 
-_LAZY = {"demosaic": "gsprestore.api", "upscale2x": "gsprestore.api"}
+_LAZY = {"demosaic": "gsprestore.api", "upscale2x": "gsprestore.api", "restore_file": "gsprestore.api"}
 
 
 def __getattr__(name: str):

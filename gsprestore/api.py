@@ -1,4 +1,4 @@
-"""The Python API: the CLI's engine as two functions.
+"""The Python API: the CLI's engine as functions on arrays and on files.
 
 >>> import numpy as np, gsprestore
 >>> raw = np.random.rand(64, 64).astype(np.float32)          # a Bayer mosaic in [0, 1]
@@ -12,6 +12,8 @@ numpy in -> numpy out: ``(H, W)`` or ``(H, W, C)`` (uint8 / uint16 scaled by the
 floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> torch out:
 ``(C, H, W)`` or ``(B, C, H, W)`` -> the same layout, on the input's device. Both go through
 :func:`gsprestore.engine.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
+:func:`restore_file` restores one image file exactly as the commands do
+(:func:`gsprestore.file_restore.restore_file`).
 """
 
 from __future__ import annotations
@@ -113,3 +115,35 @@ def upscale2x(
     r = _restorer(method, "upscale2x", weights, options)
     return restore_array(r, y, "RGGB", tile=tile, overlap=overlap, device=_device_for(image, device),
                          precision=precision)
+
+
+def restore_file(
+    source: Any,
+    output: Any,
+    task: str = "demosaic",
+    method: "str | Restorer | None" = None,
+    *,
+    pattern: str = "RGGB",
+    tile: int = 0,
+    overlap: int | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+    weights: str | None = None,
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> dict:
+    """Restore the image file ``source`` (PNG, TIFF, JPEG, WebP; camera RAW for ``demosaic``) and
+    write ``output``, exactly as ``gsprestore demosaic`` / ``upscale2x`` do for one file (the same
+    :func:`gsprestore.file_restore.restore_file`): orientation, alpha, ICC profile, bit depth kept.
+    Returns what was written (width, height, bit_depth, ...). Raises :class:`GspError` if
+    ``output`` exists and ``overwrite`` is False."""
+    from .file_restore import restore_file as _restore_file
+    from .tasks import check_task
+
+    task = check_task(task)
+    r = _restorer(method, task, weights, options)
+    return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
+                         device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
+                         overwrite=overwrite)

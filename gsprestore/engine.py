@@ -99,6 +99,23 @@ def check_precision(precision: str, device: "torch.device") -> "torch.dtype | No
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[p]
 
 
+def check_tiling(tile: int, overlap: int | None, *, tile_name: str = "tile size",
+                 overlap_name: str = "overlap") -> None:
+    """``tile`` 0 (automatic) or at least :data:`MIN_MANUAL_TILE`; ``overlap`` None or >= 0.
+    The names are how the caller spells the options (the CLI: ``--tile``, ``--overlap``)."""
+    if tile < 0 or 0 < tile < MIN_MANUAL_TILE:
+        raise UsageError(f"{tile_name} must be 0 (automatic) or at least {MIN_MANUAL_TILE}, got {tile}")
+    if overlap is not None and overlap < 0:
+        raise UsageError(f"{overlap_name} must be >= 0, got {overlap}")
+
+
+def check_channels(task: str, channels: int) -> None:
+    """Demosaicking takes a single-channel Bayer mosaic (upscaling takes any number of channels)."""
+    if task == "demosaic" and channels != 1:
+        raise UsageError(f"has {channels} colour channels but demosaic needs a single-channel Bayer mosaic "
+                         "(use `gsprestore mosaic` first or give a single-channel mosaic)")
+
+
 # ----------------------------------------------------------------------------------------------
 # Tile plan
 # ----------------------------------------------------------------------------------------------
@@ -340,19 +357,11 @@ def restore(
     autocast = check_precision(precision, dev)
     if y.dim() != 3:
         raise UsageError(f"restore needs a (C, H, W) tensor, got shape {tuple(y.shape)}")
-    if task == "demosaic" and y.shape[0] != 1:
-        raise UsageError(f"demosaicking needs a single-channel mosaic, got {y.shape[0]} channels")
-    if tile < 0:
-        raise UsageError(f"tile size must be >= 0, got {tile}")
+    check_channels(task, y.shape[0])
+    check_tiling(tile, overlap)
     tile = _even_up(tile)
-    if tile and tile < MIN_MANUAL_TILE:
-        raise UsageError(f"tile size must be at least {MIN_MANUAL_TILE} pixels, got {tile}")
     halo = halo_in(restorer)
-    if overlap is None:
-        overlap = default_overlap(restorer)
-    elif overlap < 0:
-        raise UsageError(f"overlap must be >= 0, got {overlap}")
-    overlap = _even_up(int(overlap))
+    overlap = _even_up(int(default_overlap(restorer) if overlap is None else overlap))
     if overlap < halo and notice is not None:
         notice(f"overlap {overlap} is below the {restorer.name} halo of {halo} px: tiles may differ slightly from one pass")
 

@@ -18,19 +18,20 @@ LAYERS: list[tuple[str, set[str]]] = [
                      "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph",
                                 "camera_raw"}),
-    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "chart"}),
+    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "demosaic_classical",
+                                    "upscale_classical", "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
-    ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "explain", "visualize"}),
+    ("applications", {"api", "file_restore", "batch", "benchmark", "patches", "trainpack", "training", "explain",
+                      "visualize"}),
     ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
 ]
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "baselines.py": 670,
-            "cli/restore_cmds.py": 640, "explain.py": 620}
+CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "explain.py": 620}
 
 
 def _modules() -> dict[str, Path]:

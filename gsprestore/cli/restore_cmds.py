@@ -1,9 +1,9 @@
 """``gsprestore mosaic | demosaic | upscale2x | demo``: files and folders through the tiled engine.
 
-Thin commands over :mod:`gsprestore.batch` (inputs, outputs, skip/overwrite, exit codes),
-:mod:`gsprestore.engine` (tiles, devices, precision), :mod:`gsprestore.io` (PNG/TIFF/JPEG/WebP) and
-:mod:`gsprestore.camera_raw` (camera RAW in for ``demosaic``, DNG out for ``mosaic``). Nothing
-heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
+Thin commands: they parse and check options, run :mod:`gsprestore.batch` (inputs, outputs,
+skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.file_restore` (read,
+orientation, alpha, ICC, checks, restore, write; camera RAW development; the demo chart), and print.
+Nothing heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
 
 Exit codes: 0 all done, 1 failure (the batch stops at the first one; files already written stay
 valid), 2 usage, 3 some files failed under ``--continue-on-error``.
@@ -223,12 +223,6 @@ def _run_batch(
         raise typer.Exit(summary.exit_code)
 
 
-def _page_notice(reporter: "Reporter", job: "Job", img: Any) -> None:
-    pages = img.meta.get("pages", 1)
-    if pages > 1:
-        reporter.notice(f"{job.input}: multi-page TIFF ({pages} pages); only page one is read")
-
-
 def _where(summary: Any) -> str:
     """`` to FILE`` / `` to FOLDER/`` / `` next to their inputs``: where the written outputs went."""
     import os
@@ -245,17 +239,6 @@ def _where(summary: Any) -> str:
         return f" to {os.path.join(os.path.commonpath([str(o.parent) for o in outs]), '')}"
     except ValueError:  # different drives
         return f" (e.g. {outs[0]})"
-
-
-def _rgb_icc(icc: bytes | None) -> bytes | None:
-    """An ICC profile only if it describes RGB data (a gray profile cannot go on an RGB image)."""
-    return icc if icc and len(icc) >= 20 and icc[16:20] == b"RGB " else None
-
-
-def _tensor(array: Any) -> Any:
-    import torch
-
-    return torch.from_numpy(array).permute(2, 0, 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,29 +273,11 @@ def mosaic_cmd(
     _check_common(ext, bit_depth, overwrite, skip_existing, dng=True)
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
-        from .. import sampling
-        from ..errors import GspError
-        from ..io import TOOL_TAG, apply_orientation, read_image, write_image
+        from ..file_restore import mosaic_file
 
         def work(job: "Job", k: int) -> dict:
-            img = read_image(job.input)
-            _page_notice(reporter, job, img)
-            if img.channels != 3:
-                raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", job.input)
-            if img.alpha is not None:
-                reporter.notice(f"{job.input}: alpha channel not kept in the mosaic")
-            # the mosaic of the upright picture: its sensor order is the display order
-            upright = apply_orientation(img.array, img.meta.get("orientation", 1))
-            if job.output.suffix.lower() == ".dng":
-                from ..camera_raw import mosaic_for_dng, srgb_decode, write_dng
-
-                write_dng(job.output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
-                return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
-            raw = sampling.mosaic(_tensor(upright), pattern)[0].numpy()
-            depth = bit_depth or img.bit_depth
-            write_image(job.output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
-            return {"width": img.width, "height": img.height, "bit_depth": min(depth, 16) if
-                    job.output.suffix.lower() == ".png" else depth, "pattern": pattern}
+            return mosaic_file(job.input, job.output, pattern, bit_depth=bit_depth, overwrite=overwrite,
+                               notice=reporter.notice)
 
         return work
 
@@ -355,7 +320,7 @@ def _restore_batch(
     pattern_given: bool = False,
 ) -> None:
     from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
-    from ..engine import MIN_MANUAL_TILE, check_precision, resolve_device
+    from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
     from ..restorers import method_spec
 
@@ -367,80 +332,24 @@ def _restore_batch(
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
     spec = method_spec(method, task)
-    if tile < 0 or 0 < tile < MIN_MANUAL_TILE:
-        raise UsageError(f"--tile must be 0 (automatic) or at least {MIN_MANUAL_TILE}, got {tile}")
-    if overlap is not None and overlap < 0:
-        raise UsageError(f"--overlap must be >= 0, got {overlap}")
+    check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap")
     if weights is not None and spec.kind != "learned":
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
     dev = resolve_device(device)
     check_precision(precision, dev)
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
-        from ..engine import restore
-        from ..errors import GspError
-        from ..io import TOOL_TAG, apply_orientation, read_image, write_image
+        from ..file_restore import load_restorer, restore_file
         from ..restorers import get_restorer
 
-        from ..errors import WeightsError
-
-        options = {"weights": weights} if weights is not None else {}
-        try:
-            restorer = get_restorer(spec.name, task, **options)
-        except WeightsError as exc:
-            if method_given:
-                raise
-            fallback = "menon" if task == "demosaic" else "bicubic"
-            raise WeightsError(f"{exc.reason} (or choose another method, e.g. --method {fallback})", exc.path) from None
+        restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given)
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
-        run = dict(tile=tile, overlap=overlap, device=dev, precision=precision, notice=reporter.notice)
-
-        def work_raw(job: "Job") -> dict:
-            import torch
-
-            from ..camera_raw import develop, read_raw
-
-            frame = read_raw(job.input)
-            if pattern_given and pattern != frame.pattern:
-                reporter.notice(f"{job.input}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
-
-            def demosaic(mosaic: Any, bayer: str) -> Any:
-                return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=reporter.tiles, **run).numpy()
-
-            out = develop(frame, demosaic, wb=wb, output_space=output_space,
-                          notice=lambda message: reporter.notice(f"{job.input}: {message}"))
-            depth = bit_depth or 16
-            written = write_image(job.output, out, depth, overwrite=overwrite, quality=quality,
-                                  software=TOOL_TAG.format(command=task))
-            return {"width": out.shape[1], "height": out.shape[0], "bit_depth": _depth(written, depth),
-                    "pattern": frame.pattern, "wb": wb, "output_space": output_space}
 
         def work(job: "Job", k: int) -> dict:
-            if task == "demosaic" and job.input.suffix.lower() in RAW_SUFFIXES:
-                return work_raw(job)
-            img = read_image(job.input)
-            _page_notice(reporter, job, img)
-            if task == "demosaic" and img.channels != 1:
-                raise GspError(f"has {img.channels} colour channels but demosaic needs a single-channel Bayer "
-                               "mosaic (use `gsprestore mosaic` first or give a single-channel mosaic)", job.input)
-            if task == "demosaic" and (img.width % 2 or img.height % 2):
-                reporter.notice(f"{job.input}: odd size {img.width}x{img.height}, mirrored by one pixel to even "
-                                "and cropped back")
-            out = restore(restorer, _tensor(img.array), pattern, progress=reporter.tiles, **run)
-            alpha = img.alpha
-            if alpha is not None and alpha_restorer is not None:
-                alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), **run)[:, :, 0].numpy()
-            depth = bit_depth or img.bit_depth
-            icc = _rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
-            # restored in stored (sensor) order; the file's Orientation is applied to the result
-            orientation = img.meta.get("orientation", 1)
-            result = apply_orientation(out.numpy(), orientation)
-            if alpha is not None:
-                alpha = apply_orientation(alpha, orientation)
-            written = write_image(job.output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
-                                  software=TOOL_TAG.format(command=task), quality=quality)
-            info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": _depth(written, depth)}
-            return info | ({"orientation": orientation} if orientation != 1 else {})
+            return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
+                                tile=tile, overlap=overlap, device=dev, precision=precision, bit_depth=bit_depth,
+                                quality=quality, overwrite=overwrite, wb=wb, output_space=output_space,
+                                alpha_restorer=alpha_restorer, notice=reporter.notice, progress=reporter.tiles)
 
         return work
 
@@ -460,11 +369,6 @@ def _chosen_method(method: str | None, weights: str | None, task: str) -> str:
     if method is not None:
         return method
     return file_method(weights) if weights is not None else default_method(task)
-
-
-def _depth(path: Any, depth: int) -> int:
-    """The bit depth actually written (JPEG and WebP are 8-bit)."""
-    return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
 
 
 @command("demosaic")
@@ -559,7 +463,6 @@ def upscale2x_cmd(
 
 DEMO_OUTPUT = "gsprestore-demo.png"
 DEMO_TAG = "gsprestore demo"
-FALLBACK_METHOD = "menon"
 
 
 @command("demo")
@@ -577,7 +480,7 @@ def demo_cmd(
     """
     from pathlib import Path
 
-    from ..errors import GspError, WeightsError
+    from ..errors import GspError
     from ..restorers import default_method, get_restorer, method_spec
     from ..sampling import check_pattern
 
@@ -597,36 +500,22 @@ def demo_cmd(
             raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
         replace = True
 
-    import torch
-
-    from ..chart import chart_path, load_chart
-    from ..engine import resolve_device, restore
+    from ..chart import chart_path
+    from ..engine import resolve_device
     from ..io import write_image
-    from ..metrics import psnr, quantize
-    from ..sampling import mosaic
+    from ..file_restore import FALLBACK_METHOD, chart_psnr, load_restorer, restore_chart
 
-    console_err = sys.stderr
     dev = resolve_device(dev_name)
-    try:
-        restorer = get_restorer(name, "demosaic")
-    except WeightsError as exc:
-        if method:  # asked for explicitly: no fallback
-            raise
-        print(f"note: {name} weights are not available ({exc.reason}); using {FALLBACK_METHOD} instead",
-              file=console_err)
-        name = FALLBACK_METHOD
-        restorer = get_restorer(name, "demosaic")
-    chart = load_chart()
-    gt = torch.from_numpy(chart).permute(2, 0, 1)
-    raw = mosaic(gt, pattern)
-    out = restore(restorer, raw, pattern, device=dev)
+    restorer = load_restorer(name, "demosaic", method_given=bool(method),
+                             fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
+    name = restorer.name
+    out, score, raw = restore_chart(restorer, pattern, device=dev)
     written = write_image(out_path, out.numpy(), 8, overwrite=replace,
                           text={"Software": DEMO_TAG, "Description": f"{name}, {pattern}"})
-    score = float(psnr(quantize(out.permute(2, 0, 1)[None], 8), gt[None])[0])
-    h, w = chart.shape[:2]
+    h, w = out.shape[:2]
     typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
                f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) -> {written}")
-    if name != FALLBACK_METHOD:  # the classical reference on the same mosaic, so the figure can be read
-        ref = restore(get_restorer(FALLBACK_METHOD, "demosaic"), raw, pattern, device=dev)
-        ref_score = float(psnr(quantize(ref.permute(2, 0, 1)[None], 8), gt[None])[0])
-        typer.echo(f"for reference, {FALLBACK_METHOD} on the same mosaic: PSNR {ref_score:.2f} dB")
+    reference = FALLBACK_METHOD["demosaic"]
+    if name != reference:  # the classical reference on the same mosaic, so the figure can be read
+        _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)
+        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB")

@@ -1,0 +1,250 @@
+"""Restore one image file with a method: the per-file work of ``gsprestore demosaic`` / ``upscale2x``.
+
+One home for what happens to a file between reading and writing it:
+
+* :func:`load_restorer` builds the method (with the hint to choose another when its weights are
+  missing and the method was not asked for by name);
+* :func:`restore_file` reads an image (first TIFF page, its orientation, alpha, ICC profile),
+  checks it against the task (:func:`gsprestore.engine.check_channels`), restores it through the
+  tiled engine, upscales alpha with bicubic, applies the orientation and writes the result;
+* :func:`develop_raw_file` develops a camera RAW file (its own Bayer phase, levels, white balance,
+  colour space) with the demosaicker;
+* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``).
+
+The command line (:mod:`gsprestore.cli.restore_cmds`) parses options, calls these over the batch
+(:mod:`gsprestore.batch`) and prints; :func:`gsprestore.api.restore_file` is the same function
+for Python callers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import torch
+
+    from .method import Restorer
+
+Notice = Callable[[str], None]
+Progress = Callable[[int, int], None]
+
+#: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
+#: method's weights are not available.
+FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
+
+
+def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
+                  fall_back: Notice | None = None) -> "Restorer":
+    """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
+    method). When the weights are missing and the method was the default (``method_given``
+    False): with ``fall_back``, it is told why and the task's classical :data:`FALLBACK_METHOD`
+    is returned instead; without, the error says which method to choose instead."""
+    from .errors import WeightsError
+    from .restorers import get_restorer
+
+    options = {"weights": weights} if weights is not None else {}
+    try:
+        return get_restorer(name, task, **options)
+    except WeightsError as exc:
+        if method_given:
+            raise
+        other = FALLBACK_METHOD[task]
+        if fall_back is None:
+            raise WeightsError(f"{exc.reason} (or choose another method, e.g. --method {other})", exc.path) from None
+        fall_back(f"{name} weights are not available ({exc.reason}); using {other} instead")
+        return get_restorer(other, task)
+
+
+def rgb_icc(icc: bytes | None) -> bytes | None:
+    """An ICC profile only if it describes RGB data (a gray profile cannot go on an RGB image)."""
+    return icc if icc and len(icc) >= 20 and icc[16:20] == b"RGB " else None
+
+
+def written_depth(path: str | Path, depth: int) -> int:
+    """The bit depth actually written (JPEG and WebP are 8-bit)."""
+    return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
+
+
+def _tensor(array: "np.ndarray") -> "torch.Tensor":
+    import torch
+
+    return torch.from_numpy(array).permute(2, 0, 1)
+
+
+def _say(notice: Notice | None, message: str) -> None:
+    if notice is not None:
+        notice(message)
+
+
+def restore_file(
+    restorer: "Restorer",
+    source: str | Path,
+    output: str | Path,
+    *,
+    pattern: str = "RGGB",
+    pattern_given: bool = False,
+    tile: int = 0,
+    overlap: int | None = None,
+    device: "str | torch.device" = "auto",
+    precision: str = "fp32",
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    software: str | None = None,
+    alpha_restorer: "Restorer | None" = None,
+    notice: Notice | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Restore the image file ``source`` with ``restorer`` and write ``output`` (atomically).
+
+    A camera RAW ``source`` (demosaic only) is developed by :func:`develop_raw_file`. Otherwise:
+    page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
+    by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
+    demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
+    ``notice`` gets one-line messages (multi-page, odd size, tiles), ``progress`` (done, total) tiles.
+    Returns what was written: width, height, bit_depth (and orientation when not 1)."""
+    from .camera_raw import RAW_SUFFIXES
+    from .engine import check_channels, restore
+    from .errors import GspError, UsageError
+    from .io import TOOL_TAG, apply_orientation, read_image, write_image
+
+    source, task = Path(source), restorer.task
+    software = software or TOOL_TAG.format(command=task)
+    run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
+    if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
+        return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
+                                output_space=output_space, bit_depth=bit_depth, quality=quality,
+                                overwrite=overwrite, software=software, notice=notice, progress=progress, **run)
+    img = read_image(source)
+    pages = img.meta.get("pages", 1)
+    if pages > 1:
+        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+    try:
+        check_channels(task, img.channels)
+    except UsageError as exc:  # a property of this file, not of the arguments: the file fails
+        raise GspError(exc.reason, source) from None
+    if task == "demosaic" and (img.width % 2 or img.height % 2):
+        _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
+    out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
+    alpha = img.alpha
+    if alpha is not None and task == "upscale2x":
+        if alpha_restorer is None:
+            from .restorers import get_restorer
+
+            alpha_restorer = get_restorer("bicubic", "upscale2x")
+        alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
+    depth = bit_depth or img.bit_depth
+    icc = rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
+    # restored in stored (sensor) order; the file's Orientation is applied to the result
+    orientation = img.meta.get("orientation", 1)
+    result = apply_orientation(out.numpy(), orientation)
+    if alpha is not None:
+        alpha = apply_orientation(alpha, orientation)
+    written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
+                          software=software, quality=quality)
+    info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": written_depth(written, depth)}
+    return info | ({"orientation": orientation} if orientation != 1 else {})
+
+
+def develop_raw_file(
+    restorer: "Restorer",
+    source: str | Path,
+    output: str | Path,
+    *,
+    pattern: str | None = None,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    software: str | None = None,
+    notice: Notice | None = None,
+    progress: Progress | None = None,
+    **run: Any,
+) -> dict:
+    """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
+    (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
+    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``.
+    ``run``: the engine's tile, overlap, device, precision."""
+    import torch
+
+    from .camera_raw import develop, read_raw
+    from .engine import restore
+    from .io import TOOL_TAG, write_image
+
+    frame = read_raw(source)
+    if pattern is not None and pattern != frame.pattern:
+        _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+
+    def demosaic(mosaic: Any, bayer: str) -> Any:
+        return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
+                       **run).numpy()
+
+    out = develop(frame, demosaic, wb=wb, output_space=output_space,
+                  notice=lambda message: _say(notice, f"{source}: {message}"))
+    depth = bit_depth or 16
+    written = write_image(output, out, depth, overwrite=overwrite, quality=quality,
+                          software=software or TOOL_TAG.format(command="demosaic"))
+    return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
+            "pattern": frame.pattern, "wb": wb, "output_space": output_space}
+
+
+def restore_chart(restorer: "Restorer", pattern: str = "RGGB", *,
+                  device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float, "torch.Tensor"]:
+    """Demosaic the bundled test chart's ``pattern`` mosaic: ``(restored (H, W, 3), PSNR in dB of
+    its 8-bit quantisation against the chart, the mosaic)``. Pass the mosaic's restorers to
+    :func:`chart_psnr` to score another method on the same mosaic."""
+    from .chart import load_chart
+    from .sampling import mosaic
+
+    raw = mosaic(_tensor(load_chart()), pattern)
+    out, score = chart_psnr(restorer, raw, pattern, device=device)
+    return out, score, raw
+
+
+def chart_psnr(restorer: "Restorer", raw: "torch.Tensor", pattern: str, *,
+               device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float]:
+    """Demosaic the chart mosaic ``raw`` with ``restorer``: ``(restored (H, W, 3), 8-bit PSNR vs the chart)``."""
+    from .chart import load_chart
+    from .engine import restore
+    from .metrics import psnr, quantize
+
+    gt = _tensor(load_chart())
+    out = restore(restorer, raw, pattern, device=device)
+    return out, float(psnr(quantize(out.permute(2, 0, 1)[None], 8), gt[None])[0])
+
+
+def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *, bit_depth: int | None = None,
+                overwrite: bool = False, notice: Notice | None = None) -> dict:
+    """Write the single-channel Bayer ``pattern`` mosaic of the RGB image file ``source`` (of the
+    upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
+    camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
+    from .errors import GspError
+    from .io import TOOL_TAG, apply_orientation, read_image, write_image
+    from .sampling import mosaic
+
+    source, output = Path(source), Path(output)
+    img = read_image(source)
+    pages = img.meta.get("pages", 1)
+    if pages > 1:
+        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+    if img.channels != 3:
+        raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
+    if img.alpha is not None:
+        _say(notice, f"{source}: alpha channel not kept in the mosaic")
+    # the mosaic of the upright picture: its sensor order is the display order
+    upright = apply_orientation(img.array, img.meta.get("orientation", 1))
+    if output.suffix.lower() == ".dng":
+        from .camera_raw import mosaic_for_dng, srgb_decode, write_dng
+
+        write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
+        return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
+    raw = mosaic(_tensor(upright), pattern)[0].numpy()
+    depth = bit_depth or img.bit_depth
+    write_image(output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
+    return {"width": img.width, "height": img.height,
+            "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}
