@@ -414,23 +414,31 @@ def test_signal_during_a_write_leaves_no_part_file(tmp_path, sig):
     from PIL import Image as PILImage
 
     rng = np.random.default_rng(0)
-    PILImage.fromarray(rng.integers(0, 256, (2400, 2400, 3), dtype=np.uint8)).save(tmp_path / "big.png",
-                                                                                   compress_level=0)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0"}
-    proc = subprocess.Popen([*GSPRESTORE, "mosaic", "big.png", "-o", "raw.tif",
-                             "--bit-depth", "16"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while not list(tmp_path.glob(".raw.tif.*.part")):
-        assert proc.poll() is None, "finished before its write could be interrupted"
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode in ((128 + sig), 1, 130), (proc.returncode, err)
-    if sig == signal.SIGTERM:
-        assert proc.returncode == 143 and "terminated (SIGTERM)" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.png"]
+    for side in (2400, 3400, 4800):  # a write that ends before the signal lands is tried again, larger
+        for p in tmp_path.iterdir():
+            p.unlink()
+        PILImage.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(tmp_path / "big.png",
+                                                                                      compress_level=0)
+        proc = subprocess.Popen([*GSPRESTORE, "mosaic", "big.png", "-o", "raw.tif",
+                                 "--bit-depth", "16"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while not list(tmp_path.glob(".raw.tif.*.part")) and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode == 0:  # the write finished first: nothing to interrupt
+            assert not list(tmp_path.glob(".*.part"))
+            continue
+        assert proc.returncode in ((128 + sig), 1, 130), (proc.returncode, err)
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 143 and "terminated (SIGTERM)" in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["big.png"]
+        return
+    pytest.fail("every write finished before the signal could land")
 
 
 def test_in_process_main_restores_the_signal_handlers(monkeypatch):
