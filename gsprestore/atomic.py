@@ -6,7 +6,7 @@ checkpoints, reports, downloads)."""
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
@@ -18,7 +18,21 @@ def _umask() -> int:
     return mask
 
 
-UMASK = _umask()  # mkstemp creates 0600 files; finished outputs get the usual permissions
+UMASK = _umask()  # temporary files are created 0600; finished outputs get the usual permissions
+
+
+def temp_name(path: Path, suffix: str) -> Path:
+    """A fresh hidden name beside ``path`` (``.NAME.<random>SUFFIX``), not created yet. Callers
+    enter their ``try`` / ``finally`` first and then create it with :func:`create_exclusive`, so a
+    signal (SIGINT / SIGTERM, raised as an exception) can never land between the file's creation
+    and the clean-up that removes it."""
+    parent = path.parent if str(path.parent) else Path(".")
+    return parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
+
+
+def create_exclusive(tmp: Path) -> int:
+    """Create ``tmp`` (mode 0600, must not exist) and return its descriptor."""
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
 
 
 @contextmanager
@@ -31,12 +45,11 @@ def atomic_file(
     newline: str | None = None,
 ) -> Iterator[IO]:
     """Context manager yielding a file object; on a clean exit the data replace ``path``.
-    Raises what ``tempfile.mkstemp`` raises (e.g. ``PermissionError``) if the folder is not writable."""
+    Raises what ``os.open`` raises (e.g. ``PermissionError``) if the folder is not writable."""
     path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=parent)
+    tmp = temp_name(path, suffix)
     try:
-        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as f:
+        with os.fdopen(create_exclusive(tmp), mode, encoding=encoding, newline=newline) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

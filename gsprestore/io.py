@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from . import pngcodec, tiffcodec
+from .atomic import create_exclusive, temp_name
 from .errors import GspError
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # written, and picked out of folders
@@ -457,13 +458,14 @@ def write_image(
                 raise GspError("result contains NaN or Inf values; nothing written", path)
             data[r0 : r0 + 256, :, channels] = block if bit_depth == 32 else to_integer(block, bit_depth)
     parent = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=parent)
-    except PermissionError:
-        raise GspError("output folder is not writable", parent) from None
-    except OSError as exc:
-        raise GspError(f"cannot create a file in the output folder ({exc.strerror or exc})", parent) from None
-    try:
+    tmp = temp_name(path, ".part")
+    try:  # entered before the temporary file exists: a signal at any moment leaves nothing behind
+        try:
+            fd = create_exclusive(tmp)
+        except PermissionError:
+            raise GspError("output folder is not writable", parent) from None
+        except OSError as exc:
+            raise GspError(f"cannot create a file in the output folder ({exc.strerror or exc})", parent) from None
         with os.fdopen(fd, "wb") as fh:
             if fmt == "png":
                 tags = dict(text or {})
