@@ -35,6 +35,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from . import backend, window
 from . import graph as G
 
 __all__ = [
@@ -158,25 +159,21 @@ def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
     return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
-#: How the fused native unrolled CG schedules its work: -1 automatic, 0 every step a parallel pass
-#: over all rows, 1 one cache-resident wavefront sweep per (batch, head) plane for all steps.
-FUSED_CG_MODE = -1
-
-
 def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
                         precond: Optional[Tensor] = None) -> Tensor:
     """:func:`cg_unrolled` without autograd through the fused native kernel: the same recurrence,
     each step one pass over the rows (``A v`` and the three vector updates together)."""
     T = alphas.shape[0]
     K = b.shape[1]
-    # x, g, v, v2 in planes padded apart (graph._padded_planes: no cache-set conflicts between channels)
-    x, g, v, v2 = (G._padded_planes(b, *b.shape) for _ in range(4))
+    # x, g, v, v2 in planes padded apart (backend.padded_planes: no cache-set conflicts between channels)
+    x, g, v, v2 = (backend.padded_planes(b, *b.shape) for _ in range(4))
     x.copy_(x0.expand(b.shape))  # the kernel starts with g = A x - b, v = P^-1 g
-    diag = G._rows_contiguous(op.diag.expand(b.shape))
-    keep = None if op.keep is None else G._rows_contiguous(op.keep.expand(b.shape))
-    pre = None if precond is None else G._rows_contiguous(precond.expand(b.shape))
-    G._native().cg_unrolled(G._rows_contiguous(op.w), diag, keep, pre, G._rows_contiguous(b), x, g, v, v2,
-                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b), FUSED_CG_MODE)
+    diag = backend.rows_contiguous(op.diag.expand(b.shape))
+    keep = None if op.keep is None else backend.rows_contiguous(op.keep.expand(b.shape))
+    pre = None if precond is None else backend.rows_contiguous(precond.expand(b.shape))
+    backend.native().cg_unrolled(backend.rows_contiguous(op.w), diag, keep, pre, backend.rows_contiguous(b), x, g, v, v2,
+                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b),
+                                backend.settings.fused_cg_mode)
     return x
 
 
@@ -190,7 +187,7 @@ def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) ->
         ok = all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
     except RuntimeError:
         return False
-    return ok and G._use_native(*ts)
+    return ok and backend.usable(*ts)
 
 
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
@@ -373,9 +370,9 @@ def _gamma_tensor(gamma, like: Tensor) -> Tensor:
 def _edges(x: Tensor):
     """Directed edges (j, tail rows, tail cols, head rows, head cols) band by band of rows."""
     H, W = x.shape[-2:]
-    rows = G._band_rows(x[..., :1, :].numel(), H, x.device)
-    for r0, r1 in G._bands(H, rows):
-        for j, _, (ty, tx), (hy, hx), _ in G._directed_regions(H, W, r0, r1):
+    rows = window.band_rows(x[..., :1, :].numel(), H, x.device)
+    for r0, r1 in window.bands(H, rows):
+        for j, _, (ty, tx), (hy, hx), _ in window.directed_regions(H, W, r0, r1):
             yield j, ty, tx, hy, hx
 
 
@@ -393,14 +390,14 @@ def _edge_step_forward(x: Tensor, wbar: Tensor, D, u, v, g: Tensor, inplace: boo
         else:
             D2, u2, v2 = (x.new_empty(shape) for _ in range(3))
         for t in (D2, u2, v2):
-            G._zero_outside(t, H, W)  # edges leaving the image stay 0; every other entry is written
+            window.zero_outside(t, H, W)  # edges leaving the image stay 0; every other entry is written
     else:
         D2, u2, v2 = D, u, v
     n = x.new_zeros(B, K, C, H, W)
-    if G._use_native(x, wbar, D, u, v, g):
+    if backend.usable(x, wbar, D, u, v, g):
         x = x.contiguous()
         gk = g.reshape(-1).to(dtype=x.dtype).contiguous()
-        G._native().admm_edge_step(x, wbar.contiguous(), D, u, v, D2, u2, v2, gk, n)
+        backend.native().admm_edge_step(x, wbar.contiguous(), D, u, v, D2, u2, v2, gk, n)
         return D2, u2, v2, n
     half_inv = 0.5 / g
     for j, ty, tx, hy, hx in _edges(x):
@@ -464,7 +461,7 @@ class _AdmmEdgeStep(torch.autograd.Function):
         B, K, C, H, W = x.shape
         nu = len(G.OFFSETS)
         need_x, need_w, need_D, need_u, need_v, need_g = ctx.needs_input_grad[:6]
-        if G._use_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn):
+        if backend.usable(x, wbar, D, u, v, g, gD2, gu2, gv2, gn):
             return _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first)
         gx = torch.zeros_like(x) if need_x else None
         gw = torch.zeros(B, K, 2 * nu, H, W, dtype=x.dtype, device=x.device) if need_w else None
@@ -518,9 +515,9 @@ class _AdmmEdgeStep(torch.autograd.Function):
                 t = -ge * Dn * half_inv * inv - gDn * (2 * r + diff) + ga * half_inv * inv
                 if not first:
                     t = t - gb * Dj * 0.25 * inv * inv
-                gg += G._sum_to(t, gg.shape if gg.dim() else torch.Size([1] * t.dim())).reshape(gg.shape)
+                gg += window.sum_to(t, gg.shape if gg.dim() else torch.Size([1] * t.dim())).reshape(gg.shape)
         if need_w:
-            gw = G._sum_to(gw, wbar.shape)
+            gw = window.sum_to(gw, wbar.shape)
         return gx, gw, gD, gu, gv, gg
 
 
@@ -533,11 +530,11 @@ def _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first):
     gD, gu, gv = (None, None, None) if first else (torch.zeros_like(D), torch.zeros_like(u), torch.zeros_like(v))
     gg = x.new_zeros(B * K)
     gk = g.reshape(-1).to(dtype=x.dtype).contiguous()
-    G._native().admm_edge_step_backward(x.contiguous(), wbar.contiguous(), D, u, v, gk, c(gD2), c(gu2), c(gv2),
+    backend.native().admm_edge_step_backward(x.contiguous(), wbar.contiguous(), D, u, v, gk, c(gD2), c(gu2), c(gv2),
                                         c(gn), gx, gw, gD, gu, gv, gg)
     gg = gg.view(B, K).sum(0)
     gg = gg.reshape(g.shape) if g.dim() else gg.sum()
-    return gx, G._sum_to(gw, wbar.shape), gD, gu, gv, gg
+    return gx, window.sum_to(gw, wbar.shape), gD, gu, gv, gg
 
 
 def _sum_c(t: Tensor, wbar: Tensor) -> Tensor:
@@ -568,19 +565,15 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
     return _edge_step_forward(x, wbar, D, u, v, g, inplace=True, out=out)
 
 
-#: The most ADMM iterates the native kernel replays (edge steps of one call: admm_iters - 1).
-MAX_REPLAYED_STEPS = 8
-
-
 def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     """Whether :func:`_edge_term_replayed` can run ``steps`` edge steps: native CPU kernels, no
-    autograd to record, at most :data:`MAX_REPLAYED_STEPS`."""
-    if steps > MAX_REPLAYED_STEPS:
+    autograd to record, at most ``backend.settings.max_replayed_steps``."""
+    if steps > backend.settings.max_replayed_steps:
         return False
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
-    return G._use_native(*tensors)
+    return backend.usable(*tensors)
 
 
 def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
@@ -597,20 +590,20 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
     n = x.new_zeros(shape) if base is None else base
     xs = [h.expand(shape) for h in xs]
-    if not all(G._plane_stride(h) is not None and h.stride() == xs[0].stride() for h in xs):
+    if not all(backend.plane_stride(h) is not None and h.stride() == xs[0].stride() for h in xs):
         xs = [h.contiguous() for h in xs]
-    if G._plane_stride(n) is None:
+    if backend.plane_stride(n) is None:
         raise ValueError("the base of the replayed edge term needs planes with contiguous rows")
-    return G._native().admm_edge_replay(xs, wbar.contiguous(), gk, n)
+    return backend.native().admm_edge_replay(xs, wbar.contiguous(), gk, n)
 
 
 def _node_update(c: Tensor, pb: "_GtvProblem", x: Tensor) -> Tensor:
     """In place ``c += m (m x - y)`` (eq. 24, block c, in ``c = H^T mu_c / gamma``); returns
     ``y - c``, the node part of eq. 20's right-hand side (one native pass where it can run)."""
     xf = x.expand(c.shape)
-    if G._plane_stride(xf) is not None and c.is_contiguous() and G._use_native(c, x, pb.mask, pb.y):
+    if backend.plane_stride(xf) is not None and c.is_contiguous() and backend.usable(c, x, pb.mask, pb.y):
         rhs = torch.empty_like(c)
-        G._native().admm_node_update(c, G._rows_contiguous(pb.mask), xf, G._rows_contiguous(pb.y), rhs)
+        backend.native().admm_node_update(c, backend.rows_contiguous(pb.mask), xf, backend.rows_contiguous(pb.y), rhs)
         return rhs
     c.addcmul_(pb.mask, torch.mul(pb.mask, x).sub_(pb.y))
     return torch.sub(pb.y, c)
@@ -668,7 +661,7 @@ def gtv_interpolate(
     eq. 24 summed over a+d and b+e gives ``D' = D - gamma (2 r + u' - v')``. Hence (D, u, v, mu_c)
     evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
     checked in the tests). Memory: three edge tensors instead of nine. Inference on the CPU
-    (native kernels, no autograd, ``admm_iters - 1 <=`` :data:`MAX_REPLAYED_STEPS`) keeps none:
+    (native kernels, no autograd, ``admm_iters - 1 <=`` ``backend.settings.max_replayed_steps``) keeps none:
     each iteration's edge term is replayed from the iterates (:func:`_edge_term_replayed`) and
     the node part is kept as ``c = H^T mu_c / gamma`` (:func:`_node_update`).
 
@@ -921,7 +914,7 @@ def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int
 
     B, K, C, H, W = 1, heads, channels, height, width
     gen = torch.Generator().manual_seed(0)
-    out: dict = {"native": G.native_available(), "threads": torch.get_num_threads()}
+    out: dict = {"native": backend.available(), "threads": torch.get_num_threads()}
     with torch.no_grad():
         conv = torch.nn.Conv2d(48, 48, 3, padding=1)
         xc = torch.randn(1, 48, H, W, generator=gen)
@@ -998,6 +991,6 @@ if __name__ == "__main__":  # pragma: no cover
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.no_native:
-        G._native_state["mod"] = None
+        backend.use("torch")
     h, w = (int(v) for v in args.size.lower().split("x"))
     print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in benchmark(h, w).items()}, indent=1))

@@ -14,9 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native",
+    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native", "backend",
                      "models.constants", "graphed_step", "cli.registry"}),
-    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph",
+    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "window",
                                 "camera_raw"}),
     ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "baselines.py": 670,
+CEILINGS = {"solvers.py": 1010, "training.py": 975, "baselines.py": 670,
             "cli/restore_cmds.py": 640, "explain.py": 620}
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from gsprestore import backend
 from gsprestore import graph as G
 from gsprestore import solvers as S
 
@@ -266,7 +267,7 @@ def test_compact_gradients_equal_plain_form(backend, gen):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = 2, 3, 2, 7, 9
     for kw, gamma in ((3, torch.tensor([2.0, 3.0, 5.0], dtype=dtype)), (1, 4.0)):
         wbar = G.random_walk_weights(graph_weights(gen, B, kw, h, w)).to(dtype)
@@ -276,8 +277,7 @@ def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
         with torch.no_grad():
             first_n = S.admm_edge_step(x, wbar, None, None, None, gamma)
             later_n = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)  # in place
-        with monkeypatch.context() as m:
-            m.setitem(G._native_state, "mod", None)
+        with backend.use("torch"):
             with torch.no_grad():
                 first_p = S.admm_edge_step(x, wbar, None, None, None, gamma)
                 later_p = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)
@@ -314,21 +314,21 @@ def test_inference_paths_equal_autograd_paths(backend, gen):
 def test_workspace_reuse(gen, monkeypatch):
     """Edge-state buffers kept in a caller's workspace give the same results call after call (the
     PyTorch path: the native one replays the state and keeps no edge tensors)."""
-    monkeypatch.setitem(G._native_state, "mod", None)
-    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
-    ref = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5)
-    ws: dict = {}
-    with torch.no_grad():
-        a = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
-        buffers = ws["gtv_edge_state"]
-        b = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
-        assert all(x is y for x, y in zip(buffers, ws["gtv_edge_state"]))  # reused, not reallocated
-        other = S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5], mask[..., :5, :5], admm_iters=3,
-                                  workspace=ws)  # another size simply gets new buffers
-    torch.testing.assert_close(a, ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(b, ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(other, S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5],
-                                                        mask[..., :5, :5], admm_iters=3))
+    with backend.use("torch"):
+        wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
+        ref = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5)
+        ws: dict = {}
+        with torch.no_grad():
+            a = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
+            buffers = ws["gtv_edge_state"]
+            b = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
+            assert all(x is y for x, y in zip(buffers, ws["gtv_edge_state"]))  # reused, not reallocated
+            other = S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5], mask[..., :5, :5], admm_iters=3,
+                                      workspace=ws)  # another size simply gets new buffers
+        torch.testing.assert_close(a, ref, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(b, ref, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(other, S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5],
+                                                            mask[..., :5, :5], admm_iters=3))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -338,15 +338,15 @@ def test_replayed_edge_term_equals_the_stateful_edge_steps(gen, dtype, shape):
     (:func:`admm_edge_step` chained from the zero state) after 1..8 iterates: per-head and shared
     gamma, head-shared weights, border-only images."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = shape
     for wk in (K, 1):
         wbar = G.random_walk_weights(graph_weights(gen, B, wk, h, w)).to(dtype)
-        xs = [(rand(gen, B, K, C, h, w) * 3).to(dtype) for _ in range(S.MAX_REPLAYED_STEPS)]
+        xs = [(rand(gen, B, K, C, h, w) * 3).to(dtype) for _ in range(backend.settings.max_replayed_steps)]
         for gamma in (torch.linspace(0.5, 12.0, K, dtype=dtype), 4.0):
             D = u = v = None
             with torch.no_grad():
-                for t in range(S.MAX_REPLAYED_STEPS):
+                for t in range(backend.settings.max_replayed_steps):
                     D, u, v, n = S.admm_edge_step(xs[t], wbar, D, u, v, gamma)
                     D, u, v = D.clone(), u.clone(), v.clone()
                     got = S._edge_term_replayed(xs[: t + 1], wbar, gamma)
@@ -359,7 +359,7 @@ def test_admm_beyond_the_replayable_steps_keeps_the_state(gen):
     """More edge steps than the replay kernel handles: the stateful path runs, same result as
     autograd's path."""
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
-    iters = S.MAX_REPLAYED_STEPS + 2
+    iters = backend.settings.max_replayed_steps + 2
     al, be = torch.full((3,), 0.4, dtype=DT), torch.full((3,), 0.2, dtype=DT)
     ref = S.gtv_interpolate(wbar.requires_grad_(), known, mask, admm_iters=iters, cg_iters=3, cg=("unrolled", al, be))
     with torch.no_grad():
@@ -379,8 +379,8 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, C, mode
     cover the kernel's vectorised interior (whole vectors and an overlapping last one, 1-4
     channels at once), its scalar border columns and rows, and the per-channel fallback."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
-    monkeypatch.setattr(S, "FUSED_CG_MODE", mode)
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
+    monkeypatch.setattr(backend.settings, "fused_cg_mode", mode)  # restored after the test
     h, w_ = size
     B, K = 2, 3
     w = graph_weights(gen, B, K, h, w_).to(dtype)
@@ -394,8 +394,8 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, C, mode
     cases = [(op, al, be, p) for op in ops for al, be in steps for p in (None, pre)]
     with torch.no_grad():
         got = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
-        monkeypatch.setitem(G._native_state, "mod", None)
-        ref = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
+        with backend.use("torch"):
+            ref = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
     tol = {} if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)  # float32: 6 steps of rounding
     for g, r in zip(got, ref):
         torch.testing.assert_close(g, r, **tol)
@@ -487,12 +487,12 @@ def test_native_node_update_matches_pytorch(gen, dtype):
     y - c) against the PyTorch formula: broadcast mask and samples, a fractional mask, x in
     padded planes and x broadcast over the heads (which takes the PyTorch path)."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = 2, 3, 2, 5, 11
     mask = random_mask(gen, (B, 1, C, h, w), 0.4).to(dtype) * (0.5 + 0.5 * rand(gen, B, 1, C, h, w).to(dtype))
     known = rand(gen, B, 1, C, h, w).to(dtype)
     pb = S._GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
-    padded = G._padded_planes(known, B, K, C, h, w)
+    padded = backend.padded_planes(known, B, K, C, h, w)
     padded.copy_(rand(gen, B, K, C, h, w).to(dtype))
     for x in (padded, rand(gen, B, 1, C, h, w).to(dtype)):
         c0 = rand(gen, B, K, C, h, w).to(dtype)
