@@ -119,7 +119,7 @@ def cg_trace(apply_A, b: Tensor, x0: Tensor, cg: Any, iters: int, tol: float = 0
                 break
         return x, torch.stack(res)
     _, alphas, betas = cg
-    from .solvers import _step
+    from .solvers.cg import _step
 
     v = None
     for t in range(alphas.shape[0]):
@@ -140,7 +140,7 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
     ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
     (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
-    from .solvers import _make_problem, gtv_admm_reference
+    from .solvers.admm_reference import _make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
     sq = None

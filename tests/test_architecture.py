@@ -18,7 +18,9 @@ LAYERS: list[tuple[str, set[str]]] = [
                      "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "window",
                                 "camera_raw"}),
-    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "chart"}),
+    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.glr", "solvers.admm_reference",
+                                    "solvers.admm_edge", "solvers.gtv", "solvers.__main__", "models.estimate",
+                                    "models.pattern", "baselines", "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
@@ -29,7 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "baselines.py": 670,
+CEILINGS = {"training.py": 975, "baselines.py": 670,
             "cli/restore_cmds.py": 640, "explain.py": 620}
 
 
