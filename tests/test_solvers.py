@@ -503,3 +503,45 @@ def test_native_node_update_matches_pytorch(gen, dtype):
             rhs = admm_edge._node_update(c, pb, x)
         torch.testing.assert_close(c, c_ref)
         torch.testing.assert_close(rhs, pb.y - c_ref)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_cg_trace_sees_every_iterate_and_its_residual(gen, grad):
+    """``trace(t, x, r)`` of both CG forms: called for t = 0..T with the iterate the solver returns
+    last and ``r = b - A x`` (to rounding); tracing leaves the result unchanged (the fused native
+    CG and the autograd form alike)."""
+    B, K, C, h, w_ = 1, 2, 2, 6, 7
+    w = graph_weights(gen, B, K, h, w_)
+    op = S.StencilOperator(w, G.degree(w) + 1.0)
+    b, x0 = rand(gen, B, K, C, h, w_), rand(gen, B, K, C, h, w_)
+    al, be = torch.full((5, K), 0.3, dtype=DT), torch.full((5, K), 0.2, dtype=DT)
+    for solve in (lambda **kw: S.cg_unrolled(op, b, x0, al, be, **kw),
+                  lambda **kw: S.cg_exact(op, b, x0, iters=4, **kw)):
+        seen: list = []
+
+        def trace(t, x, r):
+            seen.append((t, x.detach().clone(), r.detach().clone()))
+
+        with torch.set_grad_enabled(grad):
+            ref = solve()
+            got = solve(trace=trace)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+        assert [t for t, _, _ in seen] == list(range(len(seen))) and len(seen) in (5, 6)
+        torch.testing.assert_close(seen[-1][1], got.detach(), rtol=0, atol=0)
+        for _, x, r in seen:
+            torch.testing.assert_close(r, b - op(x), rtol=1e-9, atol=1e-9)
+
+
+def test_admm_reference_trace_sees_every_iteration(gen):
+    """``trace(t, state, residuals)`` of the reference ADMM: t = 1..admm_iters, the last state's x
+    is the result, and the residual blocks give the history's primal residual."""
+    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
+    seen: list = []
+    history: list = []
+    x = S.gtv_admm_reference(wbar, known, mask, admm_iters=3, cg_iters=4, history=history,
+                             trace=lambda t, st, res: seen.append((t, st.x, res)))
+    assert [t for t, _, _ in seen] == [1, 2, 3]
+    assert seen[-1][1] is x
+    for (_, _, res), h in zip(seen, history):
+        norm = sum(e.square().sum(dim=tuple(range(2, e.dim()))) for e in res).sqrt()
+        torch.testing.assert_close(norm, h["primal_residual"])

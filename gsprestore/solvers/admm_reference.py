@@ -165,14 +165,18 @@ def gtv_admm_reference(
     history: Optional[list] = None,
     cg_tol: float = 0.0,
     x_solver: Optional[Callable[[Operator, Tensor, Tensor, CGSpec], Tensor]] = None,
+    trace: Optional[Callable[[int, "AdmmState", tuple], None]] = None,
 ) -> Tensor:
     """The ADMM of Sec. 4.2 in its plain form, every variable of eqs. 17-24 kept and each step a
     function: z (eq. 19), x (eq. 20, CG), q (eq. 21), q~ (eq. 23), mu (eq. 24). Same arguments
-    and result as :func:`~gsprestore.solvers.gtv.gtv_interpolate` (which it checks). If ``history`` is a list, one dict
-    per iteration is appended with per-(batch, head) tensors: ``primal_residual``
+    and result as :func:`~gsprestore.solvers.gtv.gtv_interpolate` (which it checks). If
+    ``history`` is a list, one dict per iteration is appended with per-(batch, head) tensors: ``primal_residual``
     ``||B [z; x; q] - [b; q~]||_2``, ``constraint`` ``||H x - y||_2``, ``objective``
     ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``. ``x_solver(apply_A, b,
-    x0, cg_spec) -> x`` replaces the x-update's CG (e.g. a CG that records its residuals)."""
+    x0, cg_spec) -> x`` replaces the x-update's CG (e.g. one that traces its residuals, as
+    :func:`gsprestore.explain.gtv_trace` does). ``trace(t, state, residuals)``, if given, sees the
+    state after every iteration t = 1..admm_iters (the iterate is ``state.x``) and the residual
+    blocks ``(z - r - q1, z + r - q2, Hx - y, q1 - q~1, q2 - q~2)`` of eq. 18 (``r = C x``)."""
     pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
     B, K, C, H, W = shape
     eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
@@ -201,4 +205,6 @@ def gtv_admm_reference(
                 "objective": r.detach().abs().sum(dim=(2, 3, 4, 5)),
                 "lp_objective": st.z.detach().sum(dim=(2, 3, 4, 5)),
             })
+        if trace is not None:
+            trace(t + 1, st, res)
     return st.x

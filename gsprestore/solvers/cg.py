@@ -21,9 +21,11 @@ from torch import Tensor
 from .. import backend
 from .. import graph as G
 
-__all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec"]
+__all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
 Operator = Callable[[Tensor], Tensor]
+#: ``trace(t, x, r)``: called by the CG solvers with each iterate x^t and its residual b - A x^t.
+Trace = Callable[[int, Tensor, Tensor], None]
 CGSpec = Union[str, tuple]
 
 _DIMS = (-3, -2, -1)
@@ -46,6 +48,7 @@ def cg_exact(
     iters: int = 50,
     tol: float = 0.0,
     dims: Sequence[int] = _DIMS,
+    trace: Optional[Trace] = None,
 ) -> Tensor:
     """Textbook conjugate gradient for ``A x = b`` (A symmetric PD), the solver of eqs. 9 and 20
     (Shewchuk 1994): ``r = b - A x, p = r``; per step ``alpha = r.r / p.Ap``, ``x += alpha p``,
@@ -53,17 +56,21 @@ def cg_exact(
 
     Reductions run over ``dims`` (default C, H, W), so every (batch, head) system is solved
     independently. ``tol > 0`` stops once every system has ``||r|| <= tol ||b||`` (that check
-    synchronises; ``tol = 0`` runs exactly ``iters`` steps). Differentiable by plain autograd."""
+    synchronises; ``tol = 0`` runs exactly ``iters`` steps). Differentiable by plain autograd.
+    ``trace(t, x, r)``, if given, sees every iterate ``x^t`` and its residual ``r^t = b - A x^t``
+    (the recurrence's, equal to rounding), t = 0 .. the last step."""
     if not torch.is_grad_enabled():  # inference: the same recurrence in place
-        return _cg_exact_inplace(apply_A, b, x0, iters, tol, dims)
+        return _cg_exact_inplace(apply_A, b, x0, iters, tol, dims, trace)
     x = torch.zeros_like(b) if x0 is None else x0
     r = b if x0 is None else b - apply_A(x)
     p = r
     rr = _dot(r, r, dims)
+    if trace is not None:
+        trace(0, x, r)
     stop = None
     if tol > 0:
         stop = (tol**2) * _dot(b, b, dims)
-    for _ in range(iters):
+    for k in range(iters):
         if stop is not None and bool((rr <= stop).all()):
             break
         Ap = apply_A(p)
@@ -73,18 +80,23 @@ def cg_exact(
         rr_new = _dot(r, r, dims)
         p = torch.addcmul(r, _safe_div(rr_new, rr), p)
         rr = rr_new
+        if trace is not None:
+            trace(k + 1, x, r)
     return x
 
 
 def _cg_exact_inplace(apply_A: Operator, b: Tensor, x0: Optional[Tensor], iters: int, tol: float,
-                      dims: Sequence[int]) -> Tensor:
-    """:func:`cg_exact` without autograd: same arithmetic, buffers updated in place."""
+                      dims: Sequence[int], trace: Optional[Trace] = None) -> Tensor:
+    """:func:`cg_exact` without autograd: same arithmetic, buffers updated in place (a ``trace``
+    sees the buffers: it must copy what it keeps)."""
     x = torch.zeros_like(b) if x0 is None else x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
     r = b.clone() if x0 is None else b - apply_A(x)
     p = r.clone()
     rr = _dot(r, r, dims)
     stop = (tol**2) * _dot(b, b, dims) if tol > 0 else None
-    for _ in range(iters):
+    if trace is not None:
+        trace(0, x, r)
+    for k in range(iters):
         if stop is not None and bool((rr <= stop).all()):
             break
         Ap = apply_A(p)
@@ -94,6 +106,8 @@ def _cg_exact_inplace(apply_A: Operator, b: Tensor, x0: Optional[Tensor], iters:
         rr_new = _dot(r, r, dims)
         torch.addcmul(r, _safe_div(rr_new, rr), p, out=p)
         rr = rr_new
+        if trace is not None:
+            trace(k + 1, x, r)
     return x
 
 
@@ -161,7 +175,7 @@ def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) ->
 
 
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
-                precond: Optional[Tensor] = None) -> Tensor:
+                precond: Optional[Tensor] = None, trace: Optional[Trace] = None) -> Tensor:
     """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
     ``A x = b``, ``T = len(alphas)`` steps, no global dot products::
 
@@ -181,34 +195,47 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     diagonally preconditioned recurrence. With ``P`` the diagonal of ``A`` it is exactly the plain
     recurrence run on the Jacobi-scaled system ``(P^-1/2 A P^-1/2) z = P^-1/2 b`` in the variable
     ``z = P^1/2 x`` (substitute ``x = P^-1/2 z``, ``v_x = P^-1/2 v_z``, ``g_x = P^1/2 g_z``), but
-    ``A`` keeps its unscaled weights, which the channels of a head share (tested equal)."""
+    ``A`` keeps its unscaled weights, which the channels of a head share (tested equal).
+
+    ``trace(t, x, r)``, if given, sees every iterate ``x^t`` and its residual ``r^t = -g^t = b -
+    A x^t`` (the recurrence's), t = 0 .. T (the last gradient update then runs too; without
+    autograd the tensors are buffers updated in place: copy what you keep). Tracing runs the
+    PyTorch loop, never the fused kernel."""
     T = alphas.shape[0]
     if betas.shape[0] != T:
         raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
     if not torch.is_grad_enabled():  # inference: the same recurrence in place
-        if _fused_cg_ok(apply_A, b, x0, precond):
+        if trace is None and _fused_cg_ok(apply_A, b, x0, precond):
             return _cg_unrolled_native(apply_A, b, x0, alphas, betas, precond)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
         v = g.clone() if precond is None else precond * g
+        if trace is not None:
+            trace(0, x, g.neg())
         for t in range(T):
             a = _step(alphas, t, g)
             if t > 0:
                 torch.addcmul(g if precond is None else precond * g, _step(betas, t, g), v, out=v)
             x.addcmul_(a, v, value=-1.0)
-            if t + 1 < T:
+            if t + 1 < T or trace is not None:
                 g.addcmul_(a, apply_A(v), value=-1.0)
+            if trace is not None:
+                trace(t + 1, x, g.neg())
         return x
     x = x0
     g = apply_A(x0) - b
     v: Optional[Tensor] = None
+    if trace is not None:
+        trace(0, x, g.neg())
     for t in range(T):
         a = _step(alphas, t, g)
         pg = g if precond is None else precond * g
         v = pg if v is None else torch.addcmul(pg, _step(betas, t, g), v)
         x = torch.addcmul(x, a, v, value=-1.0)
-        if t + 1 < T:
+        if t + 1 < T or trace is not None:
             g = torch.addcmul(g, a, apply_A(v), value=-1.0)
+        if trace is not None:
+            trace(t + 1, x, g.neg())
     return x
 
 
