@@ -6,7 +6,7 @@ import pytest
 
 
 @pytest.fixture(params=["pytorch", "native"])
-def backend(request, monkeypatch):
+def either_backend(request):
     """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
     not build here)."""
     from gsprestore import backend as BK

@@ -64,7 +64,7 @@ def test_offsets():
     assert set(G.DIRECTED_OFFSETS) == {(a, b) for a in range(-2, 3) for b in range(-2, 3)} - {(0, 0)}
 
 
-def test_edge_weights_dense(backend, gen):
+def test_edge_weights_dense(either_backend, gen):
     B, K, F = 2, 3, 4
     f = rand(gen, B, K, F, H, W)
     A = rand(gen, K, F, F)
@@ -80,7 +80,7 @@ def test_edge_weights_dense(backend, gen):
     torch.testing.assert_close(G.edge_weights(f, M[0]), G.edge_weights(f, M[0].expand(K, F, F)))
 
 
-def test_laplacian_dense(backend, gen):
+def test_laplacian_dense(either_backend, gen):
     B, K, C = 2, 3, 2
     w = valid_weights(gen, B, K, 12)
     x = rand(gen, B, K, C, H, W)
@@ -103,7 +103,7 @@ def test_laplacian_dense(backend, gen):
                 xv @ L @ xv, rtol=1e-10)
 
 
-def test_laplacian_broadcasts_over_heads(backend, gen):
+def test_laplacian_broadcasts_over_heads(either_backend, gen):
     w = valid_weights(gen, 1, 1, 12)
     x = rand(gen, 1, 4, 3, H, W)
     torch.testing.assert_close(G.laplacian_apply(w, x), G.laplacian_apply(w.expand(1, 4, 12, H, W), x))
@@ -113,7 +113,7 @@ def test_laplacian_broadcasts_over_heads(backend, gen):
         diag * x + (G.laplacian_apply(w, x) - G.degree(w) * x))
 
 
-def test_random_walk_weights_sum_to_one(backend, gen):
+def test_random_walk_weights_sum_to_one(either_backend, gen):
     w = valid_weights(gen, 2, 3, 12)
     wbar = G.random_walk_weights(w)
     torch.testing.assert_close(wbar.sum(2), torch.ones(2, 3, H, W, dtype=DT))
@@ -233,7 +233,7 @@ def _gc(fn, *inputs):
 
 
 @pytest.mark.parametrize("kw", [1, 2])
-def test_gradcheck_laplacian(backend, gen, kw):
+def test_gradcheck_laplacian(either_backend, gen, kw):
     h, w_ = 4, 5
     w = valid_weights(gen, 1, kw, 12, h, w_).requires_grad_()
     x = rand(gen, 1, 2, 2, h, w_).requires_grad_()
@@ -253,7 +253,7 @@ def test_gradcheck_incidence(gen, kw):
     _gc(lambda a, b: G.incidence_adjoint(a, b), wbar, e)
 
 
-def test_gradcheck_edge_weights(backend, gen):
+def test_gradcheck_edge_weights(either_backend, gen):
     h, w_ = 4, 5
     f = (0.5 * rand(gen, 2, 2, 3, h, w_)).requires_grad_()
     A = rand(gen, 2, 3, 3)

@@ -179,7 +179,7 @@ def test_admm_reaches_lp_optimum(gen):
         assert (mask[b] * (x[b, 0] - known[b])).abs().max() < 1e-4  # H x = y
 
 
-def test_compact_admm_equals_plain_form(backend, gen):
+def test_compact_admm_equals_plain_form(either_backend, gen):
     """The three-tensor ADMM gives the same iterates as the nine-vector form of eqs. 19-24."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=5, w=6)
@@ -197,7 +197,7 @@ def test_compact_admm_equals_plain_form(backend, gen):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_admm_history_and_gradients(backend, gen):
+def test_admm_history_and_gradients(either_backend, gen):
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=4, w=4)
     hist: list = []
     x = S.gtv_interpolate(wbar, known, mask, gamma=2.0, admm_iters=30, cg_iters=16, history=hist)
@@ -216,7 +216,7 @@ def test_admm_history_and_gradients(backend, gen):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
 
 
-def test_gradcheck_solvers(backend, gen):
+def test_gradcheck_solvers(either_backend, gen):
     """float64 gradcheck through whole solvers (custom ops composed with the solver algebra)."""
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=3, w=4)
     wb = wbar.clone().requires_grad_()
@@ -234,7 +234,7 @@ def test_gradcheck_solvers(backend, gen):
 
 
 @pytest.mark.parametrize("per_head", [False, True])
-def test_gradcheck_admm_edge_step(backend, gen, per_head):
+def test_gradcheck_admm_edge_step(either_backend, gen, per_head):
     """The fused edge step (custom backward) from a non-zero state, every input differentiable."""
     B, K, C, h, w = 1, 2, 2, 3, 4
     wbar = G.random_walk_weights(graph_weights(gen, B, K, h, w)).requires_grad_()
@@ -248,7 +248,7 @@ def test_gradcheck_admm_edge_step(backend, gen, per_head):
                                     fast_mode=True)
 
 
-def test_compact_gradients_equal_plain_form(backend, gen):
+def test_compact_gradients_equal_plain_form(either_backend, gen):
     """Gradients through the fused op equal plain autograd through the nine-vector ADMM."""
     wbar, known, mask = gtv_problem(gen, B=2, K=2, C=2, h=5, w=5)
     grads = []
@@ -286,7 +286,7 @@ def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
             torch.testing.assert_close(a, b)
 
 
-def test_inference_paths_equal_autograd_paths(backend, gen):
+def test_inference_paths_equal_autograd_paths(either_backend, gen):
     """Without autograd the solvers update buffers in place; results and inputs must not change."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=6, w=7)
@@ -443,7 +443,7 @@ def test_jacobi_preconditioned_x_update(gen):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(backend, gen, dtype):
+def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(either_backend, gen, dtype):
     """cg_unrolled(precond = P^-1) in x equals the plain unrolled recurrence on the scaled matrix
     P^-1/2 A P^-1/2 in z = P^1/2 x (built here from dense scaled weights), with autograd, on the
     in-place inference loop and (backend 'native') the fused kernel; per-head steps."""
