@@ -40,7 +40,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from gsprestore import graph as G  # noqa: E402
+from gsprestore import backend  # noqa: E402
 from gsprestore import native, sampling  # noqa: E402
 from gsprestore.models import build_model  # noqa: E402
 from gsprestore.restorers import observation  # noqa: E402
@@ -85,8 +85,11 @@ def _first_run_round(args) -> dict:
         env.pop("GSPRESTORE_NATIVE", None)
         cmd = [sys.executable, "-c", "from gsprestore.cli.app import main; main()", "demosaic", src,
                "-o", os.path.join(tmp, "out.png"), "--method", args.cli_method, "--overwrite", "--quiet"]
-        probe = [sys.executable, "-c", "import gsprestore; from gsprestore import graph as G; "
-                 "print(gsprestore.__file__, G.native_available(), G._native_state.get('error'))"]
+        probe = [sys.executable, "-c", "import gsprestore, importlib.util; from gsprestore import graph as G; "
+                 "ok = G.native_available(); "
+                 "err = importlib.import_module('gsprestore.backend').error() "
+                 "if importlib.util.find_spec('gsprestore.backend') else G._native_state.get('error'); "
+                 "print(gsprestore.__file__, ok, err)"]
         times, cpu = [], []
         for i in range(2):
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -172,12 +175,12 @@ def forward(args) -> dict:
         outs = {}
         with torch.inference_mode():
             for k, mod in variants.items():  # warm-up, and the outputs agree
-                G._native_state["mod"] = mod
+                backend.use(mod)
                 outs[k] = model(known, mask)
             for _ in range(max(1, args.repeats)):
                 for k, mod in variants.items():
                     acc = [0.0]
-                    G._native_state["mod"] = None if mod is None else _Timed(mod, acc)
+                    backend.use(None if mod is None else _Timed(mod, acc))
                     t0 = time.perf_counter()
                     model(known, mask)
                     times[k].append(time.perf_counter() - t0)
@@ -195,7 +198,7 @@ def forward(args) -> dict:
                 kr = f", in the kernels {med_k['shipped'] / med_k[k]:.2f}" if variants[k] is not None else ""
                 print(f"  shipped / {k}: forward {med['shipped'] / med[k]:.2f}{kr}   "
                       f"(max |output difference| {diff[k]:.1e})")
-    G._native_state.pop("mod", None)
+    backend.use("auto")
     return res
 
 

@@ -7,8 +7,9 @@ pass does it: features ``f`` (the CNN of a block, or colour + location for iGLR/
 ``M`` (``A A^T`` per head, or ``1.5 I``), distances ``d_ij = (f_i - f_j)^T M (f_i - f_j)``,
 weights ``w_ij = exp(-d_ij)`` (eqs. 25/27), random-walk weights ``wbar`` (eq. 28, a softmax of
 ``-d`` over the window: the "attention" of Sec. 5.2), then the solver of the block: GLR (eq. 9)
-by CG, whose relative residual ``||A x_t - b|| / ||b||`` is traced by :func:`cg_trace`, or GTV by
-the ADMM of eqs. 19-24 run with ``history`` (:func:`gsprestore.solvers.gtv_admm_reference`).
+by the solvers' own CG, whose relative residual ``||b - A x_t|| / ||b||`` :func:`cg_trace` reads
+from their ``trace`` callback, or GTV by the ADMM of eqs. 19-24 run with ``history``
+(:func:`gsprestore.solvers.gtv_admm_reference`, its x-updates through :func:`cg_trace`).
 """
 
 from __future__ import annotations
@@ -91,43 +92,24 @@ def direction_maps(w: Tensor) -> Tensor:
 
 
 def cg_trace(apply_A, b: Tensor, x0: Tensor, cg: Any, iters: int, tol: float = 0.0) -> tuple[Tensor, Tensor]:
-    """CG for ``A x = b`` as :func:`gsprestore.solvers.cg_unrolled` (``cg=("unrolled", alphas,
-    betas)``) or :func:`~gsprestore.solvers.cg_exact` (``cg="exact"``) compute it, recording the
-    relative residual ``||A x_t - b|| / ||b||`` over (C, H, W) for t = 0..T. Returns ``(x_T,
-    residuals (T + 1, B, K))`` (tests check ``x_T`` against the solvers)."""
+    """CG for ``A x = b`` by :func:`gsprestore.solvers.cg_unrolled` (``cg=("unrolled", alphas,
+    betas)``) or :func:`~gsprestore.solvers.cg_exact` (``cg="exact"``) itself, reading its
+    ``trace``: the relative residual ``||b - A x_t|| / ||b||`` over (C, H, W) for t = 0..T.
+    Returns ``(x_T, residuals (T + 1, B, K))``."""
+    from .solvers import cg_exact, cg_unrolled
+
     dims = (-3, -2, -1)
     nb = b.square().sum(dim=dims).sqrt().clamp_min(1e-30)
-    x = x0.expand(b.shape).clone()
-    g = apply_A(x) - b
-    res = [g.square().sum(dim=dims).sqrt() / nb]
-    if cg == "exact":
-        r = -g
-        p = r.clone()
-        rr = r.square().sum(dim=dims, keepdim=True)
-        for _ in range(iters):
-            Ap = apply_A(p)
-            pAp = (p * Ap).sum(dim=dims, keepdim=True)
-            a = torch.where(pAp > 0, rr / torch.where(pAp > 0, pAp, torch.ones_like(pAp)), torch.zeros_like(pAp))
-            x = x + a * p
-            r = r - a * Ap
-            rr_new = r.square().sum(dim=dims, keepdim=True)
-            beta = torch.where(rr > 0, rr_new / torch.where(rr > 0, rr, torch.ones_like(rr)), torch.zeros_like(rr))
-            p = r + beta * p
-            rr = rr_new
-            res.append((apply_A(x) - b).square().sum(dim=dims).sqrt() / nb)
-            if tol > 0 and bool((res[-1] <= tol).all()):
-                break
-        return x, torch.stack(res)
-    _, alphas, betas = cg
-    from .solvers import _step
+    res: list[Tensor] = []
 
-    v = None
-    for t in range(alphas.shape[0]):
-        a = _step(alphas, t, g)
-        v = g if v is None else g + _step(betas, t, g) * v
-        x = x - a * v
-        g = apply_A(x) - b  # the true gradient (equal to the recurrence's, up to rounding)
-        res.append(g.square().sum(dim=dims).sqrt() / nb)
+    def trace(t: int, x: Tensor, r: Tensor) -> None:
+        res.append(r.detach().square().sum(dim=dims).sqrt() / nb)
+
+    if cg == "exact":
+        x = cg_exact(apply_A, b, x0.expand(b.shape), iters=iters, tol=tol, trace=trace)
+    else:
+        _, alphas, betas = cg
+        x = cg_unrolled(apply_A, b, x0, alphas, betas, trace=trace)
     return x, torch.stack(res)
 
 
@@ -140,7 +122,7 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
     ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
     (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
-    from .solvers import _make_problem, gtv_admm_reference
+    from .solvers.admm_reference import _make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
     sq = None

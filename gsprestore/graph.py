@@ -29,25 +29,30 @@ Two implementations, equal to rounding (tested against each other and against de
   direction), row band by row band so the operands stay in cache; never 24 shifted copies, never
   ``torch.roll``. Used on GPUs, for other dtypes, and whenever the native kernels are unavailable.
 * native (CPU, float32/float64): the hottest loops as C++ kernels compiled when the package is
-  built (``setup.py``; source ``gsprestore/native/kernels.cpp``, no compiler at run time, loaded
-  through ctypes by :mod:`gsprestore.native`) - ``a x - W x`` and
-  its weight gradient, the edge distances of eq. 27, eq. 28 from distances, the fused ADMM edge
-  step and the fused inference CG of :mod:`gsprestore.solvers`, and (forward only, used when
-  no gradient is recorded) :func:`degree` and :func:`incidence_laplacian_weights`.
-  ``GSPRESTORE_NATIVE=0`` turns them off; without the compiled library (a source install with
-  no C++ compiler) the PyTorch path runs and says so once (:func:`native_available`, the
-  reason in ``_native_state["error"]``).
+  built (``setup.py``; source ``gsprestore/native/kernels.cpp``, loaded through ctypes by
+  :mod:`gsprestore.native`) - ``a x - W x`` and its weight gradient, the edge distances of
+  eq. 27, eq. 28 from distances, the fused ADMM edge step (forward and backward) and the fused
+  inference CG of :mod:`gsprestore.solvers`, and (forward only, used when no gradient is
+  recorded) :func:`degree` and :func:`incidence_laplacian_weights`. The other gradients (eq. 27's
+  features and metric, eq. 28, the incidence operators) use the PyTorch formulas on either
+  backend. :mod:`gsprestore.backend` chooses (``backend.use("torch")``; ``GSPRESTORE_NATIVE=0``);
+  without the compiled library (a source install with no C++ compiler) the PyTorch path runs and
+  says so once (:func:`native_available`, the reason in :func:`gsprestore.backend.error`).
+
+The index slices and row bands of the 5x5 window live in :mod:`gsprestore.window`.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import os
 from typing import Optional
 
 import torch
 from torch import Tensor
+
+from . import backend
+from .window import (DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions,
+                     sum_to, zero_outside)
+from .window import band_rows, bands, directed_regions
 
 
 __all__ = [
@@ -69,213 +74,9 @@ __all__ = [
     "graph_laplacian_regularizer",
     "graph_total_variation",
     "native_available",
-    "set_band_elements",
 ]
 
-WINDOW_RADIUS = 2
-#: The 12 undirected offsets (dy, dx) of the 5x5 window with dy > 0 or (dy == 0 and dx > 0),
-#: in raster order.
-OFFSETS: tuple[tuple[int, int], ...] = tuple(
-    (dy, dx)
-    for dy in range(0, WINDOW_RADIUS + 1)
-    for dx in range(-WINDOW_RADIUS, WINDOW_RADIUS + 1)
-    if dy > 0 or dx > 0
-)
-#: The 24 directed offsets: ``OFFSETS`` then their negatives (same order).
-DIRECTED_OFFSETS: tuple[tuple[int, int], ...] = OFFSETS + tuple((-dy, -dx) for dy, dx in OFFSETS)
-_NU = len(OFFSETS)  # 12
-
 _TINY = 1e-30  # floor for degrees before division (an isolated node then gets weight 0, not NaN)
-
-
-# --------------------------------------------------------------------------------------------
-# index helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _regions(height: int, width: int):
-    """For each undirected offset k yield ``(k, P, Q)`` with ``P``/``Q`` pairs of slices such that
-    ``x[..., *P]`` holds every pixel ``p`` whose neighbour ``p + o_k`` is inside the image and
-    ``x[..., *Q]`` holds those neighbours (same shape). Offsets that leave a tiny image entirely
-    are skipped."""
-    for k, (dy, dx) in enumerate(OFFSETS):
-        h, w = height - abs(dy), width - abs(dx)
-        if h <= 0 or w <= 0:
-            continue
-        py, qy = max(0, -dy), max(0, dy)
-        px, qx = max(0, -dx), max(0, dx)
-        yield k, (slice(py, py + h), slice(px, px + w)), (slice(qy, qy + h), slice(qx, qx + w))
-
-
-_BAND_ELEMENTS = 1 << 19  # elements per operand slice when an operator runs in row bands
-
-
-def set_band_elements(n: int) -> None:
-    """Tune the row-band size of the slice-accumulate kernels (elements per band slice; 0 turns
-    banding off). Bands keep each fused multiply-accumulate's operands in cache."""
-    global _BAND_ELEMENTS
-    _BAND_ELEMENTS = int(n)
-
-
-def _band_rows(numel_per_row: int, height: int, device: Optional[torch.device] = None) -> int:
-    if _BAND_ELEMENTS <= 0 or (device is not None and device.type != "cpu"):  # GPUs: fewer, larger ops
-        return height
-    return max(4, min(height, _BAND_ELEMENTS // max(1, numel_per_row)))
-
-
-@functools.lru_cache(maxsize=256)
-def _directed_regions(height: int, width: int, r0: int, r1: int):
-    """The 24 directed edge sets whose tails lie in rows ``[r0, r1)``: tuples
-    ``(j, k, tail, head, at)`` of slice pairs, ``tail`` the tails p, ``head`` = p + o_j (inside the
-    image), ``k`` the undirected offset and ``at`` where its weight is stored (the tail for
-    ``j < 12``, the head for the reversed offsets)."""
-    out = []
-    for k, (dy, dx) in enumerate(OFFSETS):
-        n = width - abs(dx)
-        if n <= 0 or height - dy <= 0:
-            continue
-        px, qx = max(0, -dx), max(0, dx)
-        # forward j = k: tails p in rows [0, H - dy), head p + o
-        a, b = max(r0, 0), min(r1, height - dy)
-        if b > a:
-            tail = (slice(a, b), slice(px, px + n))
-            head = (slice(a + dy, b + dy), slice(qx, qx + n))
-            out.append((k, k, tail, head, tail))
-        # reverse j = 12 + k: tails q in rows [dy, H), head q - o
-        a, b = max(r0, dy), min(r1, height)
-        if b > a:
-            tail = (slice(a, b), slice(qx, qx + n))
-            head = (slice(a - dy, b - dy), slice(px, px + n))
-            out.append((_NU + k, k, tail, head, head))
-    return tuple(out)
-
-
-def _bands(height: int, rows: int):
-    return [(r0, min(height, r0 + rows)) for r0 in range(0, height, rows)]
-
-
-def _sum_to(t: Tensor, shape: torch.Size) -> Tensor:
-    """Sum ``t`` over the dimensions in which ``shape`` was broadcast (same number of dims)."""
-    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
-    if dims:
-        t = t.sum(dim=dims, keepdim=True)
-    return t
-
-
-def _check_weights(w: Tensor, n: int, name: str) -> None:
-    if w.dim() != 5 or w.shape[2] != n:
-        raise ValueError(f"{name} must have shape (B, K, {n}, H, W), got {tuple(w.shape)}")
-
-
-def _check_signal(w: Tensor, x: Tensor) -> None:
-    if x.dim() != 5 or x.shape[-2:] != w.shape[-2:] or x.shape[0] != w.shape[0]:
-        raise ValueError(
-            f"signal must have shape (B, K, C, H, W) matching weights {tuple(w.shape)}, got {tuple(x.shape)}"
-        )
-
-
-# --------------------------------------------------------------------------------------------
-# optional native CPU kernels (C++, compiled when the package is built: gsprestore/native)
-# --------------------------------------------------------------------------------------------
-#
-# The two hottest loops of the solvers - ``a * x - W x`` (every CG step) and the fused ADMM
-# edge step (eqs. 19-24, :func:`solvers.admm_edge_step`) - run through ~25 resp. ~550 PyTorch
-# ops per call, each a full pass over memory. The kernels (C++ source in
-# ``gsprestore/native/kernels.cpp``, loaded by :mod:`gsprestore.native`) do the same arithmetic
-# row by row in one pass (contiguous rows, vectorised inner loops, threads over rows/planes).
-# They are an accelerator only: values equal the PyTorch path to rounding (tested; the weight
-# gradient of ``a x - W x`` and the ADMM edge step's backward have native forms too, the other
-# gradients use the PyTorch formulas), CUDA tensors never use them, and without the compiled
-# library (or with GSPRESTORE_NATIVE=0) everything stays on the PyTorch path.
-
-_native_state: dict = {}
-
-
-def _native():
-    """The compiled kernels (:func:`gsprestore.native.load`), or None: disabled by
-    ``GSPRESTORE_NATIVE=0``, or no library was built (a source install without a C++ compiler),
-    which is said once, in one line, on the ``gsprestore`` logger (stderr unless the application
-    configures logging)."""
-    if "mod" in _native_state:
-        return _native_state["mod"]
-    mod = None
-    if os.environ.get("GSPRESTORE_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
-        _native_state["error"] = "disabled by GSPRESTORE_NATIVE"
-    else:
-        from . import native
-
-        try:
-            mod = native.load()
-        except native.NativeUnavailable as exc:
-            _native_state["error"] = str(exc)
-            logging.getLogger("gsprestore").warning(
-                "gsprestore: native CPU kernels unavailable (%s); using the PyTorch path (about 3x slower)", exc
-            )
-    _native_state["mod"] = mod
-    return mod
-
-
-def native_available() -> bool:
-    """Whether the optional native CPU kernels are in use (loads them on the first call)."""
-    return _native() is not None
-
-
-def _use_native(*tensors: Optional[Tensor]) -> bool:
-    for t in tensors:
-        if t is not None and (t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64)):
-            return False
-    return _native() is not None
-
-
-def _no_grad_native(*tensors: Tensor) -> bool:
-    """Whether a forward-only native kernel may replace a plain-autograd PyTorch formula (no
-    gradient to record: autograd off or no input requiring one)."""
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    return _use_native(*tensors)
-
-
-def _padded_planes(like: Tensor, *shape: int) -> Tensor:
-    """An empty tensor of ``shape`` (..., H, W) with contiguous rows whose H x W planes start 64
-    bytes past a 1 KiB boundary from each other instead of H * W elements apart (the dims before
-    them contiguous over the planes). A stencil reads the same pixel of the 12 weight planes (or
-    of the channels) together; at a plane stride that is a multiple of 4 KiB (e.g. 768 x 512
-    floats) those reads fall into one L1 cache set and evict each other, which made the fused
-    CG's stencil run at half speed."""
-    *lead, H, W = shape
-    item = like.element_size()
-    unit = max(1, 1024 // item)
-    ps = -(-(H * W) // unit) * unit + max(1, 64 // item)
-    strides, acc = [], ps
-    for n in reversed(lead):
-        strides.append(acc)
-        acc *= n
-    buf = like.new_empty(max(1, acc))
-    return buf.as_strided(tuple(shape), tuple(reversed(strides)) + (W, 1))
-
-
-def _plane_stride(t: Tensor) -> Optional[int]:
-    """The plane stride of ``t`` (..., H, W) if it has contiguous rows and its leading dims are
-    contiguous over its planes (a contiguous or :func:`_padded_planes` layout), else None."""
-    *lead, H, W = t.shape
-    if t.stride(-1) != 1 and W > 1 or t.stride(-2) != W and H > 1:
-        return None
-    ps = t.stride(-3) if lead else H * W
-    if ps < H * W:
-        return None
-    acc = ps
-    for n, st in zip(reversed(lead), reversed(t.stride()[:-2])):
-        if st != acc and n > 1:
-            return None
-        acc *= n
-    return ps
-
-
-def _rows_contiguous(t: Tensor) -> Tensor:
-    """t with stride 1 along W and W along H (other strides free, broadcast dims stay stride 0)."""
-    if t.stride(-1) == 1 and (t.shape[-2] == 1 or t.stride(-2) == t.shape[-1]):
-        return t
-    return t.contiguous()
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,7 +106,7 @@ def _native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor)
     edges leave the image; ``mf`` = M f (:func:`_apply_metric`)."""
     B, Kout, _, H, W = out.shape
     F = features.shape[2]
-    return _native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
+    return backend.native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
 
 
 class _EdgeWeights(torch.autograd.Function):
@@ -317,13 +118,13 @@ class _EdgeWeights(torch.autograd.Function):
         m4 = _metric4(metric)
         mf = _apply_metric(m4, features)
         Kout = max(K, m4.shape[1])
-        if _use_native(features, mf):
-            out = _native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, _NU, H, W))
+        if backend.usable(features, mf):
+            out = _native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, NU, H, W))
             ctx.exp = exp
             ctx.save_for_backward(features, metric, out if exp else None)
             return out
-        out = features.new_zeros(B, Kout, _NU, H, W)
-        for k, P, Q in _regions(H, W):
+        out = features.new_zeros(B, Kout, NU, H, W)
+        for k, P, Q in regions(H, W):
             diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
             mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
             d = (diff * mdiff).sum(dim=2)
@@ -348,12 +149,12 @@ class _EdgeWeights(torch.autograd.Function):
         gf = torch.zeros_like(features) if need_f else None
         Kout = gd.shape[1]
         gm = features.new_zeros(B, Kout, F, F) if need_m else None
-        for k, P, Q in _regions(H, W):
+        for k, P, Q in regions(H, W):
             g = gd[:, :, k : k + 1, P[0], P[1]]  # (B, K, 1, h, w)
             diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
             if need_f:
                 mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
-                t = _sum_to(2.0 * g * mdiff, gf[..., P[0], P[1]].shape)
+                t = sum_to(2.0 * g * mdiff, gf[..., P[0], P[1]].shape)
                 gf[..., P[0], P[1]].add_(t)
                 gf[..., Q[0], Q[1]].sub_(t)
             if need_m:
@@ -361,7 +162,7 @@ class _EdgeWeights(torch.autograd.Function):
                 gm += torch.matmul(gdiff.flatten(3), diff.expand_as(gdiff).flatten(3).transpose(-1, -2))
         if need_m:
             gm = 0.5 * (gm + gm.transpose(-1, -2))  # gradient through the symmetrisation
-            gm = _sum_to(gm, m4.shape).reshape(metric.shape)
+            gm = sum_to(gm, m4.shape).reshape(metric.shape)
         return gf, gm, None
 
 
@@ -402,10 +203,10 @@ def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tens
 
 
 def _edge_weights_into(features: Tensor, metric: Tensor, exp: bool, workspace: Optional[dict]) -> Tensor:
-    if workspace is not None and _no_grad_native(features, metric):
+    if workspace is not None and backend.no_grad_usable(features, metric):
         B, K, F, H, W = features.shape
         m4 = _metric4(metric)
-        shape = (B, max(K, m4.shape[1]), _NU, H, W)
+        shape = (B, max(K, m4.shape[1]), NU, H, W)
         out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", shape, features)
         return _native_edge_distances(features, _apply_metric(m4, features), exp, out)
     return _EdgeWeights.apply(features, metric, exp)
@@ -418,12 +219,12 @@ def _edge_weights_into(features: Tensor, metric: Tensor, exp: bool, workspace: O
 
 def degree(w: Tensor) -> Tensor:
     """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W)."""
-    _check_weights(w, _NU, "w")
+    check_weights(w, NU, "w")
     B, K, _, H, W = w.shape
-    if _no_grad_native(w):
-        return _native().degree(_rows_contiguous(w), w.new_empty(B, K, 1, H, W))
+    if backend.no_grad_usable(w):
+        return backend.native().degree(backend.rows_contiguous(w), w.new_empty(B, K, 1, H, W))
     deg = w.new_zeros(B, K, 1, H, W)
-    for k, P, Q in _regions(H, W):
+    for k, P, Q in regions(H, W):
         wk = w[:, :, k : k + 1, P[0], P[1]]
         deg[..., P[0], P[1]].add_(wk)
         deg[..., Q[0], Q[1]].add_(wk)
@@ -435,14 +236,14 @@ def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: T
     band of rows by band of rows: per band one product and 24 fused multiply-accumulates
     ``out[tail] -= w * x[head]`` over the directed offsets, all on views (no shifted copies)."""
     H, W = x.shape[-2:]
-    rows = _band_rows(out[..., :1, :].numel(), H, out.device)
-    for r0, r1 in _bands(H, rows):
+    rows = band_rows(out[..., :1, :].numel(), H, out.device)
+    for r0, r1 in bands(H, rows):
         ob = out[..., r0:r1, :]
         if a is None:
             ob.copy_(x[..., r0:r1, :])
         else:
             torch.mul(a[..., r0:r1, :], x[..., r0:r1, :], out=ob)
-        for _, k, tail, head, at in _directed_regions(H, W, r0, r1):
+        for _, k, tail, head, at in directed_regions(H, W, r0, r1):
             out[..., tail[0], tail[1]].addcmul_(w[:, :, k : k + 1, at[0], at[1]], x[..., head[0], head[1]], value=-1.0)
     return out
 
@@ -451,11 +252,11 @@ def _diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
     """``a * x - W x`` (``a=None`` means the identity)."""
     shape = torch.broadcast_shapes(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
     out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    if _use_native(w, a, x):
+    if backend.usable(w, a, x):
         if a is not None and a.dim() != 5:
             a = a.expand(shape)
-        return _native().diag_minus_adjacency(_rows_contiguous(w), None if a is None else _rows_contiguous(a),
-                                              _rows_contiguous(x), out)
+        rc = backend.rows_contiguous
+        return backend.native().diag_minus_adjacency(rc(w), None if a is None else rc(a), rc(x), out)
     if a is not None and a.shape != shape and x.shape != shape:
         a = a.expand(shape)
     if x.shape != shape and a is None:
@@ -478,22 +279,22 @@ class _DiagMinusAdjacency(torch.autograd.Function):
         w, a, x = ctx.saved_tensors
         gw = ga = gx = None
         if ctx.needs_input_grad[2]:  # the operator is symmetric
-            gx = _sum_to(_diag_minus_adjacency(w, a, g), x.shape)
+            gx = sum_to(_diag_minus_adjacency(w, a, g), x.shape)
         if ctx.has_a and ctx.needs_input_grad[1]:
-            ga = _sum_to(g * x, a.shape)
-        if ctx.needs_input_grad[0] and _use_native(g, x):
+            ga = sum_to(g * x, a.shape)
+        if ctx.needs_input_grad[0] and backend.usable(g, x):
             B, K, C, H, W = g.shape
             g = g.contiguous()
-            gw = g.new_zeros(B, K, _NU, H, W)
-            _native().diag_minus_adjacency_grad_w(g, _rows_contiguous(x.expand(B, K, C, H, W)), gw)
-            gw = _sum_to(gw, w.shape)
+            gw = g.new_zeros(B, K, NU, H, W)
+            backend.native().diag_minus_adjacency_grad_w(g, backend.rows_contiguous(x.expand(B, K, C, H, W)), gw)
+            gw = sum_to(gw, w.shape)
         elif ctx.needs_input_grad[0]:
             H, W = x.shape[-2:]
             gw = torch.zeros_like(w)
-            for k, P, Q in _regions(H, W):
+            for k, P, Q in regions(H, W):
                 t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
                 t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])
-                gw[:, :, k : k + 1, P[0], P[1]].sub_(_sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape))
+                gw[:, :, k : k + 1, P[0], P[1]].sub_(sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape))
         return gw, ga, gx
 
 
@@ -501,8 +302,8 @@ def diag_minus_adjacency_apply(w: Tensor, x: Tensor, diag: Optional[Tensor] = No
     """``diag * x - W x`` (``diag=None``: ``x - W x``) for the symmetric adjacency ``W`` of the
     undirected weights ``w``; ``diag`` broadcasts against ``x`` (e.g. ``(B, K, C, H, W)`` degree
     plus sampling mask, the generalised Laplacian ``L + H^T H`` of eq. 20). Custom autograd."""
-    _check_weights(w, _NU, "w")
-    _check_signal(w, x)
+    check_weights(w, NU, "w")
+    check_signal(w, x)
     return _DiagMinusAdjacency.apply(w, diag, x)
 
 
@@ -522,11 +323,11 @@ def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor,
         deg = degree(w)
     dis = deg.clamp_min(_TINY).rsqrt()
     H, W = w.shape[-2:]
-    if _no_grad_native(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
-        wn = _padded_planes(w, *w.shape).zero_()
+    if backend.no_grad_usable(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
+        wn = backend.padded_planes(w, *w.shape).zero_()
     else:
         wn = torch.zeros_like(w)
-    for k, P, Q in _regions(H, W):
+    for k, P, Q in regions(H, W):
         wn[:, :, k : k + 1, P[0], P[1]] = (
             w[:, :, k : k + 1, P[0], P[1]] * dis[..., P[0], P[1]] * dis[..., Q[0], Q[1]]
         )
@@ -543,7 +344,7 @@ def graph_laplacian_regularizer(w: Tensor, x: Tensor) -> Tensor:
     """GLR ``x^T L x = sum_(i,j) w_ij (x_i - x_j)^2`` (eq. 1) per (batch, head): ``(B, K)``."""
     H, W = x.shape[-2:]
     total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], w.shape[:2]))
-    for k, P, Q in _regions(H, W):
+    for k, P, Q in regions(H, W):
         d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
         total = total + (w[:, :, k : k + 1, P[0], P[1]] * d * d).sum(dim=(2, 3, 4))
     return total
@@ -558,25 +359,25 @@ def random_walk_weights(w: Tensor) -> Tensor:
     """Eq. 28: ``wbar(p -> q) = w_pq / sum_l w_pl`` over the in-image neighbours ``l`` of ``p``;
     ``(B, K, 12, H, W) -> (B, K, 24, H, W)`` indexed by :data:`DIRECTED_OFFSETS`, zero outside the
     image. Each node's outgoing weights sum to one (a node whose weights all underflowed gets 0)."""
-    _check_weights(w, _NU, "w")
+    check_weights(w, NU, "w")
     B, K, _, H, W = w.shape
     inv = degree(w).clamp_min(_TINY).reciprocal()
-    wbar = w.new_zeros(B, K, 2 * _NU, H, W)
-    for k, P, Q in _regions(H, W):
+    wbar = w.new_zeros(B, K, 2 * NU, H, W)
+    for k, P, Q in regions(H, W):
         wk = w[:, :, k : k + 1, P[0], P[1]]
         wbar[:, :, k : k + 1, P[0], P[1]] = wk * inv[..., P[0], P[1]]
-        wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]] = wk * inv[..., Q[0], Q[1]]
+        wbar[:, :, NU + k : NU + k + 1, Q[0], Q[1]] = wk * inv[..., Q[0], Q[1]]
     return wbar
 
 
 def _rw_softmax(d: Tensor) -> Tensor:
     """Eq. 28 as a softmax of -d over each node's in-image directed edges (PyTorch path)."""
     B, K, _, H, W = d.shape
-    dd = d.new_full((B, K, 2 * _NU, H, W), float("inf"))
-    for k, P, Q in _regions(H, W):
+    dd = d.new_full((B, K, 2 * NU, H, W), float("inf"))
+    for k, P, Q in regions(H, W):
         dk = d[:, :, k : k + 1, P[0], P[1]]
         dd[:, :, k : k + 1, P[0], P[1]] = dk
-        dd[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]] = dk
+        dd[:, :, NU + k : NU + k + 1, Q[0], Q[1]] = dk
     return torch.softmax(-dd, dim=2)
 
 
@@ -585,9 +386,9 @@ class _RandomWalkFromDistances(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, d: Tensor):  # type: ignore[override]
-        if _use_native(d):
+        if backend.usable(d):
             B, K, _, H, W = d.shape
-            wbar = _native().random_walk_from_distances(d.contiguous(), d.new_zeros(B, K, 2 * _NU, H, W))
+            wbar = backend.native().random_walk_from_distances(d.contiguous(), d.new_zeros(B, K, 2 * NU, H, W))
         else:
             wbar = _rw_softmax(d)
         ctx.save_for_backward(wbar)
@@ -599,9 +400,9 @@ class _RandomWalkFromDistances(torch.autograd.Function):
         (wbar,) = ctx.saved_tensors
         gdd = -wbar * (g - (wbar * g).sum(dim=2, keepdim=True))  # softmax backward, d(-dd)/d(dd) = -1
         H, W = wbar.shape[-2:]
-        gd = gdd.new_zeros(gdd.shape[0], gdd.shape[1], _NU, H, W)
-        for k, P, Q in _regions(H, W):
-            torch.add(gdd[:, :, k, P[0], P[1]], gdd[:, :, _NU + k, Q[0], Q[1]], out=gd[:, :, k, P[0], P[1]])
+        gd = gdd.new_zeros(gdd.shape[0], gdd.shape[1], NU, H, W)
+        for k, P, Q in regions(H, W):
+            torch.add(gdd[:, :, k, P[0], P[1]], gdd[:, :, NU + k, Q[0], Q[1]], out=gd[:, :, k, P[0], P[1]])
         return gd
 
 
@@ -609,48 +410,34 @@ def random_walk_weights_from_distances(d: Tensor, *, workspace: Optional[dict] =
     """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
     a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0.
     Custom autograd (saves wbar). ``workspace``: see :func:`_reused_output`."""
-    _check_weights(d, _NU, "d")
+    check_weights(d, NU, "d")
     B, K, _, H, W = d.shape
     if H * W == 1:
-        return d.new_zeros(B, K, 2 * _NU, H, W) + 0 * d.sum()
-    if workspace is not None and _no_grad_native(d):
-        out = _reused_output(workspace, "random_walk_weights", (B, K, 2 * _NU, H, W), d)
-        return _native().random_walk_from_distances(d.contiguous(), out)
+        return d.new_zeros(B, K, 2 * NU, H, W) + 0 * d.sum()
+    if workspace is not None and backend.no_grad_usable(d):
+        out = _reused_output(workspace, "random_walk_weights", (B, K, 2 * NU, H, W), d)
+        return backend.native().random_walk_from_distances(d.contiguous(), out)
     return _RandomWalkFromDistances.apply(d)
-
-
-def _zero_outside(e: Tensor, H: int, W: int) -> None:
-    """Zero the entries of an edge tensor (..., 24, H, W) whose directed edge leaves the image."""
-    for j, (dy, dx) in enumerate(DIRECTED_OFFSETS):
-        ej = e[..., j, :, :]
-        if dy > 0:
-            ej[..., H - dy :, :] = 0
-        elif dy < 0:
-            ej[..., : -dy, :] = 0
-        if dx > 0:
-            ej[..., :, W - dx :] = 0
-        elif dx < 0:
-            ej[..., :, : -dx] = 0
 
 
 def _incidence(wbar: Tensor, x: Tensor) -> Tensor:
     B, _, C, H, W = x.shape
     K = max(wbar.shape[1], x.shape[1])
-    e = x.new_empty(B, K, C, 2 * _NU, H, W)
-    _zero_outside(e, H, W)
-    for k, P, Q in _regions(H, W):
+    e = x.new_empty(B, K, C, 2 * NU, H, W)
+    zero_outside(e, H, W)
+    for k, P, Q in regions(H, W):
         d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
         torch.mul(wbar[:, :, k : k + 1, P[0], P[1]], d, out=e[:, :, :, k, P[0], P[1]])
-        torch.mul(wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]].neg(), d, out=e[:, :, :, _NU + k, Q[0], Q[1]])
+        torch.mul(wbar[:, :, NU + k : NU + k + 1, Q[0], Q[1]].neg(), d, out=e[:, :, :, NU + k, Q[0], Q[1]])
     return e
 
 
 def _incidence_t(wbar: Tensor, e: Tensor) -> Tensor:
     B, K, C, _, H, W = e.shape
     out = e.new_zeros(B, K, C, H, W)
-    for k, P, Q in _regions(H, W):
+    for k, P, Q in regions(H, W):
         t = wbar[:, :, k : k + 1, P[0], P[1]] * e[:, :, :, k, P[0], P[1]]
-        t.addcmul_(wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]], e[:, :, :, _NU + k, Q[0], Q[1]], value=-1.0)
+        t.addcmul_(wbar[:, :, NU + k : NU + k + 1, Q[0], Q[1]], e[:, :, :, NU + k, Q[0], Q[1]], value=-1.0)
         out[..., P[0], P[1]].add_(t)
         out[..., Q[0], Q[1]].sub_(t)
     return out
@@ -661,12 +448,12 @@ def _incidence_weight_grad(edges: Tensor, nodes: Tensor, wbar_shape) -> Tensor:
     ``<edges, C-bar(wbar) nodes>``, the weight gradient of both C-bar and C-bar^T (the same
     bilinear form), summed to ``wbar_shape``."""
     H, W = nodes.shape[-2:]
-    gw = torch.zeros(edges.shape[0], edges.shape[1], 2 * _NU, H, W, dtype=edges.dtype, device=edges.device)
-    for k, P, Q in _regions(H, W):
+    gw = torch.zeros(edges.shape[0], edges.shape[1], 2 * NU, H, W, dtype=edges.dtype, device=edges.device)
+    for k, P, Q in regions(H, W):
         d = nodes[..., P[0], P[1]] - nodes[..., Q[0], Q[1]]
         gw[:, :, k, P[0], P[1]] = (edges[:, :, :, k, P[0], P[1]] * d).sum(dim=2)
-        gw[:, :, _NU + k, Q[0], Q[1]] = -(edges[:, :, :, _NU + k, Q[0], Q[1]] * d).sum(dim=2)
-    return _sum_to(gw, wbar_shape)
+        gw[:, :, NU + k, Q[0], Q[1]] = -(edges[:, :, :, NU + k, Q[0], Q[1]] * d).sum(dim=2)
+    return sum_to(gw, wbar_shape)
 
 
 class _Incidence(torch.autograd.Function):
@@ -683,7 +470,7 @@ class _Incidence(torch.autograd.Function):
         wbar, x = ctx.saved_tensors
         gw = gx = None
         if ctx.needs_input_grad[1]:
-            gx = _sum_to(_incidence_t(wbar, ge), x.shape)
+            gx = sum_to(_incidence_t(wbar, ge), x.shape)
         if ctx.needs_input_grad[0]:
             gw = _incidence_weight_grad(ge, x, wbar.shape)
         return gw, gx
@@ -703,7 +490,7 @@ class _IncidenceT(torch.autograd.Function):
         wbar, e = ctx.saved_tensors
         gw = ge = None
         if ctx.needs_input_grad[1]:
-            ge = _sum_to(_incidence(wbar, g), e.shape)
+            ge = sum_to(_incidence(wbar, g), e.shape)
         if ctx.needs_input_grad[0]:
             gw = _incidence_weight_grad(e, g, wbar.shape)
         return gw, ge
@@ -713,16 +500,16 @@ def incidence_apply(wbar: Tensor, x: Tensor) -> Tensor:
     """``C-bar x`` (Sec. 5.2, 2M directed edges): ``e[:, :, c, j, p] = wbar[p, j] (x_p - x_{p+o_j})``
     with ``o_j = DIRECTED_OFFSETS[j]``; wbar (B, K|1, 24, H, W), x (B, K, C, H, W) ->
     e (B, K, C, 24, H, W), zero for edges leaving the image. Custom autograd (saves wbar, x)."""
-    _check_weights(wbar, 2 * _NU, "wbar")
-    _check_signal(wbar, x)
+    check_weights(wbar, 2 * NU, "wbar")
+    check_signal(wbar, x)
     return _Incidence.apply(wbar, x)
 
 
 def incidence_adjoint(wbar: Tensor, e: Tensor) -> Tensor:
     """``C-bar^T e``, the exact transpose of :func:`incidence_apply` (borders included):
     e (B, K, C, 24, H, W) -> (B, K, C, H, W). Custom autograd (saves wbar, e)."""
-    _check_weights(wbar, 2 * _NU, "wbar")
-    if e.dim() != 6 or e.shape[3] != 2 * _NU or e.shape[-2:] != wbar.shape[-2:]:
+    check_weights(wbar, 2 * NU, "wbar")
+    if e.dim() != 6 or e.shape[3] != 2 * NU or e.shape[-2:] != wbar.shape[-2:]:
         raise ValueError(f"edge signal must be (B, K, C, 24, H, W), got {tuple(e.shape)}")
     return _IncidenceT.apply(wbar, e)
 
@@ -730,13 +517,13 @@ def incidence_adjoint(wbar: Tensor, e: Tensor) -> Tensor:
 def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
     """Undirected weights ``s`` with ``C-bar^T C-bar = L(s)`` (the Laplacian L-bar of Sec. 5.2):
     ``s_pq = wbar(p -> q)^2 + wbar(q -> p)^2``; (B, K, 24, H, W) -> (B, K, 12, H, W)."""
-    _check_weights(wbar, 2 * _NU, "wbar")
+    check_weights(wbar, 2 * NU, "wbar")
     B, K, _, H, W = wbar.shape
-    if _no_grad_native(wbar):
-        return _native().incidence_laplacian_weights(wbar.contiguous(), _padded_planes(wbar, B, K, _NU, H, W))
-    s = wbar.new_zeros(B, K, _NU, H, W)
-    for k, P, Q in _regions(H, W):
-        s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, _NU + k, Q[0], Q[1]].square()
+    if backend.no_grad_usable(wbar):
+        return backend.native().incidence_laplacian_weights(wbar.contiguous(), backend.padded_planes(wbar, B, K, NU, H, W))
+    s = wbar.new_zeros(B, K, NU, H, W)
+    for k, P, Q in regions(H, W):
+        s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, NU + k, Q[0], Q[1]].square()
     return s
 
 
@@ -745,8 +532,13 @@ def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:
     without materialising the edge signal."""
     H, W = x.shape[-2:]
     total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], wbar.shape[:2]))
-    for k, P, Q in _regions(H, W):
+    for k, P, Q in regions(H, W):
         d = (x[..., P[0], P[1]] - x[..., Q[0], Q[1]]).abs()
-        ws = wbar[:, :, k : k + 1, P[0], P[1]] + wbar[:, :, _NU + k : _NU + k + 1, Q[0], Q[1]]
+        ws = wbar[:, :, k : k + 1, P[0], P[1]] + wbar[:, :, NU + k : NU + k + 1, Q[0], Q[1]]
         total = total + (ws * d).sum(dim=(2, 3, 4))
     return total
+
+
+def native_available() -> bool:
+    """Whether the optional native CPU kernels are in use (:func:`gsprestore.backend.available`)."""
+    return backend.available()

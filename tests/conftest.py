@@ -6,13 +6,15 @@ import pytest
 
 
 @pytest.fixture(params=["pytorch", "native"])
-def backend(request, monkeypatch):
+def either_backend(request):
     """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
     not build here)."""
-    from gsprestore import graph as G
+    from gsprestore import backend as BK
 
     if request.param == "pytorch":
-        monkeypatch.setitem(G._native_state, "mod", None)
-    elif not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
-    return request.param
+        with BK.use("torch"):
+            yield request.param
+        return
+    if not BK.available():
+        pytest.skip(f"native kernels unavailable: {BK.error()}")
+    yield request.param

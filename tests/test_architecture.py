@@ -14,12 +14,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native",
+    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native", "backend",
                      "models.constants", "graphed_step", "cli.registry"}),
-    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph",
+    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "window",
                                 "camera_raw"}),
-    ("solvers, classical methods", {"solvers", "models.estimate", "models.pattern", "baselines", "demosaic_classical",
-                                    "upscale_classical", "chart"}),
+    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.glr", "solvers.admm_reference",
+                                    "solvers.admm_edge", "solvers.gtv", "solvers.__main__", "models.estimate",
+                                    "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
+                                    "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
@@ -31,7 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "explain.py": 620}
+CEILINGS = {"training.py": 975}
 
 
 def _modules() -> dict[str, Path]:

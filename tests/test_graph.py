@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from gsprestore import backend
 from gsprestore import graph as G
 
 from dense_graphs import dense_adjacency, dense_incidence
@@ -63,7 +64,7 @@ def test_offsets():
     assert set(G.DIRECTED_OFFSETS) == {(a, b) for a in range(-2, 3) for b in range(-2, 3)} - {(0, 0)}
 
 
-def test_edge_weights_dense(backend, gen):
+def test_edge_weights_dense(either_backend, gen):
     B, K, F = 2, 3, 4
     f = rand(gen, B, K, F, H, W)
     A = rand(gen, K, F, F)
@@ -79,7 +80,7 @@ def test_edge_weights_dense(backend, gen):
     torch.testing.assert_close(G.edge_weights(f, M[0]), G.edge_weights(f, M[0].expand(K, F, F)))
 
 
-def test_laplacian_dense(backend, gen):
+def test_laplacian_dense(either_backend, gen):
     B, K, C = 2, 3, 2
     w = valid_weights(gen, B, K, 12)
     x = rand(gen, B, K, C, H, W)
@@ -102,7 +103,7 @@ def test_laplacian_dense(backend, gen):
                 xv @ L @ xv, rtol=1e-10)
 
 
-def test_laplacian_broadcasts_over_heads(backend, gen):
+def test_laplacian_broadcasts_over_heads(either_backend, gen):
     w = valid_weights(gen, 1, 1, 12)
     x = rand(gen, 1, 4, 3, H, W)
     torch.testing.assert_close(G.laplacian_apply(w, x), G.laplacian_apply(w.expand(1, 4, 12, H, W), x))
@@ -112,7 +113,7 @@ def test_laplacian_broadcasts_over_heads(backend, gen):
         diag * x + (G.laplacian_apply(w, x) - G.degree(w) * x))
 
 
-def test_random_walk_weights_sum_to_one(backend, gen):
+def test_random_walk_weights_sum_to_one(either_backend, gen):
     w = valid_weights(gen, 2, 3, 12)
     wbar = G.random_walk_weights(w)
     torch.testing.assert_close(wbar.sum(2), torch.ones(2, 3, H, W, dtype=DT))
@@ -232,7 +233,7 @@ def _gc(fn, *inputs):
 
 
 @pytest.mark.parametrize("kw", [1, 2])
-def test_gradcheck_laplacian(backend, gen, kw):
+def test_gradcheck_laplacian(either_backend, gen, kw):
     h, w_ = 4, 5
     w = valid_weights(gen, 1, kw, 12, h, w_).requires_grad_()
     x = rand(gen, 1, 2, 2, h, w_).requires_grad_()
@@ -252,7 +253,7 @@ def test_gradcheck_incidence(gen, kw):
     _gc(lambda a, b: G.incidence_adjoint(a, b), wbar, e)
 
 
-def test_gradcheck_edge_weights(backend, gen):
+def test_gradcheck_edge_weights(either_backend, gen):
     h, w_ = 4, 5
     f = (0.5 * rand(gen, 2, 2, 3, h, w_)).requires_grad_()
     A = rand(gen, 2, 3, 3)
@@ -284,16 +285,16 @@ def test_gradcheck_full_jacobian_tiny(gen):
 def test_native_kernels_match_pytorch_path(gen, dtype, monkeypatch):
     """The optional C++ kernels (when they build here) give the PyTorch path's values."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     h, w_ = 9, 11
     w = valid_weights(gen, 2, 3, 12, h, w_).to(dtype)
     x = rand(gen, 2, 3, 2, h, w_).to(dtype)
     cases = [(w, None, x), (w, G.degree(w), x), (w[:, :1], rand(gen, 2, 3, 2, h, w_).to(dtype), x),
              (w, rand(gen, 2, 1, 2, h, w_).to(dtype), x[:, :1]), (w[:1], None, x[:1])]
     got = [G._diag_minus_adjacency(*c) for c in cases]
-    monkeypatch.setitem(G._native_state, "mod", None)
-    for c, g in zip(cases, got):
-        torch.testing.assert_close(g, G._diag_minus_adjacency(*c))
+    with backend.use("torch"):
+        for c, g in zip(cases, got):
+            torch.testing.assert_close(g, G._diag_minus_adjacency(*c))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -303,7 +304,7 @@ def test_native_stencil_degree_and_incidence_laplacian_match_pytorch(gen, dtype,
     sizes, 1-row/1-column images and borders; weights stay arbitrary (nonzero) where an edge
     leaves the image, which both paths must ignore."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     h, w_ = size
     w = rand(gen, 2, 3, 12, h, w_, positive=True).to(dtype)
     wbar = rand(gen, 2, 3, 24, h, w_, positive=True).to(dtype)
@@ -313,28 +314,28 @@ def test_native_stencil_degree_and_incidence_laplacian_match_pytorch(gen, dtype,
            lambda: G.degree(w), lambda: G.incidence_laplacian_weights(wbar)]
     with torch.no_grad():
         got = [f() for f in fns]
-        monkeypatch.setitem(G._native_state, "mod", None)
-        for f, g in zip(fns, got):
-            torch.testing.assert_close(g, f())
+        with backend.use("torch"):
+            for f, g in zip(fns, got):
+                torch.testing.assert_close(g, f())
 
 
 def test_padded_planes_layout():
     """The padded-plane tensors of the native kernels: rows contiguous, planes contiguous over
-    the leading dims but not a multiple of 4 KiB apart; _plane_stride recognises that layout and
+    the leading dims but not a multiple of 4 KiB apart; backend.plane_stride recognises that layout and
     the contiguous one, and rejects broadcast or sliced tensors."""
     like = torch.zeros(1)
-    t = G._padded_planes(like, 2, 3, 4, 512, 768)
+    t = backend.padded_planes(like, 2, 3, 4, 512, 768)
     ps = t.stride(2)
     assert t.shape == (2, 3, 4, 512, 768) and t.stride()[-2:] == (768, 1)
     assert t.stride()[:3] == (3 * 4 * ps, 4 * ps, ps) and ps >= 512 * 768 and (ps * 4) % 4096 != 0
     t.copy_(torch.arange(t.numel(), dtype=torch.float32).view(t.shape))
     assert torch.equal(t.contiguous().view(-1), torch.arange(t.numel(), dtype=torch.float32))
-    assert G._plane_stride(t) == ps
+    assert backend.plane_stride(t) == ps
     c = torch.zeros(2, 3, 5, 7)
-    assert G._plane_stride(c) == 35
-    assert G._plane_stride(torch.zeros(1, 1, 5, 7).expand(2, 3, 5, 7)) is None
-    assert G._plane_stride(c[:, :2]) is None and G._plane_stride(c[..., :6]) is None
-    assert G._plane_stride(G._padded_planes(torch.zeros(1, dtype=torch.float64), 1, 1, 1, 1)) is not None
+    assert backend.plane_stride(c) == 35
+    assert backend.plane_stride(torch.zeros(1, 1, 5, 7).expand(2, 3, 5, 7)) is None
+    assert backend.plane_stride(c[:, :2]) is None and backend.plane_stride(c[..., :6]) is None
+    assert backend.plane_stride(backend.padded_planes(torch.zeros(1, dtype=torch.float64), 1, 1, 1, 1)) is not None
 
 
 @pytest.mark.parametrize("scale", [0.3, 3.0, 30.0])
@@ -343,15 +344,15 @@ def test_native_float32_exp_kernels_match_pytorch(gen, scale, monkeypatch):
     native kernels (rows of 8 and more); they agree with torch.exp to float32 rounding, also
     where the weights underflow."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     f = (rand(gen, 2, 3, 5, 6, 37) * scale).float()
     A = rand(gen, 3, 5, 5).float()
     M = A @ A.transpose(-1, -2)
     with torch.no_grad():
         w, d = G.edge_weights(f, M), G.edge_distances(f, M)
         wbar = G.random_walk_weights_from_distances(d)
-        monkeypatch.setitem(G._native_state, "mod", None)
-        w_ref, wbar_ref = G.edge_weights(f, M), G.random_walk_weights_from_distances(d)
+        with backend.use("torch"):
+            w_ref, wbar_ref = G.edge_weights(f, M), G.random_walk_weights_from_distances(d)
     inside = d > 0  # edges leaving the image have weight 0 and distance 0
     torch.testing.assert_close(w[inside], torch.exp(-d)[inside], rtol=1e-6, atol=1e-37)  # the exp itself
     torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-30)  # d's summation order differs a little

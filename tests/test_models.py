@@ -452,10 +452,10 @@ def test_green_difference_is_for_colour_demosaicking_only():
 def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen, monkeypatch):
     """A whole network forward without autograd (fused CG and the other forward-only kernels)
     equals the PyTorch path, and the autograd forward; odd size, float64 and float32."""
-    from gsprestore import graph as G
+    from gsprestore import backend
 
-    if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+    if not backend.available():
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4, signal=signal,
                         **(dict(admm_iters=2) if method == "ugtv" else {}))
     gt = torch.rand(1, 3, 9, 11, generator=gen)
@@ -466,8 +466,7 @@ def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen
         with torch.no_grad():
             fast = m(k, msk)
         with_grad = m(k, msk).detach()
-        with monkeypatch.context() as mp:
-            mp.setitem(G._native_state, "mod", None)
+        with backend.use("torch"):
             with torch.no_grad():
                 slow = m(k, msk)
         torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)

@@ -12,6 +12,7 @@ import os
 import pytest
 import torch
 
+from gsprestore import backend
 from gsprestore import graph as G
 from gsprestore import native, sampling
 from gsprestore.models import build_model
@@ -41,11 +42,9 @@ def test_every_built_library_gives_the_pytorch_forward(path, method, gen, monkey
     known, mask = observation("demosaic", sampling.mosaic(gt))
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         m, k, msk = model.to(dtype), known.to(dtype), mask.to(dtype)
-        monkeypatch.setitem(G._native_state, "mod", native.Kernels(path))
-        with torch.no_grad():
+        with backend.use(native.Kernels(path)), torch.no_grad():
             fast = m(k, msk)
-        monkeypatch.setitem(G._native_state, "mod", None)
-        with torch.no_grad():
+        with backend.use("torch"), torch.no_grad():
             slow = m(k, msk)
         torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)
         assert (fast - k).abs().max() > 0.01  # the solver changed the missing samples
@@ -81,26 +80,43 @@ def test_kernels_check_dtypes_and_argument_counts():
 def test_missing_library_runs_the_pytorch_path_and_says_so_once(monkeypatch, caplog):
     monkeypatch.delenv("GSPRESTORE_NATIVE", raising=False)
     monkeypatch.setattr(native, "library_path", lambda: None)
-    monkeypatch.delitem(G._native_state, "mod", raising=False)
-    monkeypatch.delitem(G._native_state, "error", raising=False)
-    with caplog.at_level(logging.WARNING, logger="gsprestore"):
-        assert G._native() is None
+    with backend.use("auto"), caplog.at_level(logging.WARNING, logger="gsprestore"):
+        assert backend.native() is None
         assert not G.native_available()
         w = torch.rand(1, 1, 12, 6, 7)
         G._diag_minus_adjacency(w, None, torch.rand(1, 1, 1, 6, 7))
+        assert "no compiled kernel library" in backend.error()
+        with pytest.raises(native.NativeUnavailable):
+            backend.use("native")
+        assert backend.mode() == "auto"
     lines = [r.getMessage() for r in caplog.records if r.name == "gsprestore"]
     assert len(lines) == 1 and "\n" not in lines[0] and "PyTorch path" in lines[0]
-    assert "no compiled kernel library" in G._native_state["error"]
 
 
 def test_native_off_by_environment_says_nothing(monkeypatch, caplog):
     monkeypatch.setenv("GSPRESTORE_NATIVE", "0")
-    monkeypatch.delitem(G._native_state, "mod", raising=False)
-    monkeypatch.delitem(G._native_state, "error", raising=False)
-    with caplog.at_level(logging.WARNING, logger="gsprestore"):
-        assert G._native() is None
+    with backend.use("auto"), caplog.at_level(logging.WARNING, logger="gsprestore"):
+        assert backend.native() is None
+        assert backend.error() == "disabled by GSPRESTORE_NATIVE"
     assert not [r for r in caplog.records if r.name == "gsprestore"]
-    assert G._native_state["error"] == "disabled by GSPRESTORE_NATIVE"
+
+
+def test_backend_use_switches_and_restores():
+    before = (backend.mode(), backend.native())
+    with backend.use("torch"):
+        assert backend.native() is None and not G.native_available() and backend.mode() == "torch"
+        with backend.use(before[1] if before[1] is not None else "torch"):
+            assert backend.native() is before[1]
+        assert backend.native() is None
+    assert (backend.mode(), backend.native()) == before
+    with pytest.raises(ValueError):
+        backend.use("gpu")
+    with backend.configure(fused_cg_mode=1, band_elements=0):
+        assert backend.settings.fused_cg_mode == 1 and backend.settings.band_elements == 0
+    assert backend.settings.fused_cg_mode == -1 and backend.settings.band_elements == 1 << 19
+    with pytest.raises(TypeError):
+        with backend.configure(no_such_setting=1):
+            pass
 
 
 @pytest.mark.slow
@@ -136,8 +152,8 @@ def test_the_wheel_carries_working_kernel_libraries(tmp_path, monkeypatch):
     assert any(os.path.basename(n).split(".")[0] == "_kernels" for n in libs), zf.namelist()
     gen = torch.Generator().manual_seed(3)
     w = torch.rand(2, 3, 12, 7, 19, generator=gen)
-    monkeypatch.setitem(G._native_state, "mod", None)
-    want = G.degree(w)
+    with backend.use("torch"):
+        want = G.degree(w)
     for name in libs:
         if "avx2" in name and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
             continue

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from gsprestore import backend
 from gsprestore import graph as G
 from gsprestore import solvers as S
+from gsprestore.solvers import admm_edge, admm_reference, gtv
 
 from dense_graphs import dense_adjacency, dense_incidence
 
@@ -177,7 +179,7 @@ def test_admm_reaches_lp_optimum(gen):
         assert (mask[b] * (x[b, 0] - known[b])).abs().max() < 1e-4  # H x = y
 
 
-def test_compact_admm_equals_plain_form(backend, gen):
+def test_compact_admm_equals_plain_form(either_backend, gen):
     """The three-tensor ADMM gives the same iterates as the nine-vector form of eqs. 19-24."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=5, w=6)
@@ -195,7 +197,7 @@ def test_compact_admm_equals_plain_form(backend, gen):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_admm_history_and_gradients(backend, gen):
+def test_admm_history_and_gradients(either_backend, gen):
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=4, w=4)
     hist: list = []
     x = S.gtv_interpolate(wbar, known, mask, gamma=2.0, admm_iters=30, cg_iters=16, history=hist)
@@ -214,7 +216,7 @@ def test_admm_history_and_gradients(backend, gen):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
 
 
-def test_gradcheck_solvers(backend, gen):
+def test_gradcheck_solvers(either_backend, gen):
     """float64 gradcheck through whole solvers (custom ops composed with the solver algebra)."""
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=1, h=3, w=4)
     wb = wbar.clone().requires_grad_()
@@ -232,7 +234,7 @@ def test_gradcheck_solvers(backend, gen):
 
 
 @pytest.mark.parametrize("per_head", [False, True])
-def test_gradcheck_admm_edge_step(backend, gen, per_head):
+def test_gradcheck_admm_edge_step(either_backend, gen, per_head):
     """The fused edge step (custom backward) from a non-zero state, every input differentiable."""
     B, K, C, h, w = 1, 2, 2, 3, 4
     wbar = G.random_walk_weights(graph_weights(gen, B, K, h, w)).requires_grad_()
@@ -246,7 +248,7 @@ def test_gradcheck_admm_edge_step(backend, gen, per_head):
                                     fast_mode=True)
 
 
-def test_compact_gradients_equal_plain_form(backend, gen):
+def test_compact_gradients_equal_plain_form(either_backend, gen):
     """Gradients through the fused op equal plain autograd through the nine-vector ADMM."""
     wbar, known, mask = gtv_problem(gen, B=2, K=2, C=2, h=5, w=5)
     grads = []
@@ -266,7 +268,7 @@ def test_compact_gradients_equal_plain_form(backend, gen):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = 2, 3, 2, 7, 9
     for kw, gamma in ((3, torch.tensor([2.0, 3.0, 5.0], dtype=dtype)), (1, 4.0)):
         wbar = G.random_walk_weights(graph_weights(gen, B, kw, h, w)).to(dtype)
@@ -276,8 +278,7 @@ def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
         with torch.no_grad():
             first_n = S.admm_edge_step(x, wbar, None, None, None, gamma)
             later_n = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)  # in place
-        with monkeypatch.context() as m:
-            m.setitem(G._native_state, "mod", None)
+        with backend.use("torch"):
             with torch.no_grad():
                 first_p = S.admm_edge_step(x, wbar, None, None, None, gamma)
                 later_p = S.admm_edge_step(x, wbar, D.clone(), u.clone(), v.clone(), gamma)
@@ -285,7 +286,7 @@ def test_native_edge_step_matches_pytorch_path(gen, dtype, monkeypatch):
             torch.testing.assert_close(a, b)
 
 
-def test_inference_paths_equal_autograd_paths(backend, gen):
+def test_inference_paths_equal_autograd_paths(either_backend, gen):
     """Without autograd the solvers update buffers in place; results and inputs must not change."""
     K = 2
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=2, h=6, w=7)
@@ -314,21 +315,21 @@ def test_inference_paths_equal_autograd_paths(backend, gen):
 def test_workspace_reuse(gen, monkeypatch):
     """Edge-state buffers kept in a caller's workspace give the same results call after call (the
     PyTorch path: the native one replays the state and keeps no edge tensors)."""
-    monkeypatch.setitem(G._native_state, "mod", None)
-    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
-    ref = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5)
-    ws: dict = {}
-    with torch.no_grad():
-        a = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
-        buffers = ws["gtv_edge_state"]
-        b = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
-        assert all(x is y for x, y in zip(buffers, ws["gtv_edge_state"]))  # reused, not reallocated
-        other = S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5], mask[..., :5, :5], admm_iters=3,
-                                  workspace=ws)  # another size simply gets new buffers
-    torch.testing.assert_close(a, ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(b, ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(other, S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5],
-                                                        mask[..., :5, :5], admm_iters=3))
+    with backend.use("torch"):
+        wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
+        ref = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5)
+        ws: dict = {}
+        with torch.no_grad():
+            a = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
+            buffers = ws["gtv_edge_state"]
+            b = S.gtv_interpolate(wbar, known, mask, admm_iters=4, cg_iters=5, workspace=ws)
+            assert all(x is y for x, y in zip(buffers, ws["gtv_edge_state"]))  # reused, not reallocated
+            other = S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5], mask[..., :5, :5], admm_iters=3,
+                                      workspace=ws)  # another size simply gets new buffers
+        torch.testing.assert_close(a, ref, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(b, ref, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(other, S.gtv_interpolate(wbar[:, :, :, :5, :5], known[..., :5, :5],
+                                                            mask[..., :5, :5], admm_iters=3))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -338,18 +339,18 @@ def test_replayed_edge_term_equals_the_stateful_edge_steps(gen, dtype, shape):
     (:func:`admm_edge_step` chained from the zero state) after 1..8 iterates: per-head and shared
     gamma, head-shared weights, border-only images."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = shape
     for wk in (K, 1):
         wbar = G.random_walk_weights(graph_weights(gen, B, wk, h, w)).to(dtype)
-        xs = [(rand(gen, B, K, C, h, w) * 3).to(dtype) for _ in range(S.MAX_REPLAYED_STEPS)]
+        xs = [(rand(gen, B, K, C, h, w) * 3).to(dtype) for _ in range(backend.settings.max_replayed_steps)]
         for gamma in (torch.linspace(0.5, 12.0, K, dtype=dtype), 4.0):
             D = u = v = None
             with torch.no_grad():
-                for t in range(S.MAX_REPLAYED_STEPS):
+                for t in range(backend.settings.max_replayed_steps):
                     D, u, v, n = S.admm_edge_step(xs[t], wbar, D, u, v, gamma)
                     D, u, v = D.clone(), u.clone(), v.clone()
-                    got = S._edge_term_replayed(xs[: t + 1], wbar, gamma)
+                    got = admm_edge._edge_term_replayed(xs[: t + 1], wbar, gamma)
                     tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5 * (1 + n.abs().max().item()))
                     torch.testing.assert_close(got, n, **tol)
                     assert got.abs().max() > 0
@@ -359,7 +360,7 @@ def test_admm_beyond_the_replayable_steps_keeps_the_state(gen):
     """More edge steps than the replay kernel handles: the stateful path runs, same result as
     autograd's path."""
     wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
-    iters = S.MAX_REPLAYED_STEPS + 2
+    iters = backend.settings.max_replayed_steps + 2
     al, be = torch.full((3,), 0.4, dtype=DT), torch.full((3,), 0.2, dtype=DT)
     ref = S.gtv_interpolate(wbar.requires_grad_(), known, mask, admm_iters=iters, cg_iters=3, cg=("unrolled", al, be))
     with torch.no_grad():
@@ -379,8 +380,8 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, C, mode
     cover the kernel's vectorised interior (whole vectors and an overlapping last one, 1-4
     channels at once), its scalar border columns and rows, and the per-channel fallback."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
-    monkeypatch.setattr(S, "FUSED_CG_MODE", mode)
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
+    monkeypatch.setattr(backend.settings, "fused_cg_mode", mode)  # restored after the test
     h, w_ = size
     B, K = 2, 3
     w = graph_weights(gen, B, K, h, w_).to(dtype)
@@ -394,8 +395,8 @@ def test_fused_native_cg_unrolled_matches_pytorch_loop(gen, dtype, size, C, mode
     cases = [(op, al, be, p) for op in ops for al, be in steps for p in (None, pre)]
     with torch.no_grad():
         got = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
-        monkeypatch.setitem(G._native_state, "mod", None)
-        ref = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
+        with backend.use("torch"):
+            ref = [S.cg_unrolled(op, b, x0, al, be, precond=p) for op, al, be, p in cases]
     tol = {} if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)  # float32: 6 steps of rounding
     for g, r in zip(got, ref):
         torch.testing.assert_close(g, r, **tol)
@@ -425,11 +426,11 @@ def test_jacobi_preconditioned_x_update(gen):
     mask = torch.zeros(1, 1, 7, 7, dtype=DT)
     mask[..., ::2, ::2] = 1
     known = rand(gen, 1, 1, 7, 7) * mask
-    pb = S._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    pb = admm_reference._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
     n = 49
     eye = torch.eye(n, dtype=DT).reshape(n, 1, 1, 1, 7, 7)
     A = torch.stack([pb.apply_A(eye[i]).reshape(-1) for i in range(n)])
-    jac = S._JacobiSystem(pb, (1, 1, 1, 7, 7))
+    jac = gtv._JacobiSystem(pb, (1, 1, 1, 7, 7))
     scaled_op, _ = jac._scaled()
     An = torch.stack([scaled_op(eye[i]).reshape(-1) for i in range(n)])
     ev, evn = torch.linalg.eigvalsh(A), torch.linalg.eigvalsh(An)
@@ -442,13 +443,13 @@ def test_jacobi_preconditioned_x_update(gen):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(backend, gen, dtype):
+def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(either_backend, gen, dtype):
     """cg_unrolled(precond = P^-1) in x equals the plain unrolled recurrence on the scaled matrix
     P^-1/2 A P^-1/2 in z = P^1/2 x (built here from dense scaled weights), with autograd, on the
     in-place inference loop and (backend 'native') the fused kernel; per-head steps."""
     K, C, h, w, T = 3, 2, 9, 11, 7
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=C, h=h, w=w)
-    pb = S._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    pb = admm_reference._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
     shape = (2, K, C, h, w)
     b = rand(gen, *shape).to(dtype)
     x0 = rand(gen, *shape).to(dtype)
@@ -472,7 +473,7 @@ def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(backend, g
     torch.testing.assert_close(got_ad, ref, **tol)
     # the x-update of gtv_interpolate(precondition=True) equals unrolled CG on the folded,
     # normalized-weight scaled operator (how it ran before: one "head" per (head, channel))
-    jac = S._JacobiSystem(pb, shape)
+    jac = gtv._JacobiSystem(pb, shape)
     sop, sqd = jac._scaled()
     with torch.no_grad():
         z = S.cg_unrolled(sop, jac._fold(b.double()) / sqd, jac._fold(x0.double()) * sqd,
@@ -487,18 +488,60 @@ def test_native_node_update_matches_pytorch(gen, dtype):
     y - c) against the PyTorch formula: broadcast mask and samples, a fractional mask, x in
     padded planes and x broadcast over the heads (which takes the PyTorch path)."""
     if not G.native_available():
-        pytest.skip(f"native kernels unavailable: {G._native_state.get('error')}")
+        pytest.skip(f"native kernels unavailable: {backend.error()}")
     B, K, C, h, w = 2, 3, 2, 5, 11
     mask = random_mask(gen, (B, 1, C, h, w), 0.4).to(dtype) * (0.5 + 0.5 * rand(gen, B, 1, C, h, w).to(dtype))
     known = rand(gen, B, 1, C, h, w).to(dtype)
-    pb = S._GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
-    padded = G._padded_planes(known, B, K, C, h, w)
+    pb = admm_reference._GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
+    padded = backend.padded_planes(known, B, K, C, h, w)
     padded.copy_(rand(gen, B, K, C, h, w).to(dtype))
     for x in (padded, rand(gen, B, 1, C, h, w).to(dtype)):
         c0 = rand(gen, B, K, C, h, w).to(dtype)
         c_ref = c0 + mask * (mask * x - pb.y)
         c = c0.clone()
         with torch.no_grad():
-            rhs = S._node_update(c, pb, x)
+            rhs = admm_edge._node_update(c, pb, x)
         torch.testing.assert_close(c, c_ref)
         torch.testing.assert_close(rhs, pb.y - c_ref)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_cg_trace_sees_every_iterate_and_its_residual(gen, grad):
+    """``trace(t, x, r)`` of both CG forms: called for t = 0..T with the iterate the solver returns
+    last and ``r = b - A x`` (to rounding); tracing leaves the result unchanged (the fused native
+    CG and the autograd form alike)."""
+    B, K, C, h, w_ = 1, 2, 2, 6, 7
+    w = graph_weights(gen, B, K, h, w_)
+    op = S.StencilOperator(w, G.degree(w) + 1.0)
+    b, x0 = rand(gen, B, K, C, h, w_), rand(gen, B, K, C, h, w_)
+    al, be = torch.full((5, K), 0.3, dtype=DT), torch.full((5, K), 0.2, dtype=DT)
+    for solve in (lambda **kw: S.cg_unrolled(op, b, x0, al, be, **kw),
+                  lambda **kw: S.cg_exact(op, b, x0, iters=4, **kw)):
+        seen: list = []
+
+        def trace(t, x, r):
+            seen.append((t, x.detach().clone(), r.detach().clone()))
+
+        with torch.set_grad_enabled(grad):
+            ref = solve()
+            got = solve(trace=trace)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
+        assert [t for t, _, _ in seen] == list(range(len(seen))) and len(seen) in (5, 6)
+        torch.testing.assert_close(seen[-1][1], got.detach(), rtol=0, atol=0)
+        for _, x, r in seen:
+            torch.testing.assert_close(r, b - op(x), rtol=1e-9, atol=1e-9)
+
+
+def test_admm_reference_trace_sees_every_iteration(gen):
+    """``trace(t, state, residuals)`` of the reference ADMM: t = 1..admm_iters, the last state's x
+    is the result, and the residual blocks give the history's primal residual."""
+    wbar, known, mask = gtv_problem(gen, B=1, K=2, C=2, h=6, w=7)
+    seen: list = []
+    history: list = []
+    x = S.gtv_admm_reference(wbar, known, mask, admm_iters=3, cg_iters=4, history=history,
+                             trace=lambda t, st, res: seen.append((t, st.x, res)))
+    assert [t for t, _, _ in seen] == [1, 2, 3]
+    assert seen[-1][1] is x
+    for (_, _, res), h in zip(seen, history):
+        norm = sum(e.square().sum(dim=tuple(range(2, e.dim()))) for e in res).sqrt()
+        torch.testing.assert_close(norm, h["primal_residual"])

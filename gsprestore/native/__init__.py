@@ -11,7 +11,7 @@ baseline instruction set, used elsewhere); other architectures build ``_kernels`
 ``torch.utils.cpp_extension`` module they replace did: each checks that its tensors are CPU
 float32/float64 tensors of one dtype with at most 6 dims and passes them as (data pointer, rank,
 sizes, strides) records; the kernels trust the shapes and layouts that the callers in graph.py /
-solvers.py establish (contiguous rows, broadcast dims of size 1). Each kernel releases the GIL and
+solvers/ establish (contiguous rows, broadcast dims of size 1). Each kernel releases the GIL and
 runs on ``torch.get_num_threads()`` threads.
 """
 
@@ -159,7 +159,7 @@ class Kernels:
         self._call("random_walk_from_distances", (d, wbar))
         return wbar
 
-    # solvers.py: the fused inference CG, the ADMM edge step (forward, backward, replayed), the node update
+    # solvers/: the fused inference CG, the ADMM edge step (forward, backward, replayed), the node update
     def cg_unrolled(self, w, diag, keep, pre, rhs, x, g, v, v2, al, be, mode: int) -> None:
         self._call("cg_unrolled", (w, diag, keep, pre, rhs, x, g, v, v2, al, be), (int(mode),))
 
