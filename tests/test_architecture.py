@@ -22,14 +22,16 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
-    ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "explain", "visualize"}),
+    ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "training.recipe",
+                      "training.checkpoints", "training.build", "training.evaluation", "training.stopping",
+                      "training.loop", "training.progress", "explain", "visualize"}),
     ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
 ]
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"solvers.py": 1010, "training.py": 975, "graph.py": 760, "baselines.py": 670,
+CEILINGS = {"solvers.py": 1010, "graph.py": 760, "baselines.py": 670,
             "cli/restore_cmds.py": 640, "explain.py": 620}
 
 
