@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("registry, tiling engine", {"restorers", "engine"}),
     ("applications", {"api", "batch", "benchmark", "patches", "trainpack", "training", "training.recipe",
                       "training.checkpoints", "training.build", "training.evaluation", "training.stopping",
-                      "training.loop", "training.progress", "explain", "visualize"}),
+                      "training.loop", "training.report", "training.progress", "explain", "visualize"}),
     ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
 ]

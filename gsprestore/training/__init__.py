@@ -27,7 +27,8 @@ two CPU runs with the same seed and thread count give identical weights.
 
 The modules: :mod:`.recipe` (TrainConfig, LRSchedule, losses), :mod:`.checkpoints` (the run
 folder's files), :mod:`.build` (device, patches, network), :mod:`.evaluation` (validation),
-:mod:`.stopping` (signals, time budget), :mod:`.loop` (:func:`train`) and :mod:`.progress` (the
+:mod:`.stopping` (signals, time budget), :mod:`.loop` (:func:`train`), :mod:`.report` (what it
+reports and returns) and :mod:`.progress` (the
 Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` and
 ``MAX_BAD_STEPS`` are read here at run time by the loop: replace them on this package.
 """
@@ -38,8 +39,9 @@ from .build import build_network, build_patch_sets, epoch_order, model_factory, 
 from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
                           load_run_config, read_log, write_json)
 from .evaluation import evaluate, observe, score_space
-from .loop import MAX_BAD_STEPS, TrainProgress, TrainResult, train
+from .loop import MAX_BAD_STEPS, train
 from .progress import RichProgress, summary_table
+from .report import TrainProgress, TrainResult
 from .recipe import LOSSES, PRIORS, RESUMABLE_CHANGES, SCHEDULES, LRSchedule, TrainConfig, make_loss
 from .stopping import Deadline, GracefulStop
 

@@ -34,8 +34,8 @@ def model_factory() -> Callable:
 
 
 def set_mmap_threshold(nbytes: int) -> bool:
-    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets 1 MiB): allocations of at least ``nbytes`` get their
-    own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
+    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets
+    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
     32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
     keeps the resident size well above the live tensors. Returns False where unavailable."""
     import ctypes
@@ -80,8 +80,8 @@ def build_patch_sets(cfg: TrainConfig, *, workers: int = 0):
 
     packs = [pack_folders(f) for f in cfg.data if is_pack(f)]
     return patches.build_patch_sets(
-        [f for f in cfg.data if not is_pack(f)], presplit=packs, patches=cfg.patches, patch_size=cfg.patch_size, val_fraction=cfg.val_fraction,
-        val_patches=cfg.val_patches, seed=cfg.seed, downscale=cfg.downscale,
+        [f for f in cfg.data if not is_pack(f)], presplit=packs, patches=cfg.patches, patch_size=cfg.patch_size,
+        val_fraction=cfg.val_fraction, val_patches=cfg.val_patches, seed=cfg.seed, downscale=cfg.downscale,
         downscale_filter=cfg.downscale_filter, downscale_scope=cfg.downscale_scope, augment=cfg.augment,
         workers=workers)
 

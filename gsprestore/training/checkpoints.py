@@ -155,3 +155,29 @@ def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:
 
     save_weights(path, model, meta)
     return path
+
+
+def open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: int | None) -> TrainConfig:
+    """The run's recipe: read from ``run_dir`` on resume (a changed ``epochs`` is recorded in
+    ``config.json``), else ``cfg`` for a new folder."""
+    if resume:
+        stored = read_run_config(run_dir)
+        cfg = TrainConfig.from_json(stored["recipe"])
+        if not (run_dir / "last.pt").is_file():
+            raise UsageError("no last.pt checkpoint in this run folder; nothing to resume", run_dir)
+        if epochs is not None and epochs != cfg.epochs:
+            cfg.epochs = epochs
+            stored["recipe"] = cfg.to_json()
+            stored.setdefault("changes", []).append({"epochs": epochs, "time": round(time.time(), 3)})
+            write_json(stored, run_dir / "config.json")
+        return cfg
+    if cfg is None:
+        raise UsageError("a new run needs its recipe (--task, --prior, --data)")
+    if epochs is not None:
+        cfg.epochs = epochs
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError("--out must be a folder", run_dir)
+    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
+        raise UsageError("this folder already holds a training run; pass --resume to continue it "
+                         "or choose another --out", run_dir)
+    return cfg

@@ -1,8 +1,8 @@
 """The training loop (paper Sec. 5: back-propagation through the unrolled CG / ADMM iterations):
 :func:`train` opens or resumes a run folder, then :class:`_Run` does the steps, validates and
 checkpoints after every epoch, and exports the best weights. It draws nothing: it reports to a
-``progress=`` object (:class:`TrainProgress`; ``gsprestore train`` passes the Rich one,
-:class:`gsprestore.training.progress.RichProgress`).
+``progress=`` object (:class:`gsprestore.training.report.TrainProgress`; ``gsprestore train``
+passes the Rich one, :class:`gsprestore.training.progress.RichProgress`).
 
 ``model_factory``, ``make_loss``, ``evaluate`` and ``MAX_BAD_STEPS`` are read on the package
 namespace (:mod:`gsprestore.training`) when a run uses them, so replacing them there (the tests
@@ -13,17 +13,17 @@ from __future__ import annotations
 import math
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..errors import GspError, UsageError
 from .build import build_network, build_patch_sets, epoch_order, model_config, pick_device
 from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
-                          read_run_config, rng_state, set_rng_state, write_json)
+                          open_recipe, rng_state, set_rng_state, write_json)
 from .evaluation import observe, score_space
 from .recipe import LRSchedule, TrainConfig, without_init
+from .report import TrainProgress, TrainResult
 from .stopping import Deadline, GracefulStop
 
 #: Steps in a row whose loss or gradient may be non-finite (each update skipped) before a run stops.
@@ -34,46 +34,6 @@ def _package():
     """:mod:`gsprestore.training`, where ``model_factory``, ``make_loss``, ``evaluate`` and
     ``MAX_BAD_STEPS`` are looked up at run time."""
     return sys.modules[__package__]
-
-
-class TrainProgress:
-    """What :func:`train` reports to; this one shows nothing. ``busy(text)`` is a context manager
-    around a long preparation (cutting patches); ``start(total, completed)`` / ``stop()`` bracket
-    the steps; ``update(step, epoch=, epochs=, loss=, pps=)`` follows each step and ``note(text)``
-    is a line per epoch."""
-
-    def busy(self, text: str):  # noqa: ARG002
-        return nullcontext()
-
-    def start(self, total: int, completed: int) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def update(self, step: int, **fields_: Any) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-
-@dataclass
-class TrainResult:
-    """What a call to :func:`train` ended with. ``status``: ``finished`` (all epochs),
-    ``max-steps`` (stopped by ``max_steps``) or ``stopped`` (by a signal: ``signal`` names it)."""
-
-    run_dir: Path
-    status: str
-    epoch: int
-    step: int
-    best_psnr: float | None
-    best_epoch: int | None
-    last_psnr: float | None
-    patches_per_s: float | None
-    model_path: Path | None
-    signal: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def train(
@@ -126,7 +86,7 @@ def train(
     if max_steps is not None and max_steps < 1:
         raise UsageError(f"--max-steps must be >= 1, got {max_steps}")
 
-    cfg = _open_recipe(cfg, run_dir, resume, epochs)
+    cfg = open_recipe(cfg, run_dir, resume, epochs)
     cfg.check()
     if cfg.schedule == "cosine-time" and time_budget is None:
         raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
@@ -146,32 +106,6 @@ def train(
     if run.status == "stopped":
         return run.stopped()
     return run.export()
-
-
-def _open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: int | None) -> TrainConfig:
-    """The run's recipe: read from ``run_dir`` on resume (a changed ``epochs`` is recorded in
-    ``config.json``), else ``cfg`` for a new folder."""
-    if resume:
-        stored = read_run_config(run_dir)
-        cfg = TrainConfig.from_json(stored["recipe"])
-        if not (run_dir / "last.pt").is_file():
-            raise UsageError("no last.pt checkpoint in this run folder; nothing to resume", run_dir)
-        if epochs is not None and epochs != cfg.epochs:
-            cfg.epochs = epochs
-            stored["recipe"] = cfg.to_json()
-            stored.setdefault("changes", []).append({"epochs": epochs, "time": round(time.time(), 3)})
-            write_json(stored, run_dir / "config.json")
-        return cfg
-    if cfg is None:
-        raise UsageError("a new run needs its recipe (--task, --prior, --data)")
-    if epochs is not None:
-        cfg.epochs = epochs
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UsageError("--out must be a folder", run_dir)
-    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
-        raise UsageError("this folder already holds a training run; pass --resume to continue it "
-                         "or choose another --out", run_dir)
-    return cfg
 
 
 class _Window:

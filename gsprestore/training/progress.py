@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from .loop import TrainProgress, TrainResult
+from .report import TrainProgress, TrainResult
 
 
 class RichProgress(TrainProgress):
