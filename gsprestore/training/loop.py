@@ -112,6 +112,9 @@ class _Window:
     """Running sums of the losses (weighted by the patches of a finite step), patches and time."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.loss, self.n, self.t, self.p = 0.0, 0, 0.0, 0
 
     def add(self, loss: float, weight: int, dt: float, patches: int) -> None:
@@ -343,7 +346,7 @@ class _Run:
         if state["step"] % cfg.log_every == 0:
             self.log.write("step", epoch=epoch + 1, step=state["step"], loss=win.loss / win.n if win.n else None,
                            lr=lr, patches_per_s=win.p / max(win.t, 1e-9))
-            win.__init__()
+            win.reset()
 
     def _forward_backward(self, gt):
         """The loss of batch ``gt`` with the gradients in ``.grad``: from the CUDA graph when one was
