@@ -25,7 +25,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
-    ("applications", {"api", "file_restore", "batch", "benchmark", "patches", "trainpack", "training", "explain",
+    ("applications", {"api", "file_restore", "batch", "benchmark", "patches", "trainpack", "training",
+                      "training.recipe", "training.checkpoints", "training.build", "training.evaluation",
+                      "training.stopping", "training.loop", "training.report", "training.progress", "explain",
                       "visualize"}),
     ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
@@ -33,7 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until
 #: they are split (issue "one home per concept").
 MAX_LINES = 600
-CEILINGS = {"training.py": 975}
+CEILINGS: dict[str, int] = {}  # none left above the rule
 
 
 def _modules() -> dict[str, Path]:

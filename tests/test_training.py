@@ -647,3 +647,42 @@ def test_cosine_time_schedule_anneals_over_the_budget(photos, stand, tmp_path):
     lrs = [r["lr"] for r in T.read_log(tmp_path / "run2" / "log.jsonl") if r["event"] == "step"]
     assert result.status == "time-budget" and len(lrs) >= 3
     assert lrs[-1] < lrs[0] and lrs == sorted(lrs, reverse=True)  # annealed as the time ran out
+
+
+def test_the_loop_reports_to_a_progress_object_and_draws_nothing_itself(photos, stand, tmp_path):
+    """train() takes a progress= object (gsprestore.training.progress.RichProgress in the CLI); the
+    loop's modules never import Rich."""
+    import ast
+
+    calls = []
+
+    class Recorder(T.TrainProgress):
+        def busy(self, text):
+            calls.append(("busy", text))
+            return super().busy(text)
+
+        def start(self, total, completed):
+            calls.append(("start", total, completed))
+
+        def update(self, step, **fields):
+            calls.append(("update", step, fields["epoch"]))
+
+        def note(self, text):
+            calls.append(("note", text))
+
+        def stop(self):
+            calls.append(("stop",))
+
+    res = T.train(_cfg(photos, epochs=1), tmp_path / "r", progress=Recorder(), device="cpu")
+    assert res.status == "finished" and res.step == 5
+    assert calls[0] == ("busy", "cutting training patches...") and calls[1] == ("start", 5, 0)
+    assert [c[1] for c in calls if c[0] == "update"] == [1, 2, 3, 4, 5]
+    assert calls[-2][0] == "note" and calls[-2][1].startswith("epoch 1/1: loss") and calls[-1] == ("stop",)
+    from pathlib import Path
+
+    package = Path(T.__file__).parent
+    for name in ("loop", "report", "recipe", "checkpoints", "build", "evaluation", "stopping"):
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not any(m and m.split(".")[0] == "rich" for m in imported), name

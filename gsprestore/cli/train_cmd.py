@@ -139,8 +139,9 @@ def train(
     from rich.console import Console
 
     from ..errors import UsageError
-    from ..training import TrainConfig, summary_table
+    from ..training import TrainConfig
     from ..training import train as run_training
+    from ..training.progress import RichProgress, summary_table
 
     console = Console(stderr=True)
     given = {name for name in ctx.params
@@ -185,7 +186,7 @@ def train(
 
         set_mmap_threshold(1 << 20)  # docs/architecture.md: one paper-size uGTV step 3.98 -> 1.45 GB
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
-                          workers=workers, max_steps=max_steps, progress=progress, console=console,
+                          workers=workers, max_steps=max_steps, progress=RichProgress(console, enabled=progress),
                           grad_checkpoint=checkpoint, time_budget=time_budget, cuda_graph=cuda_graph)
     console.print(summary_table(result))
     if result.status == "stopped":

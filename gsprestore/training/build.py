@@ -1,0 +1,97 @@
+"""What a training run is built from: the device, the patches (:mod:`gsprestore.patches`, training
+packs included), their order in each epoch, and the network of the recipe (seeded, optionally
+started from ``--init`` weights)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..engine import resolve_device
+from ..errors import GspError, UsageError
+from .checkpoints import init_from
+from .recipe import TrainConfig
+
+
+def pick_device(device: str = "auto"):
+    """``--device`` of ``gsprestore train``: :func:`gsprestore.engine.resolve_device` (auto, cpu,
+    cuda, cuda:N), any refusal a usage error (exit code 2)."""
+    try:
+        return resolve_device(device)
+    except UsageError:
+        raise
+    except GspError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def model_factory() -> Callable:
+    """``build_model(method, task, **overrides) -> nn.Module`` (:mod:`gsprestore.models`); the
+    trainer needs only ``forward(known, mask) -> x`` and a JSON-able ``.config``."""
+    from ..models import build_model
+
+    return build_model
+
+
+def set_mmap_threshold(nbytes: int) -> bool:
+    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets
+    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
+    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
+    keeps the resident size well above the live tensors. Returns False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, int(nbytes)))  # M_MMAP_THRESHOLD = -3
+    except (OSError, AttributeError):
+        return False
+
+
+def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
+    """The network of the recipe, initialised from ``torch.manual_seed(cfg.seed)`` (or from the
+    weights in ``cfg.init``: a ``model.pt``, ``best.pt`` or ``last.pt``). ``grad_checkpoint``
+    (memory, not architecture) recomputes each block in the backward pass."""
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    extra = {"checkpoint": True} if grad_checkpoint else {}
+    try:
+        # read on the package (gsprestore.training.model_factory), where tests replace it
+        model = sys.modules[__package__].model_factory()(cfg.method, cfg.task, **cfg.model, **extra)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad model option ({exc}); check --model-opt / --blocks / --cg-iters ...") from None
+    if cfg.init:
+        model.init_report = init_from(model, Path(cfg.init))
+    return model
+
+
+def model_config(model) -> dict[str, Any]:
+    """The network's JSON-able ``.config`` (empty when it has none)."""
+    cfg = getattr(model, "config", None)
+    return dict(cfg) if isinstance(cfg, dict) else {}
+
+
+def build_patch_sets(cfg: TrainConfig, *, workers: int = 0):
+    """The training/validation patches of a recipe (see :mod:`gsprestore.patches`); a training
+    pack among the folders (:mod:`gsprestore.trainpack`) brings its own photo-level split."""
+    from .. import patches
+    from ..trainpack import is_pack, pack_folders
+
+    packs = [pack_folders(f) for f in cfg.data if is_pack(f)]
+    return patches.build_patch_sets(
+        [f for f in cfg.data if not is_pack(f)], presplit=packs, patches=cfg.patches, patch_size=cfg.patch_size,
+        val_fraction=cfg.val_fraction, val_patches=cfg.val_patches, seed=cfg.seed, downscale=cfg.downscale,
+        downscale_filter=cfg.downscale_filter, downscale_scope=cfg.downscale_scope, augment=cfg.augment,
+        workers=workers)
+
+
+def epoch_order(seed: int, epoch: int, n: int):
+    """The order of the ``n`` training patches in ``epoch``: a permutation from a generator seeded
+    by ``(seed, epoch)`` alone, so it can be recomputed when resuming mid-epoch."""
+    import numpy as np
+    import torch
+
+    s = int(np.random.SeedSequence([seed, 104, epoch]).generate_state(1, np.uint64)[0])
+    g = torch.Generator().manual_seed(s)
+    return torch.randperm(n, generator=g)

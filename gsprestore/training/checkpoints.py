@@ -1,0 +1,183 @@
+"""The files of a training run (module docstring of :mod:`gsprestore.training`): atomic writes,
+``config.json``, the ``log.jsonl`` JSON lines, the ``last.pt`` / ``best.pt`` checkpoints with the
+RNG states that make a resume exact, initial weights (``--init``) and the exported ``model.pt``."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from ..atomic import atomic_file
+from ..errors import GspError, UsageError
+from .recipe import TrainConfig
+
+CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
+RUN_FORMAT = "gsprestore-train-run/1"
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` (bytes) or, for a ``str``, the text in UTF-8, to a temporary file in the
+    same folder, fsync, then rename over ``path`` (:func:`gsprestore.atomic.atomic_file`): a crash
+    leaves either the old or the new file, never a truncated one."""
+    if isinstance(obj, str):
+        with atomic_file(path, "w", encoding="utf-8") as f:
+            f.write(obj)
+        return
+    import torch
+
+    with atomic_file(path, "wb") as f:
+        torch.save(obj, f)
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """``obj`` as indented JSON, atomically (``config.json``, ``summary.json``)."""
+    atomic_save(json.dumps(obj, indent=2) + "\n", path)
+
+
+def read_run_config(run_dir: Path) -> dict[str, Any]:
+    """The stored ``RUN_DIR/config.json`` (recipe, command, model config, patch fingerprints)."""
+    path = run_dir / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError("not a training run folder (no config.json); nothing to resume", run_dir) from None
+    except json.JSONDecodeError as exc:
+        raise GspError(f"damaged config.json ({exc})", path) from None
+
+
+def load_run_config(run_dir: str | Path) -> TrainConfig:
+    """The recipe stored in ``RUN_DIR/config.json``."""
+    return TrainConfig.from_json(read_run_config(Path(run_dir))["recipe"])
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a ``last.pt`` / ``best.pt`` (``weights_only=True``); a damaged file is a one-line error."""
+    import torch
+
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise GspError("no such checkpoint", path) from None
+    except Exception as exc:
+        raise GspError(f"unreadable checkpoint ({type(exc).__name__}); it may be truncated", path) from None
+    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
+        raise GspError(f"not a gsprestore training checkpoint (format {CHECKPOINT_FORMAT})", path)
+    return ck
+
+
+class JsonLog:
+    """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, event: str, **record: Any) -> dict[str, Any]:
+        rec = {"event": event, "time": round(time.time(), 3), **record}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, sort_keys=False) + "\n")
+        return rec
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a run's ``log.jsonl``."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def rng_state() -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        try:
+            torch.cuda.set_rng_state_all(state["cuda"])
+        except Exception:  # a different number of GPUs: weights stay exact, dropout-free models too
+            pass
+
+
+def init_from(model, path: Path) -> list[str]:
+    """Copy the weights in ``path`` into ``model`` (a curriculum step: e.g. weights trained with
+    fewer CG / ADMM iterations). Tensors must have the same names; a tensor whose shape differs
+    (per-iteration step sizes) keeps its fresh initial value. Returns those tensors' names."""
+    state = _state_dict_from(path)
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        bad = (missing + unexpected)[:3]
+        raise GspError(f"weights do not fit this model ({len(missing)} tensors missing, {len(unexpected)} "
+                       f"unexpected, e.g. {', '.join(bad)})", path)
+    kept = sorted(k for k in own if own[k].shape != state[k].shape)
+    model.load_state_dict({k: (own[k] if k in kept else state[k]) for k in own}, strict=True)
+    return kept
+
+
+def _state_dict_from(path: Path) -> dict:
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise GspError("no such weights file", path) from None
+    except Exception as exc:
+        raise GspError(f"unreadable weights file ({type(exc).__name__})", path) from None
+    for key in ("state_dict", "model"):
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            return obj[key]
+    raise GspError("no model state in this file (expected model.pt, best.pt or last.pt)", path)
+
+
+def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:
+    """Write the shipped-weights file through :func:`gsprestore.weights.save_weights`."""
+    from ..weights import save_weights
+
+    save_weights(path, model, meta)
+    return path
+
+
+def open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: int | None) -> TrainConfig:
+    """The run's recipe: read from ``run_dir`` on resume (a changed ``epochs`` is recorded in
+    ``config.json``), else ``cfg`` for a new folder."""
+    if resume:
+        stored = read_run_config(run_dir)
+        cfg = TrainConfig.from_json(stored["recipe"])
+        if not (run_dir / "last.pt").is_file():
+            raise UsageError("no last.pt checkpoint in this run folder; nothing to resume", run_dir)
+        if epochs is not None and epochs != cfg.epochs:
+            cfg.epochs = epochs
+            stored["recipe"] = cfg.to_json()
+            stored.setdefault("changes", []).append({"epochs": epochs, "time": round(time.time(), 3)})
+            write_json(stored, run_dir / "config.json")
+        return cfg
+    if cfg is None:
+        raise UsageError("a new run needs its recipe (--task, --prior, --data)")
+    if epochs is not None:
+        cfg.epochs = epochs
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError("--out must be a folder", run_dir)
+    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
+        raise UsageError("this folder already holds a training run; pass --resume to continue it "
+                         "or choose another --out", run_dir)
+    return cfg

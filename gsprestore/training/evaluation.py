@@ -1,0 +1,44 @@
+"""Validation of a training run (paper Sec. 5; docs/protocol.md): the network input of ground-truth
+patches (:func:`observe`) and the dataset-MSE PSNR of the reconstructions of held-out patches in
+the task's protocol space (:func:`evaluate`; RGB for demosaicking, BT.601 luma Y for 2x)."""
+
+from __future__ import annotations
+
+from ..tasks import score_space
+
+__all__ = ["observe", "evaluate", "score_space"]
+
+
+def observe(task: str, gt):
+    """The network input for ground-truth RGB patches ``gt`` ``(B, 3, P, P)`` in [0, 1]:
+    ``y = H gt`` (RGGB mosaic, or plain 2x decimation), then ``(known, mask) = (H^T y, H^T 1)``
+    (:func:`gsprestore.tasks.network_input`)."""
+    from ..tasks import network_input
+
+    return network_input(task, gt, "RGGB")
+
+
+def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) -> dict[str, float]:
+    """Dataset-MSE PSNR (docs/protocol.md: ``10 log10(1 / mean_i MSE_i)``, float output, not clipped)
+    of the model's reconstructions of ``patches`` (``uint8 (N, 3, P, P)``), in the task's protocol
+    space (``psnr``) and in RGB (``psnr_rgb``)."""
+    import torch
+
+    from .. import metrics
+
+    space = score_space(task)
+    was_training = model.training
+    model.eval()
+    mse_space, mse_rgb = [], []
+    with torch.no_grad():
+        for i in range(0, patches.shape[0], batch_size):
+            gt = patches[i:i + batch_size].to(device).float() / 255.0
+            out = model(*observe(task, gt))
+            mse_rgb.append(metrics.mse(out, gt).cpu())
+            mse_space.append(metrics.mse(metrics.to_space(out, space), metrics.to_space(gt, space)).cpu())
+    model.train(was_training)
+    return {
+        "psnr": metrics.psnr_dataset_mse(torch.cat(mse_space)),
+        "psnr_rgb": metrics.psnr_dataset_mse(torch.cat(mse_rgb)),
+        "space": space,
+    }

@@ -1,0 +1,431 @@
+"""The training loop (paper Sec. 5: back-propagation through the unrolled CG / ADMM iterations):
+:func:`train` opens or resumes a run folder, then :class:`_Run` does the steps, validates and
+checkpoints after every epoch, and exports the best weights. It draws nothing: it reports to a
+``progress=`` object (:class:`gsprestore.training.report.TrainProgress`; ``gsprestore train``
+passes the Rich one, :class:`gsprestore.training.progress.RichProgress`).
+
+``model_factory``, ``make_loss``, ``evaluate`` and ``MAX_BAD_STEPS`` are read on the package
+namespace (:mod:`gsprestore.training`) when a run uses them, so replacing them there (the tests
+do) reaches the loop."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import GspError, UsageError
+from .build import build_network, build_patch_sets, epoch_order, model_config, pick_device
+from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
+                          open_recipe, rng_state, set_rng_state, write_json)
+from .evaluation import observe, score_space
+from .recipe import LRSchedule, TrainConfig, without_init
+from .report import TrainProgress, TrainResult
+from .stopping import Deadline, GracefulStop
+
+#: Steps in a row whose loss or gradient may be non-finite (each update skipped) before a run stops.
+MAX_BAD_STEPS = 10
+
+
+def _package():
+    """:mod:`gsprestore.training`, where ``model_factory``, ``make_loss``, ``evaluate`` and
+    ``MAX_BAD_STEPS`` are looked up at run time."""
+    return sys.modules[__package__]
+
+
+def train(
+    cfg: TrainConfig | None,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    epochs: int | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    workers: int = 0,
+    max_steps: int | None = None,
+    progress: TrainProgress | bool | None = None,
+    grad_checkpoint: bool = False,
+    time_budget: float | None = None,
+    cuda_graph: bool = False,
+) -> TrainResult:
+    """Train (or, with ``resume``, continue training) the run in ``run_dir``.
+
+    ``cfg`` is the recipe of a new run; with ``resume`` it is read from ``run_dir`` (pass None),
+    and only ``epochs`` may change (to extend a run). ``max_steps`` stops after that many optimizer
+    steps in total (a smoke run; the schedule still spans all epochs). SIGINT / SIGTERM finish the
+    current step and write a checkpoint (status ``stopped``).
+
+    ``time_budget`` (seconds, counted from this call, patch cutting included) ends the run in
+    time: before a step that would leave less than the time a validation, a checkpoint and the
+    export need (measured, with a margin), the run validates, checkpoints and exports its best
+    weights (status ``time-budget``). A run started from ``cfg.init`` validates those weights
+    first: they are the best until training beats them, so the exported model is never worse on
+    validation than the one it started from.
+
+    ``cuda_graph`` (CUDA only) replays each full-size batch's forward + backward from a CUDA graph
+    captured at the first step and checked against an eager step (:mod:`gsprestore.graphed_step`);
+    if capture fails or differs, the run logs why and continues eagerly.
+
+    ``progress`` receives the run's progress (:class:`TrainProgress`); None or False: nothing."""
+    import torch
+
+    t_call = time.monotonic()
+    if time_budget is not None and not time_budget > 0:
+        raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
+    deadline = Deadline(time_budget, t_call)
+    if not isinstance(progress, TrainProgress):
+        if progress not in (None, False):
+            raise TypeError("progress must be a TrainProgress (e.g. gsprestore.training.progress.RichProgress)")
+        progress = TrainProgress()
+    run_dir = Path(run_dir)
+    if threads:
+        torch.set_num_threads(int(threads))
+    if max_steps is not None and max_steps < 1:
+        raise UsageError(f"--max-steps must be >= 1, got {max_steps}")
+
+    cfg = open_recipe(cfg, run_dir, resume, epochs)
+    cfg.check()
+    if cfg.schedule == "cosine-time" and time_budget is None:
+        raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
+    dev = pick_device(device)
+    if cuda_graph and dev.type != "cuda":
+        raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
+
+    # ---- patches (a pure function of the recipe)
+    with progress.busy("cutting training patches..."):
+        sets = build_patch_sets(cfg, workers=workers)
+    if sets.train.shape[0] == 0:
+        raise UsageError("no training patches")
+    run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
+               cuda_graph=cuda_graph, max_steps=max_steps)
+    run.open(resume)
+    run.loop()
+    if run.status == "stopped":
+        return run.stopped()
+    return run.export()
+
+
+class _Window:
+    """Running sums of the losses (weighted by the patches of a finite step), patches and time."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss, self.n, self.t, self.p = 0.0, 0, 0.0, 0
+
+    def add(self, loss: float, weight: int, dt: float, patches: int) -> None:
+        self.loss, self.n, self.t, self.p = self.loss + loss * weight, self.n + weight, self.t + dt, self.p + patches
+
+
+class _Run:
+    """One call of :func:`train`: the model, optimizer, schedule and counters of a run, and its
+    steps, epochs, checkpoints and export."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, sets, dev, progress: TrainProgress, deadline: Deadline, *,
+                 grad_checkpoint: bool, cuda_graph: bool, max_steps: int | None):
+        import torch
+
+        self.cfg, self.run_dir, self.sets, self.dev = cfg, run_dir, sets, dev
+        self.progress, self.deadline, self.cuda_graph, self.max_steps = progress, deadline, cuda_graph, max_steps
+        self.grad_checkpoint = grad_checkpoint
+        self.n_train = int(sets.train.shape[0])
+        self.spe = math.ceil(self.n_train / cfg.batch_size)
+        self.sched = LRSchedule.for_run(cfg, self.spe)
+        self.state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0, "train_time": 0.0, "patches_seen": 0}
+        self.best: dict[str, Any] = {"psnr": None, "epoch": None, "step": None}
+        self.history: list[dict[str, Any]] = []
+        self.status = "finished"
+        self.last_psnr: float | None = None
+        self.init_val: float | None = None
+        self.stopper = GracefulStop()
+        self.graphed, self.graph_tried = None, False
+        self.bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
+        self.torch = torch
+
+    # ---- setup
+
+    def open(self, resume: bool) -> None:
+        """Build the model, optimizer and loss; load ``last.pt`` (resume) or write ``config.json``
+        (new run); log the start; validate ``--init`` weights (or time a validation for the budget)."""
+        torch, cfg, run_dir = self.torch, self.cfg, self.run_dir
+        self.model = build_network(without_init(cfg) if resume else cfg,
+                                   grad_checkpoint=self.grad_checkpoint).to(self.dev)
+        self.model.train()
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.loss_fn = _package().make_loss(cfg.loss, cfg.charbonnier_eps)
+        ck = None
+        if resume:
+            ck = self._load_last()
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_json({"format": RUN_FORMAT, "method": cfg.method, "task": cfg.task, "recipe": cfg.to_json(),
+                        "command": cfg.command(run_dir), "model_config": model_config(self.model),
+                        "patches": self.sets.info}, run_dir / "config.json")
+        self.log = JsonLog(run_dir / "log.jsonl")
+        from .._version import __version__
+
+        self.log.write("resume" if resume else "start", epoch=self.state["epoch"], step=self.state["step"],
+                       batch=self.state["batch"], device=str(self.dev), threads=torch.get_num_threads(),
+                       max_steps=self.max_steps, epochs=cfg.epochs, steps_per_epoch=self.spe,
+                       train_patches=self.n_train, val_patches=int(self.sets.val.shape[0]),
+                       params=sum(p.numel() for p in self.model.parameters()), version=__version__,
+                       torch=torch.__version__, init=cfg.init,
+                       init_kept=getattr(self.model, "init_report", None) if not resume else None)
+        self.train_x = self.sets.train.to(self.dev)
+        self.val_x = self.sets.val
+        total_steps = cfg.epochs * self.spe
+        self.stop_at = total_steps if self.max_steps is None else min(total_steps, self.max_steps)
+        self.last_psnr = self.history[-1].get("val_psnr") if self.history else None
+        if cfg.init and not resume:  # the starting weights are the ones to beat (epoch 0)
+            kept0 = self.validate_and_keep(False, initial=True)
+            self.init_val = None if kept0["val"] is None else kept0["val"]["psnr"]
+            self.log.write("init-val", val_psnr=self.init_val, val_time=kept0["val_time"], init=cfg.init)
+        elif self.deadline.at is not None and self.val_x.shape[0]:  # time the validation the budget must keep
+            t0 = time.perf_counter()
+            vb = max(cfg.batch_size, 32)
+            _package().evaluate(self.model, cfg.task, self.val_x[:vb], batch_size=vb, device=self.dev)
+            self.deadline.val_s = (time.perf_counter() - t0) * max(1.0, self.val_x.shape[0] / vb)
+        if resume:
+            self.init_val = ck.get("init_val")
+
+    def _load_last(self) -> dict[str, Any]:
+        ck = load_checkpoint(self.run_dir / "last.pt")
+        info = self.sets.info
+        if ck["train_digest"] != info["train_digest"] or ck["val_digest"] != info["val_digest"]:
+            raise GspError("the training photos changed since this run started (patch fingerprint differs); "
+                           "restore them or start a new run", self.run_dir)
+        self.model.load_state_dict(ck["model"])
+        self.opt.load_state_dict(ck["optimizer"])
+        self.state.update({k: ck[k] for k in self.state})
+        self.history = list(ck.get("history", []))
+        self.best = dict(ck["best"])
+        if (self.run_dir / "best.pt").is_file():  # best.pt is written first: trust it over last.pt
+            b = load_checkpoint(self.run_dir / "best.pt")
+            if self.best["psnr"] is None or (b["best"]["psnr"] is not None and b["best"]["psnr"] > self.best["psnr"]):
+                self.best = dict(b["best"])
+        set_rng_state(ck["rng"])
+        return ck
+
+    # ---- checkpoints, validation
+
+    def checkpoint(self) -> None:
+        info = self.sets.info
+        atomic_save({
+            "format": CHECKPOINT_FORMAT, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+            "schedule": asdict(self.sched), "rng": rng_state(), **self.state, "best": self.best,
+            "history": self.history, "train_digest": info["train_digest"], "val_digest": info["val_digest"],
+            "model_config": model_config(self.model), "recipe": self.cfg.to_json(), "init_val": self.init_val,
+        }, self.run_dir / "last.pt")
+
+    def validate_and_keep(self, partial: bool, initial: bool = False) -> dict[str, Any]:
+        """Validate; if better than the best so far (or without a validation slice), write ``best.pt``."""
+        cfg, best = self.cfg, self.best
+        t0 = time.perf_counter()
+        val = _package().evaluate(self.model, cfg.task, self.val_x, batch_size=max(cfg.batch_size, 32),
+                                  device=self.dev) if self.val_x.shape[0] else None
+        self.deadline.val_s = time.perf_counter() - t0
+        improved = val is not None and (best["psnr"] is None or val["psnr"] > best["psnr"])
+        if val is None:  # no validation slice: the latest model is the best we know
+            improved = True
+        if improved:
+            best.update({"psnr": None if val is None else val["psnr"],
+                         "epoch": 0 if initial else self.state["epoch"] + 1, "step": self.state["step"],
+                         "partial": partial, "init": initial})
+            atomic_save({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(), "best": dict(best),
+                         "val": val, "model_config": model_config(self.model), "recipe": cfg.to_json()},
+                        self.run_dir / "best.pt")
+        self.last_psnr = None if val is None else val["psnr"]
+        return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
+
+    # ---- steps, epochs
+
+    def loop(self) -> None:
+        """Epochs until the last one, ``max_steps``, the time budget or a signal."""
+        state, cfg = self.state, self.cfg
+        self.deadline.start_loop()  # cosine-time: the fraction of the time left at the first step
+        self.progress.start(self.stop_at, min(state["step"], self.stop_at))
+        try:
+            with self.stopper:
+                while state["epoch"] < cfg.epochs and self.status == "finished":
+                    if not self.epoch():
+                        break
+        finally:
+            self.progress.stop()
+
+    def epoch(self) -> bool:
+        """The rest of the current epoch, then validation and a checkpoint. False: stop the loop now."""
+        state, cfg = self.state, self.cfg
+        epoch = state["epoch"]
+        order = epoch_order(cfg.seed, epoch, self.n_train).to(self.dev)
+        ep, win, ep_t0 = _Window(), _Window(), time.perf_counter()
+        while state["batch"] < self.spe:
+            if state["step"] >= self.stop_at:
+                self.status = "max-steps"
+                break
+            if self.deadline.out_of_time():
+                self.status = "time-budget"
+                break
+            self.step(epoch, order, ep, win)
+            if self.stopper.signum is not None:
+                self.status = "stopped"
+                break
+        if self.status == "stopped":
+            return False
+        if self.status == "time-budget" and ep.p == 0 and (self.run_dir / "best.pt").is_file():
+            return False  # no step since the last validation: nothing new to validate
+        partial = state["batch"] < self.spe
+        if partial and state["step"] >= self.stop_at:
+            self.status = "max-steps"
+        kept = self.validate_and_keep(partial)
+        record = {
+            "epoch": epoch + 1, "step": state["step"], "partial": partial,
+            "train_loss": ep.loss / ep.n if ep.n else None,
+            "lr": self.sched(max(state["step"] - 1, 0), self.deadline.fraction()),
+            "patches_per_s": ep.p / ep.t if ep.t else None,
+            "epoch_time": time.perf_counter() - ep_t0,
+            "val_psnr": None if kept["val"] is None else kept["val"]["psnr"],
+            "val_psnr_rgb": None if kept["val"] is None else kept["val"]["psnr_rgb"],
+            "val_space": score_space(cfg.task), "val_time": kept["val_time"], "best": kept["improved"],
+        }
+        self.history.append(record)
+        if not partial:
+            state["epoch"] += 1
+            state["batch"] = 0
+        state["elapsed"] += time.perf_counter() - ep_t0
+        t_save = time.perf_counter()
+        self.checkpoint()
+        self.deadline.save_s = time.perf_counter() - t_save
+        self.log.write("epoch", **record)
+        self.progress.note(f"epoch {epoch + 1}/{cfg.epochs}: "
+                           + ("" if record["train_loss"] is None else f"loss {record['train_loss']:.5f}")
+                           + ("" if record["val_psnr"] is None else f", val PSNR {record['val_psnr']:.2f} dB")
+                           + (" (best)" if kept["improved"] else "")
+                           + (" [partial epoch]" if partial else ""))
+        if state["step"] >= self.stop_at and state["epoch"] < cfg.epochs:
+            self.status = "max-steps"
+        if self.stopper.signum is not None and self.status == "finished":
+            self.status = "stopped"
+        return True
+
+    def step(self, epoch: int, order, ep: _Window, win: _Window) -> None:
+        """One optimizer step on the next batch of ``order`` (skipped if its loss or gradient is
+        not finite; :data:`MAX_BAD_STEPS` such steps in a row stop the run)."""
+        torch, cfg, state = self.torch, self.cfg, self.state
+        b = state["batch"]
+        t0 = time.perf_counter()
+        lr = self.sched(state["step"], self.deadline.fraction())
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        gt = self.train_x[order[b * cfg.batch_size:(b + 1) * cfg.batch_size]].float() / 255.0
+        loss = self._forward_backward(gt)
+        lv = float(loss.detach())  # synchronises the device: timings below are real
+        gnorm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                     cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
+        if math.isfinite(lv) and math.isfinite(gnorm):
+            self.opt.step()
+            self.bad_run = 0
+        else:  # a diverging batch: skip its update (the weights stay finite), stop if it persists
+            self._skip(epoch, lv, gnorm)
+            lv = 0.0  # not counted in the running loss (below, weighted by 0 patches)
+        dt = time.perf_counter() - t0
+        self.deadline.step_took(dt)
+        bs = gt.shape[0]
+        lw = bs if self.bad_run == 0 else 0  # weight of this step in the running losses
+        state["batch"] += 1
+        state["step"] += 1
+        state["patches_seen"] += bs
+        state["train_time"] += dt
+        ep.add(lv, lw, dt, bs)
+        win.add(lv, lw, dt, bs)
+        self.progress.update(state["step"], epoch=epoch + 1, epochs=cfg.epochs, loss=ep.loss / max(ep.n, 1),
+                             pps=state["patches_seen"] / max(state["train_time"], 1e-9))
+        if state["step"] % cfg.log_every == 0:
+            self.log.write("step", epoch=epoch + 1, step=state["step"], loss=win.loss / win.n if win.n else None,
+                           lr=lr, patches_per_s=win.p / max(win.t, 1e-9))
+            win.reset()
+
+    def _forward_backward(self, gt):
+        """The loss of batch ``gt`` with the gradients in ``.grad``: from the CUDA graph when one was
+        captured for this batch shape, else eagerly (the first full-size batch tries the capture)."""
+        cfg = self.cfg
+        if self.cuda_graph and not self.graph_tried and gt.shape[0] == cfg.batch_size:
+            from ..graphed_step import capture_training_step
+
+            self.graph_tried = True
+            self.graphed, ginfo = capture_training_step(self.model, cfg.task, self.loss_fn, gt, observe)
+            self.log.write("cuda-graph", used=self.graphed is not None, **ginfo)
+        if self.graphed is not None and tuple(gt.shape) == self.graphed.shape:
+            return self.graphed(gt)  # overwrites every parameter's .grad
+        out = self.model(*observe(cfg.task, gt))
+        loss = self.loss_fn(out, gt)
+        # after a capture the gradients are the graph's static tensors: zero them, keep them
+        self.opt.zero_grad(set_to_none=self.graphed is None)
+        loss.backward()
+        return loss
+
+    def _skip(self, epoch: int, lv: float, gnorm: float) -> None:
+        state = self.state
+        self.bad_run += 1
+        state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+        self.log.write("skip", epoch=epoch + 1, step=state["step"], loss=lv, grad_norm=gnorm,
+                       reason="non-finite loss or gradient; update skipped")
+        if self.bad_run >= _package().MAX_BAD_STEPS:
+            self.log.write("error", epoch=epoch, step=state["step"], reason="non-finite loss")
+            raise GspError(f"the loss or its gradient was not finite {self.bad_run} steps in a row "
+                           f"(last at step {state['step']}, epoch {epoch + 1}); lower --lr or set "
+                           "--grad-clip and start again", self.run_dir)
+
+    # ---- the end
+
+    def _pps(self) -> float | None:
+        return self.state["patches_seen"] / self.state["train_time"] if self.state["train_time"] else None
+
+    def stopped(self) -> TrainResult:
+        """Stopped by a signal: checkpoint, log, no export."""
+        state, best = self.state, self.best
+        self.checkpoint()
+        self.log.write("stop", reason=self.stopper.name, epoch=state["epoch"], batch=state["batch"],
+                       step=state["step"])
+        return TrainResult(self.run_dir, self.status, state["epoch"], state["step"], best["psnr"], best["epoch"],
+                           self.last_psnr, self._pps(), None, self.stopper.name)
+
+    def export(self) -> TrainResult:
+        """Export the best weights with the full recipe (``model.pt``), write ``summary.json``."""
+        torch, cfg, state, best, run_dir = self.torch, self.cfg, self.state, self.best, self.run_dir
+        from .._version import __version__
+
+        pps = self._pps()
+        best_ck = load_checkpoint(run_dir / "best.pt")
+        export_model = build_network(without_init(cfg))
+        export_model.load_state_dict(best_ck["model"])
+        export_model.eval()
+        meta = {
+            "method": cfg.method, "task": cfg.task, "pattern": "RGGB" if cfg.task == "demosaic" else None,
+            "command": cfg.command(run_dir), "recipe": cfg.to_json(), "data": list(cfg.data),
+            "patches": {k: v for k, v in self.sets.info.items() if k != "val_files"},
+            "epochs_done": state["epoch"], "steps": state["step"], "status": self.status,
+            "best_epoch": best["epoch"], "best_step": best["step"],
+            "val_psnr": best["psnr"], "val_space": score_space(cfg.task), "init_val_psnr": self.init_val,
+            "val_psnr_definition": "dataset-MSE PSNR on held-out training-photo patches (float, unclipped)",
+            "patches_per_s": pps, "device": str(self.dev), "threads": torch.get_num_threads(),
+            "train_time_s": state["train_time"], "params": sum(p.numel() for p in export_model.parameters()),
+            "version": __version__, "torch": torch.__version__,
+        }
+        model_path = export_weights(run_dir / "model.pt", export_model, meta)
+        summary = {
+            "status": self.status, "epochs_done": state["epoch"], "epochs": cfg.epochs, "steps": state["step"],
+            "best_val_psnr": best["psnr"], "best_epoch": best["epoch"], "init_val_psnr": self.init_val,
+            "best_is_init": bool(best.get("init")),
+            "last_val_psnr": self.last_psnr, "time_budget_s": self.deadline.budget,
+            "val_space": score_space(cfg.task),
+            "patches_per_s": pps, "train_time_s": state["train_time"], "elapsed_s": state["elapsed"],
+            "params": meta["params"], "device": str(self.dev), "model": str(model_path),
+        }
+        write_json(summary, run_dir / "summary.json")
+        self.log.write("end", **summary)
+        return TrainResult(run_dir, self.status, state["epoch"], state["step"], best["psnr"], best["epoch"],
+                           summary["last_val_psnr"], pps, model_path, None, summary)

@@ -1,0 +1,188 @@
+"""The recipe of a training run (paper Sec. 5): :class:`TrainConfig` (every choice that shapes the
+trained weights, and the ``gsprestore train`` command line that reproduces it), the learning-rate
+schedule :class:`LRSchedule` (a pure function of the step, or of the wall-clock fraction for
+``cosine-time``) and the losses (:func:`make_loss`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..models.unrolled import PRIORS
+
+SCHEDULES = ("cosine", "cosine-time", "step", "none")
+LOSSES = ("l1", "l2", "charbonnier")
+#: Options that may differ when a run is resumed (everything else is the run's recipe).
+RESUMABLE_CHANGES = ("epochs",)
+
+@dataclass
+class TrainConfig:
+    """The recipe of a training run: every choice that shapes the trained weights.
+
+    Runtime choices that do not (device, threads, workers, ``max_steps``, progress display) are
+    arguments of :func:`train` instead."""
+
+    task: str
+    prior: str
+    data: list[str]
+    patch_size: int = 64
+    patches: int = 10000
+    val_fraction: float = 0.1
+    val_patches: int | None = None
+    epochs: int = 30
+    batch_size: int = 16
+    lr: float = 1e-3
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.01
+    step_epochs: int | None = None
+    step_gamma: float = 0.5
+    warmup_steps: int = 0
+    loss: str = "l1"
+    charbonnier_eps: float = 1e-3
+    grad_clip: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    downscale: int = 1
+    downscale_filter: str = "lanczos"
+    downscale_scope: str = "all"
+    augment: bool = True
+    model: dict[str, Any] = field(default_factory=dict)
+    init: str | None = None
+    log_every: int = 50
+
+    @property
+    def method(self) -> str:
+        return "u" + self.prior
+
+    def check(self) -> "TrainConfig":
+        """Raise :class:`UsageError` for an impossible recipe (message shows the value)."""
+        from ..tasks import check_task
+
+        check_task(self.task)
+        if self.prior not in PRIORS:
+            raise UsageError(f"unknown prior {self.prior!r}; expected one of {', '.join(PRIORS)}")
+        if self.schedule not in SCHEDULES:
+            raise UsageError(f"unknown schedule {self.schedule!r}; expected one of {', '.join(SCHEDULES)}")
+        if self.loss not in LOSSES:
+            raise UsageError(f"unknown loss {self.loss!r}; expected one of {', '.join(LOSSES)}")
+        if not self.data:
+            raise UsageError("no training data: pass --data DIR [DIR ...]")
+        for name, value, low in [("--epochs", self.epochs, 1), ("--batch-size", self.batch_size, 1),
+                                 ("--patches", self.patches, 1), ("--log-every", self.log_every, 1)]:
+            if value < low:
+                raise UsageError(f"{name} must be >= {low}, got {value}")
+        if self.patch_size < 2 or self.patch_size % 2:
+            raise UsageError(f"--patch-size must be even and >= 2 (Bayer 2x2 block), got {self.patch_size}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise UsageError(f"--lr must be a positive number, got {self.lr}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise UsageError(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
+        if self.downscale not in (1, 2):
+            raise UsageError(f"--downscale must be 1 or 2, got {self.downscale}")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def command(self, out: str | Path) -> str:
+        """A complete ``gsprestore train`` command line that reproduces this recipe."""
+        import shlex
+
+        args = ["gsprestore", "train", "--task", self.task, "--prior", self.prior, "--data", *self.data,
+                "--out", str(out), "--patch-size", str(self.patch_size), "--patches", str(self.patches),
+                "--val-fraction", str(self.val_fraction), "--epochs", str(self.epochs),
+                "--batch-size", str(self.batch_size), "--lr", repr(self.lr), "--schedule", self.schedule,
+                "--loss", self.loss, "--seed", str(self.seed)]
+        if self.val_patches is not None:
+            args += ["--val-patches", str(self.val_patches)]
+        if self.warmup_steps:
+            args += ["--warmup-steps", str(self.warmup_steps)]
+        if self.grad_clip:
+            args += ["--grad-clip", repr(self.grad_clip)]
+        if self.weight_decay:
+            args += ["--weight-decay", repr(self.weight_decay)]
+        if self.downscale > 1:
+            args += ["--downscale", str(self.downscale), "--downscale-filter", self.downscale_filter,
+                     "--downscale-scope", self.downscale_scope]
+        if not self.augment:
+            args += ["--no-augment"]
+        for k, v in sorted(self.model.items()):
+            args += ["--model-opt", f"{k}={json.dumps(v)}"]
+        if self.init:
+            args += ["--init", self.init]
+        return shlex.join(args)
+
+
+# --------------------------------------------------------------------------- schedule, loss
+
+
+@dataclass(frozen=True)
+class LRSchedule:
+    """Learning rate as a pure function of the optimizer step (so resuming is exact).
+
+    * ``cosine``: ``lr_min + (lr - lr_min) (1 + cos(pi t / T)) / 2`` over the run's ``T`` steps
+      (``lr_min = min_lr_ratio * lr``), after ``warmup_steps`` of linear warm-up;
+    * ``cosine-time``: the same curve over the *fraction of the wall-clock budget* spent
+      (``--time-budget``; ``fraction`` argument), so that a run whose speed is not known in advance
+      anneals exactly by its deadline (a GPU window). Not reproducible step for step, and a resumed
+      run anneals again over its new budget;
+    * ``step``: ``lr * gamma ** (epoch // step_epochs)``;
+    * ``none``: constant ``lr`` (after the warm-up).
+    """
+
+    kind: str
+    lr: float
+    total_steps: int
+    steps_per_epoch: int
+    min_lr_ratio: float = 0.01
+    step_epochs: int = 10
+    gamma: float = 0.5
+    warmup_steps: int = 0
+
+    def __call__(self, step: int, fraction: float | None = None) -> float:
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        if self.kind in ("cosine", "cosine-time"):
+            span = max(1, self.total_steps - self.warmup_steps)
+            t = min(1.0, (step - self.warmup_steps) / span)
+            if self.kind == "cosine-time":
+                t = min(1.0, max(0.0, fraction or 0.0))
+            lo = self.lr * self.min_lr_ratio
+            return lo + (self.lr - lo) * 0.5 * (1.0 + math.cos(math.pi * t))
+        if self.kind == "step":
+            return self.lr * self.gamma ** ((step // self.steps_per_epoch) // max(1, self.step_epochs))
+        return self.lr
+
+    @classmethod
+    def for_run(cls, cfg: TrainConfig, steps_per_epoch: int) -> "LRSchedule":
+        return cls(cfg.schedule, cfg.lr, cfg.epochs * steps_per_epoch, steps_per_epoch, cfg.min_lr_ratio,
+                   cfg.step_epochs or max(1, cfg.epochs // 3), cfg.step_gamma, cfg.warmup_steps)
+
+
+def make_loss(name: str, eps: float = 1e-3) -> Callable:
+    """Training loss ``(out, target) -> scalar``: mean absolute error (``l1``), mean squared
+    error (``l2``), or Charbonnier ``mean(sqrt((out - target)^2 + eps^2))`` (a smooth L1)."""
+    import torch
+    import torch.nn.functional as F
+
+    if name == "l1":
+        return F.l1_loss
+    if name == "l2":
+        return F.mse_loss
+    if name == "charbonnier":
+        return lambda out, target: torch.sqrt((out - target) ** 2 + eps * eps).mean()
+    raise UsageError(f"unknown loss {name!r}; expected one of {', '.join(LOSSES)}")
+
+
+def without_init(cfg: TrainConfig) -> TrainConfig:
+    """The recipe with no ``init`` weights (a resumed run and the export rebuild the bare network)."""
+    return TrainConfig.from_json({**cfg.to_json(), "init": None})
