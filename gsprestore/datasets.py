@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -209,11 +208,13 @@ def _fetch(url: str, target: Path, expected: str, *, timeout: float) -> None:
     import urllib.error
     import urllib.request
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    try:
+    from .atomic import create_exclusive, temp_name
+
+    tmp = temp_name(target, ".part")
+    try:  # entered before the file exists: an interrupt at any moment leaves no .part behind
         h = hashlib.sha256()
         try:
-            with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=timeout) as resp:
+            with os.fdopen(create_exclusive(tmp), "wb") as f, urllib.request.urlopen(url, timeout=timeout) as resp:
                 for block in iter(lambda: resp.read(1 << 20), b""):
                     h.update(block)
                     f.write(block)

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import io as _io
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import pngcodec, tiffcodec
-from .atomic import create_exclusive, temp_name
+from .atomic import UMASK, create_exclusive, temp_name
 from .errors import GspError
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # written, and picked out of folders
@@ -479,7 +478,7 @@ def write_image(
                                  software=software)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.chmod(tmp, 0o666 & ~UMASK)
         if overwrite:
             os.replace(tmp, path)
         else:
@@ -515,10 +514,3 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
     im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
 
 
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()  # mkstemp creates 0600 files; finished outputs get the usual permissions
