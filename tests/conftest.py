@@ -18,3 +18,32 @@ def either_backend(request):
     if not BK.available():
         pytest.skip(f"native kernels unavailable: {BK.error()}")
     yield request.param
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory):
+    """The wheel ``pip install .`` would install, built once from a clean copy of the sources
+    (no stale build/ folder or in-place ``.so`` can leak in; setup.py compiles the kernels);
+    skips where no wheel can be built."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        if (root / name).exists():
+            shutil.copy2(root / name, src / name)
+    shutil.copytree(root / "gsprestore", src / "gsprestore",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp), str(src)],
+        capture_output=True, text=True, cwd=tmp,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1:]}")
+    (wheel,) = tmp.glob("gsprestore-*.whl")
+    return wheel
