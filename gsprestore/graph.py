@@ -101,6 +101,25 @@ def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
     return torch.matmul(m4, f.reshape(B, K, F, H * W)).reshape(B, K, F, H, W)
 
 
+def project_features(features: Tensor, factor: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
+    """Per-head projection ``g = A_k^T f`` of features ``(B, K * F, H, W)`` (any memory layout,
+    e.g. the feature CNN's channels-last output) by the metric factors ``factor`` ``(K, F, F)``
+    (``M_k = A_k A_k^T``, eq. 27) -> ``(B, K, F, H, W)`` contiguous. Then
+    ``edge_distances(g, None)`` equals ``edge_distances(f, M)``. Inference only (no autograd
+    through the native kernel). ``workspace``: see :func:`_reused_output`."""
+    B, C, H, W = features.shape
+    K, F, _ = factor.shape
+    if C != K * F:
+        raise ValueError(f"features have {C} channels, the factors {K} x {F}")
+    if backend.no_grad_usable(features, factor):
+        out = _reused_output(workspace, "projected_features", (B, K, F, H, W), features)
+        out = features.new_empty(B, K, F, H, W) if out is None else out
+        backend.native().project_heads(features, factor.contiguous(), out.view(B, C, H, W))
+        return out
+    f = features.reshape(B, K, F, H * W)
+    return torch.matmul(factor.transpose(-1, -2), f).reshape(B, K, F, H, W)
+
+
 def _native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor) -> Tensor:
     """The native distance (``exp``: weight) kernel into ``out`` (B, K, 12, H, W), zeroed where
     edges leave the image; ``mf`` = M f (:func:`_apply_metric`)."""
@@ -166,21 +185,22 @@ class _EdgeWeights(torch.autograd.Function):
         return gf, gm, None
 
 
-def edge_distances(features: Tensor, metric: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
+def edge_distances(features: Tensor, metric: Optional[Tensor], *, workspace: Optional[dict] = None) -> Tensor:
     """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 27),
     ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused).
-    ``workspace``: see :func:`_reused_output`."""
+    ``metric=None`` is the identity: for features already projected by a factor of the metric
+    (``g = A^T f`` gives the same d for M = A A^T). ``workspace``: see :func:`_reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
     return _edge_weights_into(features, metric, False, workspace)
 
 
-def edge_weights(features: Tensor, metric: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
+def edge_weights(features: Tensor, metric: Optional[Tensor], *, workspace: Optional[dict] = None) -> Tensor:
     """Edge weights ``w_pq = exp(-(f_p - f_q)^T M (f_p - f_q))`` of eq. 27 for the 12 undirected
     offsets of the 5x5 window: features ``(B, K, F, H, W)``, metric ``(K, F, F)`` (or ``(F, F)``),
     PSD (the caller parametrises it, e.g. ``M = A A^T``) -> ``(B, K, 12, H, W)``, zero where the
     neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w.
-    ``workspace``: see :func:`_reused_output`."""
+    ``metric=None``: the identity, as in :func:`edge_distances`. ``workspace``: see :func:`_reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
     return _edge_weights_into(features, metric, True, workspace)
@@ -202,13 +222,19 @@ def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tens
     return t
 
 
-def _edge_weights_into(features: Tensor, metric: Tensor, exp: bool, workspace: Optional[dict]) -> Tensor:
-    if workspace is not None and backend.no_grad_usable(features, metric):
+def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, workspace: Optional[dict]) -> Tensor:
+    """``metric=None``: the identity (``features`` already projected, g = A^T f for M = A A^T)."""
+    if workspace is not None and backend.no_grad_usable(features, *(() if metric is None else (metric,))):
         B, K, F, H, W = features.shape
-        m4 = _metric4(metric)
-        shape = (B, max(K, m4.shape[1]), NU, H, W)
-        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", shape, features)
-        return _native_edge_distances(features, _apply_metric(m4, features), exp, out)
+        if metric is None:
+            Kout, mf = K, features  # d = (g_p - g_q)^T (g_p - g_q)
+        else:
+            m4 = _metric4(metric)
+            Kout, mf = max(K, m4.shape[1]), _apply_metric(m4, features)
+        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
+        return _native_edge_distances(features, mf, exp, out)
+    if metric is None:
+        metric = torch.eye(features.shape[2], dtype=features.dtype, device=features.device)
     return _EdgeWeights.apply(features, metric, exp)
 
 

@@ -80,6 +80,30 @@ def test_edge_weights_dense(either_backend, gen):
     torch.testing.assert_close(G.edge_weights(f, M[0]), G.edge_weights(f, M[0].expand(K, F, F)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_projected_features_give_the_metric_distances(either_backend, gen, dtype, layout):
+    """Inference applies M_k = A_k A_k^T as its factor: g = A_k^T f (read from either memory
+    layout, W = 71 leaves a partial 64-pixel chunk), then Euclidean distances of g, equal to
+    the Mahalanobis distances of f (dense per-pixel oracle: A_k^T f by einsum)."""
+    B, K, F, h, w = 2, 3, 4, 5, 71
+    f = rand(gen, B, K * F, h, w).to(dtype).contiguous(memory_format=layout)
+    A = rand(gen, K, F, F).to(dtype)
+    with torch.no_grad():
+        g = G.project_features(f, A, workspace={})
+        assert g.shape == (B, K, F, h, w) and g.is_contiguous()
+        oracle = torch.einsum("kec,bkehw->bkchw", A, f.reshape(B, K, F, h, w))
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        torch.testing.assert_close(g, oracle, rtol=tol, atol=tol)
+        M = A @ A.transpose(-1, -2)
+        for exp in (False, True):
+            fn = G.edge_weights if exp else G.edge_distances
+            torch.testing.assert_close(fn(g, None, workspace={}), fn(f.reshape(B, K, F, h, w).contiguous(), M),
+                                       rtol=10 * tol, atol=10 * tol)
+    with pytest.raises(ValueError, match="channels"):
+        G.project_features(f, A[:, :-1, :-1])
+
+
 def test_laplacian_dense(either_backend, gen):
     B, K, C = 2, 3, 2
     w = valid_weights(gen, B, K, 12)

@@ -140,6 +140,49 @@ def test_glr_unrolled_and_broadcast(gen):
     assert torch.equal(xu[mask.unsqueeze(1).expand_as(xu) > 0], known.unsqueeze(1).expand_as(xu)[mask.unsqueeze(1).expand_as(xu) > 0])
 
 
+@pytest.mark.parametrize("laplacian", S.GLR_LAPLACIANS)
+def test_glr_solves_share_one_graph_system(either_backend, gen, laplacian):
+    """glr_graph computed once and handed to two solves (G, then the colour differences, as a
+    uGLR block does) gives what each solve computes on its own, gradients included."""
+    wts = graph_weights(gen, 1, 2, 6, 7).requires_grad_()
+    cg = ("unrolled", torch.full((6,), 0.5, dtype=DT), torch.full((6,), 0.3, dtype=DT))
+    obs = [(rand(gen, 1, 1, C, 6, 7), random_mask(gen, (1, 1, C, 6, 7), 0.4)) for C in (1, 2)]
+    results = []
+    for shared in (True, False):
+        system = S.glr_graph(wts, laplacian) if shared else None
+        xs = [S.glr_solve(wts, known, mask, None, cg, 6, laplacian, graph=system) for known, mask in obs]
+        grad, = torch.autograd.grad(sum(x.square().sum() for x in xs), wts)
+        results.append((xs, grad))
+    (xs_shared, g_shared), (xs_own, g_own) = results
+    for a, b in zip(xs_shared, xs_own):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_shared, g_own, rtol=1e-10, atol=1e-12)
+    other = "combinatorial" if laplacian != "combinatorial" else "normalized"
+    with pytest.raises(ValueError, match="built for"):
+        S.glr_solve(wts, *obs[0], None, cg, 6, other, graph=S.glr_graph(wts, laplacian))
+
+
+def test_gtv_solves_share_one_laplacian(either_backend, gen):
+    """gtv_laplacian computed once and handed to two solves gives what each computes alone."""
+    wbar, _, _ = gtv_problem(gen, K=2, h=6, w=7)
+    wbar.requires_grad_()
+    cg = ("unrolled", torch.full((3, 4, 2), 0.5, dtype=DT), torch.full((3, 4, 2), 0.3, dtype=DT))  # (admm, T, K)
+    obs = []
+    for C in (1, 2):
+        mask = random_mask(gen, (1, C, 6, 7), 0.4)
+        obs.append((rand(gen, 1, C, 6, 7) * mask, mask))
+    results = []
+    for shared in (True, False):
+        lap = S.gtv_laplacian(wbar) if shared else None
+        xs = [S.gtv_interpolate(wbar, known, mask, admm_iters=3, cg_iters=4, cg=cg, precondition=True, laplacian=lap)
+              for known, mask in obs]
+        grad, = torch.autograd.grad(sum(x.square().sum() for x in xs), wbar)
+        results.append((xs, grad))
+    for a, b in zip(results[0][0], results[1][0]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)
+
+
 # ---------------------------------------------------------------- GTV ADMM (eqs. 19-24)
 
 

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .constants import constant
-from ..solvers import GLR_LAPLACIANS, glr_solve
+from ..solvers import GLR_LAPLACIANS, glr_graph, glr_solve, gtv_laplacian
 from .estimate import initial_estimate
 
 PRIORS: tuple[str, ...] = ("glr", "gtv")
@@ -138,6 +138,12 @@ class FeatureCNN(nn.Module):
         return len(self.convs)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(B, C, H, W)`` -> ``(B, width, H, W)``, contiguous."""
+        return _to_contiguous(self.features_any_layout(x))
+
+    def features_any_layout(self, x: Tensor) -> Tensor:
+        """:meth:`forward` without the final layout change: channels-last on the CPU at inference
+        (for a consumer that can read it, e.g. a matmul: see :meth:`UnrolledBlock.head_features`)."""
         if torch.is_grad_enabled() or min(x.shape[-2:]) < 2:
             h = F.relu(self.convs[0](x))
             for conv in self.convs[1:]:
@@ -150,7 +156,7 @@ class FeatureCNN(nn.Module):
         h = _conv3x3_replicate(self.convs[0], x).relu_()
         for conv in self.convs[1:]:
             h.add_(_conv3x3_replicate(conv, h).relu_())
-        return _to_contiguous(h)
+        return h
 
 
 def _to_contiguous(h: Tensor, chunk: int = 4096) -> Tensor:
@@ -251,6 +257,17 @@ class UnrolledBlock(nn.Module):
         B, _, H, W = f.shape
         return f.view(B, self.heads, self.features, H, W)
 
+    def projected_features(self, x: Tensor, workspace: dict | None = None) -> Tensor:
+        """``(B, K, F, H, W)``: g_i = A_k^T f_i per head, so that the distance of eq. 27 is
+        ``(f_i - f_j)^T A_k A_k^T (f_i - f_j) = |g_i - g_j|^2`` (inference). The projection
+        reads the CNN's channels-last output in place and writes the planar layout the distance
+        kernel reads: no separate layout change, no M f product. ``workspace``: the output
+        buffer is kept there (see :meth:`graph_weights`)."""
+        from .. import graph
+
+        inp = luma(x) if self.cnn_input == "luma" else x
+        return graph.project_features(self.cnn.features_any_layout(inp), self.metric_factor, workspace=workspace)
+
     def graph_weights(self, x: Tensor, workspace: dict | None = None) -> Tensor:
         """The learned graphs of the heads from the estimate ``x``: GLR, undirected weights
         w_ij = exp(-d_ij) ``(B, K, 12, H, W)`` (eq. 27); GTV, the random-walk normalized directed
@@ -260,7 +277,10 @@ class UnrolledBlock(nn.Module):
         buffers the graph functions reuse."""
         from .. import graph
 
-        f, metric = self.head_features(x), self.metric()
+        if workspace is not None:  # inference: the metric applied as its factor (same d)
+            f, metric = self.projected_features(x, workspace), None
+        else:
+            f, metric = self.head_features(x), self.metric()
         if self.prior == "glr":
             # floor: a node whose every weight underflows to 0 would be isolated, and the
             # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
@@ -273,12 +293,19 @@ class UnrolledBlock(nn.Module):
         return torch.softmax(self.mix_logits, dim=0)
 
     # -- solver ----------------------------------------------------------------------------
+    def graph_system(self, w: Tensor):
+        """The graph-only part of the solver's linear system (GLR: :func:`~gsprestore.solvers.glr_graph`,
+        the Laplacian of eq. 9; GTV: :func:`~gsprestore.solvers.gtv_laplacian`, L-bar of eq. 20),
+        computed once per block and shared by its solves (G, then R - G and B - G)."""
+        return glr_graph(w, self.glr_laplacian) if self.prior == "glr" else gtv_laplacian(w)
+
     def solve(self, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor, heads: slice | None = None,
-              workspace: dict | None = None) -> Tensor:
+              workspace: dict | None = None, system: Any = None) -> Tensor:
         """Per-head interpolation on the graphs ``w`` of :meth:`graph_weights`, warm-started at
         ``x0``: ``(B, K, C, H, W)``. ``heads`` restricts it to a slice of the heads (``w`` is
         then already that slice). ``workspace``: a dict kept across the blocks of one
-        inference forward, so the GTV solver reuses its edge buffers."""
+        inference forward, so the GTV solver reuses its edge buffers. ``system``:
+        :meth:`graph_system` of ``w``, if already computed."""
         from .. import solvers
 
         hs = slice(None) if heads is None else heads
@@ -286,11 +313,12 @@ class UnrolledBlock(nn.Module):
         # one step size per head: (T, K) for GLR, (admm, T, K) for GTV
         cg = ("unrolled", self.alpha[..., hs], self.beta[..., hs])
         if self.prior == "glr":
-            return glr_solve(w, known5, mask5, x05, cg, self.cg_iters, self.glr_laplacian)
+            return glr_solve(w, known5, mask5, x05, cg, self.cg_iters, self.glr_laplacian, graph=system)
         gamma = torch.exp(self.log_gamma[hs])  # (K,)
         return solvers.gtv_interpolate(
             w, known5, mask5, gamma=gamma, admm_iters=self.admm_iters, cg_iters=self.cg_iters,
-            cg=cg, mu_init=self.mu_init, x0=x05, precondition=self.gtv_precondition, **({"workspace": workspace} if workspace is not None else {}),
+            cg=cg, mu_init=self.mu_init, x0=x05, precondition=self.gtv_precondition, laplacian=system,
+            **({"workspace": workspace} if workspace is not None else {}),
         )
 
     def _solve_head(self, k: int, w: Tensor, known: Tensor, mask: Tensor, x0: Tensor) -> Tensor:
@@ -302,26 +330,28 @@ class UnrolledBlock(nn.Module):
         ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
         keeping its solver's intermediates (training memory: one head's solver at a time)."""
         w = self.graph_weights(x, None if workspace is None else workspace.setdefault("graph", {}))
+        # head checkpointing solves head by head on slices of w: each slice builds its own system
+        system = None if (checkpoint_heads and torch.is_grad_enabled()) else self.graph_system(w)
         if self.signal == "rgb":
-            return self._interpolate(w, known, mask, x, checkpoint_heads, workspace)
+            return self._interpolate(w, known, mask, x, checkpoint_heads, workspace, system)
         # green-difference: G on the learned graphs, then R - G and B - G on the same graphs
         # (the two solves have different channel counts: each keeps its own solver buffers)
         ws_g, ws_d = (None, None) if workspace is None else (workspace.setdefault("g", {}), workspace.setdefault("d", {}))
-        g = self._interpolate(w, known[:, 1:2], mask[:, 1:2], x[:, 1:2], checkpoint_heads, ws_g)
+        g = self._interpolate(w, known[:, 1:2], mask[:, 1:2], x[:, 1:2], checkpoint_heads, ws_g, system)
         rb_mask = mask[:, 0::2]
         diff = self._interpolate(w, (known[:, 0::2] - g) * rb_mask, rb_mask, x[:, 0::2] - g,
-                                 checkpoint_heads, ws_d)
+                                 checkpoint_heads, ws_d, system)
         out = torch.cat([diff[:, :1] + g, g, diff[:, 1:] + g], dim=1)
         return torch.where(mask > 0, known, out)
 
     def _interpolate(self, w: Tensor, known: Tensor, mask: Tensor, x: Tensor, checkpoint_heads: bool,
-                     workspace: dict | None) -> Tensor:
+                     workspace: dict | None, system: Any = None) -> Tensor:
         """Every head's solver on its graph, the heads' weighted average, known samples re-imposed."""
         if checkpoint_heads and torch.is_grad_enabled():
             xk = torch.cat([checkpoint(self._solve_head, k, w, known, mask, x, use_reentrant=False)
                             for k in range(self.heads)], dim=1)
         else:
-            xk = self.solve(w, known, mask, x, workspace=workspace)
+            xk = self.solve(w, known, mask, x, workspace=workspace, system=system)
         pi = self.mix_weights().view(1, -1, 1, 1, 1)
         out = (pi * xk).sum(dim=1)
         return torch.where(mask.expand_as(out) > 0, known.expand_as(out), out)

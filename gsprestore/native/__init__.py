@@ -29,7 +29,7 @@ from torch import Tensor
 __all__ = ["Kernels", "NativeUnavailable", "library_path", "load"]
 
 #: The C interface version this loader speaks (``gsp_abi_version()`` in kernels.cpp).
-ABI_VERSION = 1
+ABI_VERSION = 2
 _MAXD = 6  # kernels.cpp MAXD
 _NONE = [0, -1] + [0] * (2 * _MAXD)
 _DTYPES = {torch.float32: 0, torch.float64: 1}
@@ -116,6 +116,7 @@ class Kernels:
             "admm_node_update",
             "edge_distances",
             "random_walk_from_distances",
+            "project_heads",
         ):
             fn = getattr(lib, "gsp_" + name)
             fn.argtypes = args
@@ -158,6 +159,10 @@ class Kernels:
     def random_walk_from_distances(self, d, wbar):
         self._call("random_walk_from_distances", (d, wbar))
         return wbar
+
+    def project_heads(self, f, a, g):
+        self._call("project_heads", (f, a, g))
+        return g
 
     # solvers/: the fused inference CG, the ADMM edge step (forward, backward, replayed), the node update
     def cg_unrolled(self, w, diag, keep, pre, rhs, x, g, v, v2, al, be, mode: int) -> None:

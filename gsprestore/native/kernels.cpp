@@ -1051,6 +1051,55 @@ static void rw_dist_impl(const Ten& d, Ten& wbar) {
 }
 
 
+// Per-head projection g = A_k^T f (the factor of the metric M_k = A_k A_k^T of eq. 27), read from
+// any layout and written planar: f (B, K * F, H, W) with any strides (channels-last: the K F
+// values of a pixel adjacent), a (K, F, F) contiguous (a[k][e][c] = A_k[e, c]), g (B, K * F, H, W)
+// with contiguous rows: g[k F + c][p] = sum_e A_k[e, c] f[k F + e][p]. Chunks of PX pixels are
+// transposed into a planar scratch block (cache-resident), then each output row segment is a
+// sum of F scaled scratch rows (vectorised over pixels). Threads over (b, row).
+template <typename T>
+static void project_impl(const Ten& f, const Ten& a, Ten& g) {
+  constexpr int64_t PX = 64;
+  const int64_t B = f.size(0), KF = f.size(1), H = f.size(2), W = f.size(3);
+  const int64_t K = a.size(0), F = a.size(1);
+  if (K * F != KF || a.size(2) != F) throw std::invalid_argument("project: f has K * F channels, a is (K, F, F)");
+  const T* fp = f.data_ptr<T>();
+  const T* ap = a.data_ptr<T>();
+  T* gp = g.data_ptr<T>();
+  const int64_t fsb = f.stride(0), fsc = f.stride(1), fsr = f.stride(2), fsx = f.stride(3);
+  const int64_t gsb = g.stride(0), gsc = g.stride(1), gsr = g.stride(2);
+  parallel_chunks(B * H, 8, [&](int64_t begin, int64_t end) {
+    std::vector<T> tmp(KF * PX);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, b = idx / H;
+      const T* frow = fp + b * fsb + i * fsr;
+      for (int64_t j0 = 0; j0 < W; j0 += PX) {
+        const int64_t n = std::min(PX, W - j0);
+        for (int64_t t = 0; t < n; ++t) {
+          const T* px = frow + (j0 + t) * fsx;
+          for (int64_t e = 0; e < KF; ++e) tmp[e * PX + t] = px[e * fsc];
+        }
+        for (int64_t k = 0; k < K; ++k) {
+          const T* ak = ap + k * F * F;
+          for (int64_t c = 0; c < F; ++c) {
+            T* __restrict__ o = gp + b * gsb + (k * F + c) * gsc + i * gsr + j0;
+            T acc[PX];
+            const T a0 = ak[c];
+            const T* __restrict__ r0 = tmp.data() + (k * F) * PX;
+            for (int64_t t = 0; t < PX; ++t) acc[t] = a0 * r0[t];
+            for (int64_t e = 1; e < F; ++e) {
+              const T ae = ak[e * F + c];
+              const T* __restrict__ re = tmp.data() + (k * F + e) * PX;
+              for (int64_t t = 0; t < PX; ++t) acc[t] += ae * re[t];
+            }
+            for (int64_t t = 0; t < n; ++t) o[t] = acc[t];
+          }
+        }
+      }
+    }
+  });
+}
+
 // ---- the C interface (gsprestore/native/__init__.py) ---------------------------------------
 //
 // Every entry point has the same signature: the dtype (0 float32, 1 float64), the thread count,
@@ -1100,7 +1149,7 @@ static void need(int64_t n, int64_t want) {
 extern "C" __attribute__((visibility("default"))) const char* gsp_last_error() { return g_err; }
 
 // bumped whenever an entry point's arguments change (the loader refuses another version)
-extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 1; }
+extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 2; }
 
 // (w, a?, x, out)
 GSP_ENTRY(gsp_diag_minus_adjacency) {
@@ -1216,5 +1265,15 @@ GSP_ENTRY(gsp_random_walk_from_distances) {
     need(n, 2);
     Ten d = ten_at(rec, 0), wbar = ten_at(rec, 1);
     GSP_DISPATCH(dtype, rw_dist_impl<scalar_t>(d, wbar));
+  });
+}
+
+// (f, a, g)
+GSP_ENTRY(gsp_project_heads) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 3);
+    Ten f = ten_at(rec, 0), a = ten_at(rec, 1), g = ten_at(rec, 2);
+    GSP_DISPATCH(dtype, project_impl<scalar_t>(f, a, g));
   });
 }

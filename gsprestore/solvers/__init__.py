@@ -30,16 +30,19 @@ from .admm_edge import admm_edge_step
 from .admm_reference import (AdmmState, gtv_admm_reference, multiplier_update, q_update, qtilde_update,
                              x_update_rhs, z_update)
 from .cg import CGSpec, Operator, StencilOperator, cg_exact, cg_unrolled
-from .glr import GLR_LAPLACIANS, glr_interpolate, glr_solve
-from .gtv import gtv_interpolate
+from .glr import GLR_LAPLACIANS, GlrGraph, glr_graph, glr_interpolate, glr_solve
+from .gtv import gtv_interpolate, gtv_laplacian
 
 __all__ = [
     "cg_exact",
     "cg_unrolled",
     "glr_interpolate",
     "glr_solve",
+    "glr_graph",
+    "GlrGraph",
     "GLR_LAPLACIANS",
     "gtv_interpolate",
+    "gtv_laplacian",
     "gtv_admm_reference",
     "admm_edge_step",
     "StencilOperator",

@@ -17,7 +17,7 @@ from torch import Tensor
 from .. import graph as G
 from .cg import CGSpec, Operator, StencilOperator, _as5d, _parse_cg, _solve
 
-__all__ = ["AdmmState", "z_update", "x_update_rhs", "q_update", "qtilde_update", "multiplier_update",
+__all__ = ["gtv_laplacian", "AdmmState", "z_update", "x_update_rhs", "q_update", "qtilde_update", "multiplier_update",
            "gtv_admm_reference"]
 
 
@@ -53,9 +53,19 @@ class _GtvProblem:
         return StencilOperator(self.s, self.diag)
 
 
-def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor) -> _GtvProblem:
+def gtv_laplacian(wbar: Tensor) -> tuple[Tensor, Tensor]:
+    """The graph-only part of eq. 20's matrix: ``L-bar = C-bar^T C-bar`` as its undirected
+    weights ``s`` (B, K, 12, H, W) and degrees (B, K, 1, H, W). Every GTV solve on the same
+    graph (e.g. G and then R - G, B - G in one block) can share it (``laplacian=`` of
+    :func:`~gsprestore.solvers.gtv_interpolate`)."""
     s = G.incidence_laplacian_weights(wbar)
-    return _GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=G.degree(s) + mask)
+    return s, G.degree(s)
+
+
+def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor,
+                  laplacian: Optional[tuple[Tensor, Tensor]] = None) -> _GtvProblem:
+    s, deg = gtv_laplacian(wbar) if laplacian is None else laplacian
+    return _GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=deg + mask)
 
 
 def _mu_c_update(pb: _GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
@@ -63,11 +73,13 @@ def _mu_c_update(pb: _GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
     return mu_c + _per_head(gamma, 5) * (pb.mask * x - pb.y)
 
 
-def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor]):
-    """Common start of both ADMM forms: the problem, the (B, K, C, H, W) shape, x^0 (default
-    H^T y) and mu_c^0 = mu_init on the samples, and the parsed CG spec."""
+def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor],
+                laplacian: Optional[tuple[Tensor, Tensor]] = None):
+    """Common start of both ADMM forms: the problem (``laplacian``: :func:`gtv_laplacian` of
+    ``wbar`` if already computed), the (B, K, C, H, W) shape, x^0 (default H^T y) and mu_c^0 =
+    mu_init on the samples, and the parsed CG spec."""
     known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    pb = _make_problem(wbar, known5, mask5)
+    pb = _make_problem(wbar, known5, mask5, laplacian)
     K = max(wbar.shape[1], known5.shape[1])
     B, _, C, H, W = known5.shape
     shape = (B, K, C, H, W)

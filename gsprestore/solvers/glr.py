@@ -4,7 +4,7 @@ three Laplacian forms that iGLR and uGLR use (:data:`GLR_LAPLACIANS`)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -12,7 +12,7 @@ from torch import Tensor
 from .. import graph as G
 from .cg import CGSpec, StencilOperator, _as5d, _parse_cg, _solve
 
-__all__ = ["GLR_LAPLACIANS", "glr_interpolate", "glr_solve"]
+__all__ = ["GLR_LAPLACIANS", "GlrGraph", "glr_graph", "glr_interpolate", "glr_solve"]
 
 
 def glr_interpolate(
@@ -25,6 +25,7 @@ def glr_interpolate(
     x0: Optional[Tensor] = None,
     normalized: bool = True,
     tol: float = 0.0,
+    operator: Optional[tuple[Tensor, Tensor]] = None,
 ) -> Tensor:
     """GLR interpolation (eq. 9): ``L_{S'S'} x_{S'} = -L_{S'S} y`` with ``L`` the symmetric
     normalised Laplacian ``D^-1/2 L D^-1/2`` of the undirected weights ``w`` (B, K|1, 12, H, W)
@@ -34,10 +35,13 @@ def glr_interpolate(
     With ``P = diag(1 - mask)`` and ``y = mask * known`` the system is solved on the unknowns as
     ``P L P x = -P L y`` (PD by App. A.2), by exact CG (``iters`` steps, optional relative
     ``tol``) or unrolled CG (``cg=("unrolled", alphas, betas)``) from ``x0`` (default: 0 on the
-    unknowns). Returns ``(B, K, C, H, W)`` with the known samples kept exactly."""
+    unknowns). Returns ``(B, K, C, H, W)`` with the known samples kept exactly. ``operator``:
+    the Laplacian's ``(weights, diagonal)`` if the caller already has them (see :func:`glr_graph`)."""
     known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
     kind, alphas, betas = _parse_cg(cg)
-    if normalized:
+    if operator is not None:
+        wop, diag = operator
+    elif normalized:
         wop, diag = G.normalized_weights(w)
     else:
         wop, diag = w, G.degree(w)
@@ -62,8 +66,30 @@ def glr_interpolate(
 GLR_LAPLACIANS: tuple[str, ...] = ("preconditioned", "normalized", "combinatorial")
 
 
+class GlrGraph(NamedTuple):
+    """The graph-only parts of eq. 9's system in one :data:`GLR_LAPLACIANS` form: the degrees,
+    the Laplacian's weights and diagonal (``L x = diag * x - W x``). Every solve on the same
+    graph can share them (G and then R - G, B - G in one uGLR block)."""
+
+    laplacian: str
+    degree: Tensor
+    weights: Tensor
+    diag: Tensor
+
+
+def glr_graph(w: Tensor, laplacian: str = "preconditioned") -> GlrGraph:
+    """:class:`GlrGraph` of the undirected weights ``w`` (B, K, 12, H, W): one degree
+    computation for both the normalisation and the preconditioner."""
+    if laplacian not in GLR_LAPLACIANS:
+        raise ValueError(f"unknown GLR Laplacian {laplacian!r}; expected one of {GLR_LAPLACIANS}")
+    deg = G.degree(w)
+    if laplacian == "combinatorial":
+        return GlrGraph(laplacian, deg, w, deg)
+    return GlrGraph(laplacian, deg, *G.normalized_weights(w, deg))
+
+
 def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any, iters: int,
-              laplacian: str = "preconditioned", tol: float = 0.0) -> Tensor:
+              laplacian: str = "preconditioned", tol: float = 0.0, graph: Optional[GlrGraph] = None) -> Tensor:
     """GLR interpolation (eq. 9) on the graphs ``w`` ``(B, K, 12, H, W)``, ``known``/``mask``/``x0``
     ``(B, 1|K, C, H, W)``, three ways (``laplacian``):
 
@@ -76,11 +102,17 @@ def glr_solve(w: Tensor, known: Tensor, mask: Tensor, x0: Tensor | None, cg: Any
     * ``"combinatorial"``: x^T L x with CG on L itself (step sizes must scale with the degrees).
 
     Returns ``(B, K, C, H, W)``; known samples are exact up to rounding in the preconditioned
-    form (callers re-impose them)."""
+    form (callers re-impose them). ``graph``: :func:`glr_graph` of ``w`` in this ``laplacian``
+    form, when the caller solves more than once on the same graph (computed here otherwise)."""
+    if graph is None:
+        graph = glr_graph(w, laplacian)
+    elif graph.laplacian != laplacian:
+        raise ValueError(f"graph was built for the {graph.laplacian!r} Laplacian, not {laplacian!r}")
+    operator = (graph.weights, graph.diag)
     if laplacian == "preconditioned":
-        s = G.degree(w).clamp_min(1e-12).sqrt()  # (B, K, 1, H, W)
+        s = graph.degree.clamp_min(1e-12).sqrt()  # (B, K, 1, H, W)
         z = glr_interpolate(w, s * known, mask, iters=iters, cg=cg,
-                                    x0=None if x0 is None else s * x0, normalized=True, tol=tol)
+                            x0=None if x0 is None else s * x0, normalized=True, tol=tol, operator=operator)
         return z / s
     return glr_interpolate(w, known, mask, iters=iters, cg=cg, x0=x0,
-                                   normalized=laplacian == "normalized", tol=tol)
+                           normalized=laplacian == "normalized", tol=tol, operator=operator)

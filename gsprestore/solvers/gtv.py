@@ -12,10 +12,10 @@ from torch import Tensor
 
 from .. import graph as G
 from .admm_edge import _can_replay, _edge_term_replayed, _node_update, admm_edge_step
-from .admm_reference import _admm_start, _cg_params, _GtvProblem, _mu_c_update, _per_head, gtv_admm_reference
+from .admm_reference import _admm_start, gtv_laplacian, _cg_params, _GtvProblem, _mu_c_update, _per_head, gtv_admm_reference
 from .cg import CGSpec, StencilOperator, _solve, cg_exact, cg_unrolled
 
-__all__ = ["gtv_interpolate"]
+__all__ = ["gtv_interpolate", "gtv_laplacian"]
 
 
 def gtv_interpolate(
@@ -33,6 +33,7 @@ def gtv_interpolate(
     cg_tol: float = 0.0,
     workspace: Optional[dict] = None,
     precondition: bool = False,
+    laplacian: Optional[tuple[Tensor, Tensor]] = None,
 ) -> Tensor:
     """GTV interpolation ``min ||C-bar x||_1 s.t. H x = y`` (eq. 10) by the ADMM of Sec. 4.2.
 
@@ -66,6 +67,9 @@ def gtv_interpolate(
     :class:`_JacobiSystem`): the same linear system of eq. 20, but its eigenvalues stay in
     (0, 2] whatever the learned graph, so fixed or learned unrolled step sizes cannot diverge.
 
+    ``laplacian``: :func:`~gsprestore.solvers.admm_reference.gtv_laplacian` of ``wbar``, when
+    the caller solves more than once on the same graph (computed here otherwise).
+
     If ``history`` is a list, the plain form :func:`gtv_admm_reference` runs instead (it has z and
     q to report) and appends one dict of per-(batch, head) residuals per iteration."""
     if history is not None:
@@ -73,7 +77,7 @@ def gtv_interpolate(
             raise ValueError("history (the plain ADMM form) has no preconditioned variant")
         return gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters,
                                   cg=cg, mu_init=mu_init, x0=x0, history=history, cg_tol=cg_tol)
-    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
+    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0, laplacian)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
     replay: Optional[bool] = None  # replay the edge state (native inference) or keep it
