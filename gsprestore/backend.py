@@ -9,6 +9,10 @@ The one home of the package's process-wide settings:
   (tests). ``GSPRESTORE_NATIVE=0`` is read here and nowhere else, once, when ``"auto"`` first
   needs the kernels. :func:`native` returns the kernels in use or None; :func:`error` says why none.
   Native kernels never see CUDA tensors or other dtypes than float32/float64 (:func:`usable`).
+* the fused GPU kernels (Triton, :mod:`gsprestore.solvers.cg_triton`): :func:`gpu_fused_usable`
+  says whether they may run on given tensors (CUDA float32, Triton installed, not turned off by
+  ``GSPRESTORE_TRITON=0``, ``use("torch")`` or ``configure(gpu_fused=0)``). Under Triton's
+  interpreter (``TRITON_INTERPRET=1``) CPU tensors qualify too: that is how the tests run them.
 * the tunables (:data:`settings`, :func:`configure`): the row-band size of the PyTorch stencil
   loops, the schedule of the fused native CG, the most ADMM steps the native replay handles.
 * the plane layout helpers the native kernels rely on (:func:`padded_planes`,
@@ -26,7 +30,7 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "settings",
+__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "settings",
            "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
 
 _MODES = ("auto", "torch", "native")
@@ -139,6 +143,30 @@ def no_grad_usable(*tensors: Tensor) -> bool:
     return usable(*tensors)
 
 
+def gpu_fused_usable(*tensors: Optional[Tensor]) -> bool:
+    """Whether the fused Triton kernels may run on these tensors (forward only: the caller checks
+    that no gradient is recorded): each is a float32 CUDA tensor (or a CPU one under
+    ``TRITON_INTERPRET=1``), Triton can be imported, and neither ``GSPRESTORE_TRITON=0``,
+    ``use("torch")`` nor ``configure(gpu_fused=0)`` turned them off."""
+    if not settings.gpu_fused or _state["mode"] == "torch":
+        return False
+    if os.environ.get("GSPRESTORE_TRITON", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    for t in tensors:
+        if t is not None and (t.dtype != torch.float32 or not (t.is_cuda or (interpret and t.device.type == "cpu"))):
+            return False
+    return _triton_importable()
+
+
+def _triton_importable() -> bool:
+    if "triton" not in _state:
+        import importlib.util
+
+        _state["triton"] = importlib.util.find_spec("triton") is not None
+    return _state["triton"]
+
+
 # --------------------------------------------------------------------------------------------
 # tunables
 # --------------------------------------------------------------------------------------------
@@ -155,11 +183,14 @@ class Settings:
       plane for all steps.
     * ``max_replayed_steps``: the most ADMM iterates the native kernel replays (the edge steps of
       one call, ``admm_iters - 1``); longer runs keep the edge state instead.
+    * ``gpu_fused``: 1 runs unrolled CG on CUDA through the fused Triton kernels where Triton is
+      installed (:func:`gpu_fused_usable`), 0 the PyTorch formulas.
     """
 
     band_elements: int = 1 << 19
     fused_cg_mode: int = -1
     max_replayed_steps: int = 8
+    gpu_fused: int = 1
 
 
 #: The tunables in force.

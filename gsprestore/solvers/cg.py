@@ -8,7 +8,8 @@ Each is written once as the autograd form (plain PyTorch ops, differentiable). W
 (``torch.no_grad``/``inference_mode``) the same recurrence updates its buffers in place, and
 unrolled CG on a :class:`StencilOperator` runs as one fused native kernel (each step one pass
 over memory: ``A v`` and the three vector updates), where :mod:`gsprestore.backend` has the
-native kernels. All forms are tested equal.
+native kernels; on a GPU with Triton, as one fused Triton kernel per step
+(:mod:`.cg_triton`). All forms are tested equal.
 """
 
 from __future__ import annotations
@@ -174,6 +175,22 @@ def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) ->
     return ok and backend.usable(*ts)
 
 
+def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+    """The fused Triton CG applies: a stencil operator whose tensors broadcast to ``b``, all
+    float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
+    if not isinstance(op, StencilOperator) or b.dim() != 5 or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
+        return False
+    ts = [t for t in (op.w, op.diag, op.keep, b, x0, precond) if t is not None]
+    if not backend.gpu_fused_usable(*ts):
+        return False
+    from . import cg_triton
+
+    try:
+        return cg_triton.available() and all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
+    except RuntimeError:
+        return False
+
+
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
                 precond: Optional[Tensor] = None, trace: Optional[Trace] = None) -> Tensor:
     """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
@@ -207,6 +224,10 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     if not torch.is_grad_enabled():  # inference: the same recurrence in place
         if trace is None and _fused_cg_ok(apply_A, b, x0, precond):
             return _cg_unrolled_native(apply_A, b, x0, alphas, betas, precond)
+        if trace is None and _triton_cg_ok(apply_A, b, x0, precond):
+            from .cg_triton import cg_unrolled_triton
+
+            return cg_unrolled_triton(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
         v = g.clone() if precond is None else precond * g

@@ -1,0 +1,111 @@
+"""The fused Triton unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence,
+run by Triton's interpreter on CPU tensors (no GPU needed): the kernel alone, and a whole uGTV /
+uGLR forward in which the solvers' CG goes through it (the dispatch a CUDA forward takes).
+
+Skipped where Triton is not installed (the CPU wheel of PyTorch does not bring it:
+``pip install triton`` adds it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G, sampling
+from gsprestore.models import build_model
+from gsprestore.solvers import cg, cg_triton
+from gsprestore.tasks import observation
+
+torch.manual_seed(0)
+res = {"kernel": []}
+
+def weights(B, K, H, W):
+    w = torch.rand(B, K, 12, H, W)
+    for kk, (dy, dx) in enumerate(G.OFFSETS):  # zero on edges that leave the image
+        if dy > 0: w[..., kk, H - dy:, :] = 0
+        if dx > 0: w[..., kk, :, W - dx:] = 0
+        if dx < 0: w[..., kk, :, :-dx] = 0
+    return w
+
+# (B, K, KW, C, H, W, keep, pre): one and several 512-pixel blocks, a shared graph, no keep / P
+for B, K, KW, C, H, W, with_keep, with_pre in [(1, 2, 2, 2, 9, 11, True, True), (2, 3, 1, 1, 23, 29, False, True),
+                                                  (1, 1, 1, 3, 5, 130, True, False), (1, 2, 2, 1, 7, 7, False, False)]:
+    w = weights(B, KW, H, W)
+    diag = G.degree(w) + 0.5
+    keep = (torch.rand(B, 1, C, H, W) > 0.3).float() if with_keep else None
+    pre = 1 / diag if with_pre else None
+    b = torch.randn(B, K, C, H, W)
+    x0 = torch.randn(B, 1, C, H, W)
+    al, be = torch.rand(5, K) * 0.5, torch.rand(5, K) * 0.3
+    with torch.no_grad():
+        with backend.use("torch"):
+            ref = cg.cg_unrolled(cg.StencilOperator(w, diag, keep), b, x0, al, be, precond=pre)
+        out = cg_triton.cg_unrolled_triton(w, diag, keep, b, x0, al, be, precond=pre)
+    res["kernel"].append([float((out - ref).abs().max()), float(ref.abs().max())])
+
+calls = {"n": 0}
+real = cg_triton.cg_unrolled_triton
+def spy(*a, **k):
+    calls["n"] += 1
+    return real(*a, **k)
+cg_triton.cg_unrolled_triton = spy
+gt = torch.rand(1, 3, 12, 14)
+known, mask = observation("demosaic", sampling.mosaic(gt))
+res["models"] = {}
+for method in ("ugtv", "uglr"):
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
+                        signal="green-difference", **(dict(admm_iters=2) if method == "ugtv" else {})).eval()
+    calls["n"] = 0
+    with torch.no_grad():
+        fused = model(known, mask)
+        n = calls["n"]
+        with backend.use("torch"):
+            plain = model(known, mask)
+    res["models"][method] = {"calls": n, "diff": float((fused - plain).abs().max()),
+                             "moved": float((plain - known).abs().max())}
+print("RESULT" + json.dumps(res))
+"""
+
+
+@pytest.mark.slow
+def test_triton_cg_equals_the_pytorch_recurrence_and_serves_the_models():
+    env = dict(os.environ, TRITON_INTERPRET="1", GSPRESTORE_NATIVE="0", GSPRESTORE_TRITON="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.split("RESULT", 1)[1])
+    for diff, scale in res["kernel"]:
+        assert scale > 0.1 and diff <= 2e-5 * scale, (diff, scale)
+    for method, r in res["models"].items():
+        # every CG solve of the forward went through the kernel: 2 blocks x 2 solves (G, then
+        # R - G and B - G), times 2 ADMM x-updates for uGTV
+        assert r["calls"] == (8 if method == "ugtv" else 4), (method, r)
+        assert r["moved"] > 0.01 and r["diff"] <= 1e-5, (method, r)
+
+
+def test_gpu_fused_path_is_refused_for_cpu_tensors_without_the_interpreter(monkeypatch):
+    import torch
+
+    from gsprestore import backend
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    t = torch.zeros(2)
+    assert not backend.gpu_fused_usable(t)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backend.gpu_fused_usable(t)
+    assert not backend.gpu_fused_usable(t.double())  # float32 only
+    with backend.configure(gpu_fused=0):
+        assert not backend.gpu_fused_usable(t)
+    with backend.use("torch"):
+        assert not backend.gpu_fused_usable(t)
+    monkeypatch.setenv("GSPRESTORE_TRITON", "0")
+    assert not backend.gpu_fused_usable(t)
