@@ -51,6 +51,9 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(tmp_path):
     assert summary["dry_run"] and summary["exit_code"] == 0 and "error" not in summary
     stages = summary["stages"]
     assert all(stages["sanity"][m]["ok"] for m in MODELS)
+    inf = stages["inference"]  # issue #16's GPU measurement, rehearsed on the CPU
+    assert "error" not in inf and 5 < inf["val_psnr_fp32"] < 60 and inf["bf16_fused"] == "skipped: not on CUDA"
+    assert inf["fp32_fused"] == "skipped: inference budget spent" or inf["fp32_fused"]["megapixels_per_s"] > 0
     assert all(stages["probe"][m]["patches_per_s"] > 0 for m in MODELS)
     assert all(stages["plan"][m]["epochs"] >= 1 and stages["plan"][m]["patches"] >= 1 for m in MODELS)
     for m in MODELS:

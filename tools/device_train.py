@@ -7,6 +7,10 @@ Run it through ``tools/device-train.sh`` (which sets the environment). Stages, e
 1. **sanity** - each shipped model's output on a small input, CUDA against the CPU (float32,
    TF32 off); a difference above ``SANITY_TOL`` is recorded and warned about (not fatal: each
    run's first validation on the GPU shows whether the shipped weights still score there).
+1b. **inference** - issue #16's GPU target, within ``INFER_BUDGET_S``: the shipped uGTV
+   demosaicker's PSNR on the pack's validation crops in fp32 and bf16, then MP/s through the tiled
+   engine on a synthetic ``INFER_MP``-megapixel mosaic in fp32 (the fused Triton CG), bf16, and fp32
+   without the Triton CG on a quarter of the size (the unfused PyTorch formulas, for the ratio).
 2. **probe** - per model, peak GPU memory of a training step at a small batch, the batch that
    lets all models train side by side in ``MEM_FRACTION`` of the card, and patches/s at that batch,
    eagerly and with the forward + backward replayed from a CUDA graph
@@ -59,6 +63,8 @@ MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
 USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
+INFER_MP = float(os.environ.get("INFER_MP", 0.02 if DRY else 24.0))
+INFER_BUDGET_S = float(os.environ.get("INFER_BUDGET_S", 60 if DRY else 80))
 GRACE_S = 25.0
 #: Seconds a training process needs before its first step (imports, CUDA, patch cutting, the
 #: starting weights' validation) and the job needs after the runs (collect, archive).
@@ -127,6 +133,71 @@ def stage_sanity(dev) -> None:
         # recorded, not fatal: the GPU window is short, and each run's first validation (on the GPU)
         # shows whether the shipped weights still score there
         log(f"WARNING: sanity check above tolerance {SANITY_TOL}: {results}")
+
+
+def stage_inference(dev) -> None:
+    """Issue #16's GPU target (>= 10 MP/s for uGTV demosaicking of 24-MP images, fp32 and bf16 with
+    the PSNR change); each measurement is skipped once ``INFER_BUDGET_S`` is spent."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_engine import synthetic_mosaic
+
+    from gsprestore.backend import configure
+    from gsprestore.engine import restore
+    from gsprestore.metrics import psnr_from_mse
+    from gsprestore.restorers import get_restorer
+    from gsprestore.training import observe
+
+    t_start = time.monotonic()
+    out: dict = {"method": "ugtv", "task": "demosaic", "budget_s": INFER_BUDGET_S}
+    summary["stages"]["inference"] = out
+    precisions = ["fp32", "bf16"] if dev.type == "cuda" else ["fp32"]
+    # PSNR on the validation crops, fp32 against bf16
+    model, _ = shipped("ugtv_demosaic")
+    model = model.to(dev).eval()
+    crops = sorted((PACK / "val").glob("*.webp"))[: 4 if DRY else 64]
+    gt = torch.stack([torch.from_numpy(np.asarray(Image.open(p).convert("RGB"), dtype=np.float32) / 255.0).permute(2, 0, 1)
+                      for p in crops]).to(dev)
+    for prec in precisions:
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=prec == "bf16"):
+            est = torch.cat([model(*observe("demosaic", gt[i : i + 16])).float() for i in range(0, len(gt), 16)])
+        out[f"val_psnr_{prec}"] = round(float(psnr_from_mse(((est.clamp(0, 1) - gt) ** 2).mean())), 3)
+    if "val_psnr_bf16" in out:
+        out["bf16_psnr_change_db"] = round(out["val_psnr_bf16"] - out["val_psnr_fp32"], 3)
+    out["val_crops"] = len(crops)
+    scores = ", ".join(f"{p} {out['val_psnr_' + p]}" for p in precisions)
+    log(f"inference: val PSNR {scores} on {len(crops)} crops")
+    restorer = get_restorer("ugtv", "demosaic")
+    runs = [("fp32", 1, INFER_MP), ("bf16", 1, INFER_MP), ("fp32", 0, INFER_MP / 4)]
+    for prec, fused, mp in runs:
+        key = f"{prec}_{'fused' if fused else 'unfused'}"
+        if prec not in precisions:
+            out[key] = "skipped: not on CUDA"
+            continue
+        if time.monotonic() - t_start > INFER_BUDGET_S:
+            out[key] = "skipped: inference budget spent"
+            continue
+        y = synthetic_mosaic(mp)
+        with configure(gpu_fused=fused):
+            restore(restorer, y[:, :512, :512], "RGGB", device=dev, precision=prec)  # warm-up (compile)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
+            t0 = time.perf_counter()
+            restore(restorer, y, "RGGB", device=dev, precision=prec)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            secs = time.perf_counter() - t0
+        megapixels = y.shape[-2] * y.shape[-1] / 1e6
+        out[key] = {"megapixels": round(megapixels, 2), "seconds": round(secs, 2),
+                    "megapixels_per_s": round(megapixels / secs, 3),
+                    "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
+        log(f"inference {key}: {megapixels:.1f} MP in {secs:.1f} s = {megapixels / secs:.2f} MP/s")
+        save_summary()
+    out["seconds"] = round(time.monotonic() - t_start, 1)
 
 
 def _probe_steps(name: str, dev, batch: int, steps: int, graph: bool = False) -> dict:
@@ -331,6 +402,12 @@ def main() -> int:
     status = 0
     try:
         stage_sanity(dev)
+        save_summary()
+        try:
+            stage_inference(dev)
+        except Exception as exc:  # noqa: BLE001 - a measurement, not the job: record and go on to training
+            summary["stages"].setdefault("inference", {})["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"inference stage failed: {type(exc).__name__}: {exc}")
         save_summary()
         probe = stage_probe(dev)
         save_summary()

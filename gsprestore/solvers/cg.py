@@ -14,6 +14,7 @@ native kernels; on a GPU with Triton, as one fused Triton kernel per step
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -227,7 +228,12 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
         if trace is None and _triton_cg_ok(apply_A, b, x0, precond):
             from .cg_triton import cg_unrolled_triton
 
-            return cg_unrolled_triton(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
+            try:
+                return cg_unrolled_triton(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
+            except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: say so once, go on
+                backend.settings.gpu_fused = 0
+                logging.getLogger("gsprestore").warning(
+                    "gsprestore: the fused Triton CG failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
         v = g.clone() if precond is None else precond * g
