@@ -222,8 +222,27 @@ def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tens
     return t
 
 
+def random_walk_weights_from_projected(g: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
+    """Eq. 28 from projected features ``g`` (B, K, F, H, W) (:func:`project_features`): the
+    softmax of ``-|g_p - g_q|^2`` over each node's in-image directed window, (B, K, 24, H, W).
+    One fused Triton kernel on a GPU; elsewhere :func:`edge_distances` then
+    :func:`random_walk_weights_from_distances`."""
+    from .graph_triton import fused_or_none
+
+    fused = fused_or_none("random_walk_weights_from_projected", g)
+    if fused is not None:
+        return fused
+    return random_walk_weights_from_distances(edge_distances(g, None, workspace=workspace), workspace=workspace)
+
+
 def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, workspace: Optional[dict]) -> Tensor:
     """``metric=None``: the identity (``features`` already projected, g = A^T f for M = A A^T)."""
+    if metric is None and exp:
+        from .graph_triton import fused_or_none
+
+        fused = fused_or_none("edge_weights_from_projected", features)
+        if fused is not None:
+            return fused
     if workspace is not None and backend.no_grad_usable(features, *(() if metric is None else (metric,))):
         B, K, F, H, W = features.shape
         if metric is None:

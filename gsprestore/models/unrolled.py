@@ -285,6 +285,8 @@ class UnrolledBlock(nn.Module):
             # floor: a node whose every weight underflows to 0 would be isolated, and the
             # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
             return graph.edge_weights(f, metric, workspace=workspace).clamp_min(GLR_MIN_WEIGHT)
+        if metric is None:
+            return graph.random_walk_weights_from_projected(f, workspace=workspace)
         d = graph.edge_distances(f, metric, workspace=workspace)
         return graph.random_walk_weights_from_distances(d, workspace=workspace)
 

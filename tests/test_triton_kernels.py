@@ -1,6 +1,8 @@
-"""The fused Triton unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence,
-run by Triton's interpreter on CPU tensors (no GPU needed): the kernel alone, and a whole uGTV /
-uGLR forward in which the solvers' CG goes through it (the dispatch a CUDA forward takes).
+"""The fused Triton kernels, run by Triton's interpreter on CPU tensors (no GPU needed): the
+unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence, the learned graphs
+(gsprestore/graph_triton.py) against the PyTorch formulas of eqs. 27-28, and whole uGTV / uGLR
+forwards in which every CG solve and every graph goes through them (the dispatch a CUDA forward
+takes).
 
 Skipped where Triton is not installed (the CPU wheel of PyTorch does not bring it:
 ``pip install triton`` adds it)."""
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reas
 
 SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G, sampling
+from gsprestore import backend, graph as G, graph_triton as GT, sampling
 from gsprestore.models import build_model
 from gsprestore.solvers import cg, cg_triton
 from gsprestore.tasks import observation
@@ -51,22 +53,36 @@ for B, K, KW, C, H, W, with_keep, with_pre in [(1, 2, 2, 2, 9, 11, True, True), 
         out = cg_triton.cg_unrolled_triton(w, diag, keep, b, x0, al, be, precond=pre)
     res["kernel"].append([float((out - ref).abs().max()), float(ref.abs().max())])
 
-calls = {"n": 0}
-real = cg_triton.cg_unrolled_triton
-def spy(*a, **k):
-    calls["n"] += 1
-    return real(*a, **k)
-cg_triton.cg_unrolled_triton = spy
+res["graphs"] = []
+for B, K, F, H, W in [(1, 2, 3, 9, 11), (2, 1, 12, 5, 300), (1, 1, 2, 1, 5)]:  # 300: two 256-pixel blocks
+    g = torch.randn(B, K, F, H, W) * 0.5
+    with torch.no_grad(), backend.use("torch"):
+        w_ref = G.edge_weights(g, None)
+        rw_ref = G.random_walk_weights_from_distances(G.edge_distances(g, None))
+    w, rw = GT.edge_weights_from_projected(g), GT.random_walk_weights_from_projected(g)
+    res["graphs"].append([float((w - w_ref).abs().max()), float((rw - rw_ref).abs().max()),
+                          float((rw.sum(2) - 1).abs().max())])
+
+calls = {"cg": 0, "graph": 0}
+def spy(module, name, key):
+    real = getattr(module, name)
+    def wrapped(*a, **k):
+        calls[key] += 1
+        return real(*a, **k)
+    setattr(module, name, wrapped)
+spy(cg_triton, "cg_unrolled_triton", "cg")
+spy(GT, "edge_weights_from_projected", "graph")
+spy(GT, "random_walk_weights_from_projected", "graph")
 gt = torch.rand(1, 3, 12, 14)
 known, mask = observation("demosaic", sampling.mosaic(gt))
 res["models"] = {}
 for method in ("ugtv", "uglr"):
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
                         signal="green-difference", **(dict(admm_iters=2) if method == "ugtv" else {})).eval()
-    calls["n"] = 0
+    calls.update(cg=0, graph=0)
     with torch.no_grad():
         fused = model(known, mask)
-        n = calls["n"]
+        n = dict(calls)
         with backend.use("torch"):
             plain = model(known, mask)
     res["models"][method] = {"calls": n, "diff": float((fused - plain).abs().max()),
@@ -76,7 +92,7 @@ print("RESULT" + json.dumps(res))
 
 
 @pytest.mark.slow
-def test_triton_cg_equals_the_pytorch_recurrence_and_serves_the_models():
+def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
     env = dict(os.environ, TRITON_INTERPRET="1", GSPRESTORE_NATIVE="0", GSPRESTORE_TRITON="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -85,10 +101,12 @@ def test_triton_cg_equals_the_pytorch_recurrence_and_serves_the_models():
     res = json.loads(proc.stdout.split("RESULT", 1)[1])
     for diff, scale in res["kernel"]:
         assert scale > 0.1 and diff <= 2e-5 * scale, (diff, scale)
+    for w_diff, rw_diff, row_sum in res["graphs"]:
+        assert w_diff <= 1e-6 and rw_diff <= 1e-6 and row_sum <= 1e-6, res["graphs"]
     for method, r in res["models"].items():
         # every CG solve of the forward went through the kernel: 2 blocks x 2 solves (G, then
-        # R - G and B - G), times 2 ADMM x-updates for uGTV
-        assert r["calls"] == (8 if method == "ugtv" else 4), (method, r)
+        # R - G and B - G), times 2 ADMM x-updates for uGTV; and each block's graph
+        assert r["calls"] == {"cg": 8 if method == "ugtv" else 4, "graph": 2}, (method, r)
         assert r["moved"] > 0.01 and r["diff"] <= 1e-5, (method, r)
 
 

@@ -1,0 +1,186 @@
+"""The learned graphs of eqs. 27-28 as fused Triton kernels: the GPU counterpart of the native
+distance and random-walk kernels (inference, float32, no autograd).
+
+From projected features ``g`` (B, K, F, H, W) (``g = A_k^T f``, :func:`graph.project_features`,
+so that eq. 27's distance is ``d_pq = |g_p - g_q|^2``), one kernel per graph type writes:
+
+* :func:`edge_weights_from_projected` - uGLR: ``w_pq = exp(-d_pq)`` for the 12 undirected offsets
+  (B, K, 12, H, W), 0 where the neighbour is outside the image;
+* :func:`random_walk_weights_from_projected` - uGTV: eq. 28 as the softmax of ``-d`` over each
+  node's in-image directed window (B, K, 24, H, W), the stable form of
+  :func:`graph.random_walk_weights_from_distances`.
+
+Each pixel reads its own and its 24 neighbours' F features (from cache) and writes its weights
+once; the PyTorch path runs about 5 full passes per offset plus the softmax's. The softmax
+recomputes the distances in three sweeps (minimum, sum, normalised weights) instead of storing
+them: arithmetic is cheap next to memory on a GPU. Runs where Triton runs: CUDA tensors, or CPU
+tensors under ``TRITON_INTERPRET=1`` (how the tests check them without a GPU)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import backend
+
+try:  # optional, as in solvers/cg_triton.py
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the installation
+    triton = None
+    tl = None
+
+__all__ = ["available", "fused_or_none", "edge_weights_from_projected", "random_walk_weights_from_projected"]
+
+BLOCK = 256
+
+
+def available() -> bool:
+    """Whether Triton can be imported here."""
+    return triton is not None
+
+
+if triton is not None:
+
+    @triton.jit
+    def _dist(gp, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
+              BLOCK_SIZE: tl.constexpr):
+        """(|g_p - g_q|^2, whether q = p + (DY, DX) is in the image) for a block of pixels p."""
+        qi = i + DY
+        qj = j + DX
+        ok = in_img & (qi >= 0) & (qi < H) & (qj >= 0) & (qj < W)
+        d = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        for c in tl.static_range(F):
+            a = tl.load(gp + c * HW + i * W + j, mask=in_img, other=0.0)
+            b = tl.load(gp + c * HW + qi * W + qj, mask=ok, other=0.0)
+            d += (a - b) * (a - b)
+        return d, ok
+
+    @triton.jit
+    def _sweep_edge(acc, m, s, d, ok, out, i, j, W, in_img, PASS: tl.constexpr):
+        """One directed edge in softmax sweep PASS: 0 the minimum (into acc), 1 the sum of
+        exp(-(d - m)) (into acc), 2 the normalised weight (stored at ``out``)."""
+        if PASS == 0:
+            acc = tl.where(ok, tl.minimum(acc, d), acc)
+        elif PASS == 1:
+            acc += tl.where(ok, tl.exp(m - d), 0.0)
+        else:
+            tl.store(out + i * W + j, tl.where(ok, tl.exp(m - d) / s, 0.0), mask=in_img)
+        return acc
+
+    @triton.jit
+    def _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
+               NDY: tl.constexpr, NDX: tl.constexpr, KK: tl.constexpr, PASS: tl.constexpr,
+               BLOCK_SIZE: tl.constexpr):
+        """The undirected offset o = (DY, DX) = -(NDY, NDX) in both directions: edge KK (p -> p + o)
+        and edge 12 + KK (p -> p - o)."""
+        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, DY, DX, BLOCK_SIZE)
+        acc = _sweep_edge(acc, m, s, d, ok, op + KK * HW, i, j, W, in_img, PASS)
+        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, NDY, NDX, BLOCK_SIZE)
+        acc = _sweep_edge(acc, m, s, d, ok, op + (KK + 12) * HW, i, j, W, in_img, PASS)
+        return acc
+
+    @triton.jit
+    def _all_offsets(acc, m, s, gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, PASS: tl.constexpr,
+                     BLOCK_SIZE: tl.constexpr):
+        # graph.OFFSETS, in order, each with its negative
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 0, 1, 0, -1, 0, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 0, 2, 0, -2, 1, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, -2, -1, 2, 2, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, -1, -1, 1, 3, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 0, -1, 0, 4, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 1, -1, -1, 5, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 2, -1, -2, 6, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, -2, -2, 2, 7, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, -1, -2, 1, 8, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 0, -2, 0, 9, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 1, -2, -1, 10, PASS, BLOCK_SIZE)
+        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 2, -2, -2, 11, PASS, BLOCK_SIZE)
+        return acc
+
+    @triton.jit
+    def _random_walk_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        plane = tl.program_id(0)  # (b, k)
+        HW = H * W
+        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        in_img = offs < HW
+        i = offs // W
+        j = offs % W
+        gp = g_ptr + plane.to(tl.int64) * F * HW
+        op = out_ptr + plane.to(tl.int64) * 24 * HW
+        zero = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        m = _all_offsets(zero + float("inf"), zero, zero, gp, op, i, j, H, W, HW, in_img, F, 0, BLOCK_SIZE)
+        s = _all_offsets(zero, m, zero, gp, op, i, j, H, W, HW, in_img, F, 1, BLOCK_SIZE)
+        s = tl.where(s > 0, s, 1.0)  # a node without in-image neighbours (a 1x1 image) keeps weights 0
+        _all_offsets(zero, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, BLOCK_SIZE)
+
+    @triton.jit
+    def _edge_weight(gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
+                     KK: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, DY, DX, BLOCK_SIZE)
+        tl.store(op + KK * HW + i * W + j, tl.where(ok, tl.exp(-d), 0.0), mask=in_img)
+
+    @triton.jit
+    def _edge_weights_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        plane = tl.program_id(0)  # (b, k)
+        HW = H * W
+        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        in_img = offs < HW
+        i = offs // W
+        j = offs % W
+        gp = g_ptr + plane.to(tl.int64) * F * HW
+        op = out_ptr + plane.to(tl.int64) * 12 * HW
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 1, 0, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 2, 1, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, -2, 2, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, -1, 3, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 0, 4, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 1, 5, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 2, 6, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, -2, 7, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, -1, 8, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 0, 9, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 1, 10, BLOCK_SIZE)
+        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 2, 11, BLOCK_SIZE)
+
+
+def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
+    """The fused kernel ``kernel`` (a function of this module) on projected features ``g`` where
+    it applies (float32 CUDA, no gradient wanted: :func:`backend.gpu_fused_usable`), else None.
+    A Triton that fails here is said once, in one line, and not tried again."""
+    if triton is None or (torch.is_grad_enabled() and g.requires_grad) or not backend.gpu_fused_usable(g):
+        return None
+    try:
+        return globals()[kernel](g)
+    except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
+        backend.settings.gpu_fused = 0
+        logging.getLogger("gsprestore").warning(
+            "gsprestore: the fused Triton graph kernel failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
+        return None
+
+
+def _launch(kernel, g: Tensor, n_out: int, out: Tensor | None) -> Tensor:
+    if triton is None:
+        raise RuntimeError("Triton is not installed")
+    if g.dim() != 5 or g.dtype != torch.float32:
+        raise ValueError(f"projected features must be float32 (B, K, F, H, W), got {g.dtype} {tuple(g.shape)}")
+    B, K, F, H, W = g.shape
+    gc = g.contiguous()
+    if out is None:
+        out = g.new_empty(B, K, n_out, H, W)
+    kernel[(B * K, triton.cdiv(H * W, BLOCK))](gc, out, H, W, F=F, BLOCK_SIZE=BLOCK)
+    return out
+
+
+def edge_weights_from_projected(g: Tensor, out: Tensor | None = None) -> Tensor:
+    """uGLR's weights ``exp(-|g_p - g_q|^2)`` (eq. 27 with ``g = A^T f``), (B, K, 12, H, W)."""
+    return _launch(_edge_weights_kernel, g, 12, out)
+
+
+def random_walk_weights_from_projected(g: Tensor, out: Tensor | None = None) -> Tensor:
+    """uGTV's random-walk weights (eq. 28): the softmax of ``-|g_p - g_q|^2`` over each node's
+    in-image directed window, (B, K, 24, H, W) in :data:`graph.DIRECTED_OFFSETS` order."""
+    return _launch(_random_walk_kernel, g, 24, out)
