@@ -557,8 +557,8 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
         r["h200_floor_s"] = _floor_s(r["flops"], fb, h_peak, H200["hbm_bytes_per_s"])
         r["h200_bound"] = "compute" if r["flops"] / h_peak >= fb / H200["hbm_bytes_per_s"] else "memory"
         r["h200_floor_fp32_s"] = _floor_s(r["flops"], fb, H200["fp32_flops"], H200["hbm_bytes_per_s"])
-        if "unfused_bytes" in r:
-            r["h200_floor_unfused_s"] = _floor_s(r["flops"], r["unfused_bytes"], H200["fp32_flops"], H200["hbm_bytes_per_s"])
+        if "unfused_bytes" in r:  # (cuDNN runs fp32 convolutions on TF32 by default)
+            r["h200_floor_unfused_s"] = _floor_s(r["flops"], r["unfused_bytes"], h_peak, H200["hbm_bytes_per_s"])
         if peaks:
             r["cpu_floor_s"] = _floor_s(r["flops"], fb, peaks["matmul_flops"], peaks["bytes_per_s"])
             r["cpu_compute_s"] = r["flops"] / peaks["matmul_flops"]
@@ -601,6 +601,19 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
         # where the stencil loops run in one band) at ~4 us each
         t24 = 24e6 * tot["forward_h200_floor_unfused_s"] + tot["launches_per_forward"] * H200["launch_s"]
         tot["h200_mp_per_s_unfused_24mp_with_launches"] = 24.0 / t24
+        # what fusing buys on the H200: the listed parts at their fused bytes, the others as counted
+        scen = {}
+        for label, fused_parts in (("unfused", ()), ("solver fused", ("solver",)),
+                                   ("graph + solver fused", ("graph", "solver")),
+                                   ("all parts fused", FLOOR_ROWS + ("estimate",))):
+            t = 0.0
+            for p in FLOOR_ROWS + ("estimate",):
+                r = rows[p]
+                nb = r["fused_bytes"] if p in fused_parts else r["unfused_bytes"]
+                peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
+                t += (1 if p == "estimate" else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
+            scen[label] = {"forward_s_per_px": t, "mp_per_s": 1e-6 / t}
+        tot["h200_scenarios"] = scen
     if timed is not None:
         tot["measured_forward_s"] = timed["total_s"]
     return {"model": name, "config": cfg, "size": [H, W], "count_size": [Hc, Wc], "rows": rows, "totals": tot,
@@ -673,6 +686,9 @@ def print_report(rep: dict, peaks: Optional[dict]) -> None:
           + (f"; unfused PyTorch bytes {tot['forward_h200_floor_unfused_s'] * 1e9:.1f} "
              f"({tot['h200_mp_per_s_unfused']:.1f} MP/s; 24 MP with {tot['launches_per_forward']} launches x 4 us: "
              f"{tot['h200_mp_per_s_unfused_24mp_with_launches']:.1f} MP/s)" if "forward_h200_floor_unfused_s" in tot else ""))
+    if "h200_scenarios" in tot:
+        print("  H200 MP/s floor when fusing (CNN on TF32; the other parts' bytes as counted): "
+              + "; ".join(f"{k} {v['mp_per_s']:.1f}" for k, v in tot["h200_scenarios"].items()))
     if rep.get("counted") and rep["counted"]["unknown_ops"]:
         print(f"  operators without a FLOP formula (counted as 0): {rep['counted']['unknown_ops']}")
 
