@@ -53,7 +53,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import time
 from collections import defaultdict
@@ -154,7 +153,8 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
 
     # the solves of a block: demosaic green-difference G (C = 1) then R-G, B-G (C = 2); else C = ch
     solves = [1, 2] if cfg.get("signal", "rgb") == "green-difference" else [ch]
-    setup = cg = admm = fused = stream = 0.0
+    setup = cg = admm = fused = 0.0
+    st_setup = st_cg = st_admm = 0.0  # streamed bytes (estimate), by sub-part
     for C in solves:
         KC = K * C
         fused += F32 * (K * nw + 3 * C + KC)
@@ -171,9 +171,9 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
             admm += steps * 2 * K / HW  # 0.5 / gamma (a reciprocal and a product), per image
             # stream: setup reads wbar (24 K) writes s (12 K), diag, P^-1; each CG start / step / last
             # x update streams s (12 K) and its vectors; each edge pass reads wbar, the iterates, c, mask, y
-            stream += F32 * ((24 + 12) * K + 2 * KC + 3 * C)
-            stream += F32 * A * ((12 * K + 6 * KC) + (T - 1) * (12 * K + 8 * KC) + 3 * KC)
-            stream += F32 * sum(24 * K + (s + 3) * KC + 2 * C for s in range(1, A))
+            st_setup += F32 * ((24 + 12) * K + 2 * KC + 3 * C)
+            st_cg += F32 * A * ((12 * K + 6 * KC) + (T - 1) * (12 * K + 8 * KC) + 3 * KC)
+            st_admm += F32 * sum(24 * K + (s + 3) * KC + 2 * C for s in range(1, A))
         else:
             # preconditioned GLR (solvers.glr.glr_solve): s = sqrt(clamp(degree(w))) (2 per edge + 2),
             # s known, s x0, degree again + clamp + rsqrt, wn = w dis_p dis_q (2 per edge), a = deg dis dis,
@@ -181,12 +181,15 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
             setup += K * (2 * Eu + 2) + 2 * KC + K * (2 * Eu + 2) + K * 2 * Eu + 2 * K + C + KC
             setup += KC * (stencil + 2) + KC + 2 * KC + KC
             cg += KC * _cg_flops(T, stencil, precond=False, keep=True)
-            stream += F32 * (12 * K * 3 + 2 * K + 3 * C + 4 * KC)
-            stream += F32 * ((12 * K + K + C + 4 * KC) + (T - 1) * (12 * K + K + C + 6 * KC) + 3 * KC)
+            st_setup += F32 * (12 * K * 3 + 2 * K + 3 * C + 4 * KC)
+            st_cg += F32 * ((12 * K + K + C + 4 * KC) + (T - 1) * (12 * K + K + C + 6 * KC) + 3 * KC)
     out["solver.setup"]["flops"] = setup
     out["solver.cg"]["flops"] = cg
     out["solver.admm"]["flops"] = admm
-    out["solver"] = {"flops": setup + cg + admm, "fused": fused, "stream": stream}
+    out["solver.setup"]["stream"] = st_setup
+    out["solver.cg"]["stream"] = st_cg
+    out["solver.admm"]["stream"] = st_admm
+    out["solver"] = {"flops": setup + cg + admm, "fused": fused, "stream": st_setup + st_cg + st_admm}
 
     # rest: per solve the head mix (K C mul + (K - 1) C add) and the re-imposed samples (compare,
     # select); green-difference: (known - g) mask, x - g (6), R = d_R + g, B = d_B + g, final select (8)
