@@ -43,7 +43,8 @@ What it reports, per output pixel (per block unless said):
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/cost_model.py                       # 4 models, count 128x128, time 512x768
-    .venv/bin/python benchmarks/cost_model.py --no-time             # counts and floors only (no timing)
+    .venv/bin/python benchmarks/cost_model.py --no-time             # counts and H200 floors, no timing
+    .venv/bin/python benchmarks/cost_model.py --no-time --cpu-peaks 113,24.6   # ... and CPU floors at given GFLOP/s, GB/s
     .venv/bin/python benchmarks/cost_model.py --models ugtv_demosaic --size 512x768 --json cost.json
 """
 
@@ -542,6 +543,8 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
     rows: dict[str, dict] = {}
     for p in PARTS + ("solver",):
         r = {"flops": an[p]["flops"], "fused_bytes": an[p].get("fused"), "stream_bytes": an[p].get("stream")}
+        if "fused_per_layer" in an[p]:
+            r["fused_per_layer_bytes"] = an[p]["fused_per_layer"]
         if counted is not None:
             if p == "solver":
                 cf = sum(counted["parts"][s]["flops"] for s in SOLVER_PARTS)
