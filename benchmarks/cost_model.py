@@ -1,0 +1,752 @@
+"""Issue 16's cost model: operations and bytes per output pixel and per block of each shipped
+model, split into parts, the floors they imply on this CPU and on an H200, and the measured time
+beside them.
+
+Parts of one unrolled block (``gsprestore/models/unrolled.py``):
+
+* ``cnn``: the feature CNN (4 3x3 convs, width 48, ReLU, residual shortcuts; 2x: its luma input);
+* ``graph``: graph learning - M_k = A_k A_k^T, M f, the edge distances of eq. 27 and the weights
+  (uGTV: the random-walk softmax of eq. 28, 24 directed edges; uGLR: exp(-d), 12 undirected);
+* ``solver``: the interpolation solver, split into ``solver.cg`` (the unrolled CG iterations),
+  ``solver.admm`` (uGTV: the ADMM edge step of eqs. 19, 21, 23, 24 and the multiplier / node
+  update) and ``solver.setup`` (everything else in ``UnrolledBlock.solve``: Laplacian weights,
+  degrees, diagonal and preconditioner, right-hand sides; uGLR: normalised weights, eq. 9's
+  right-hand side, the D^1/2 scaling);
+* ``rest``: the heads' weighted average, the re-imposed samples and (demosaicking,
+  ``signal="green-difference"``) the glue between the G solve and the R-G / B-G solve;
+
+plus ``estimate``, the initial estimate x^0 (once per forward, not per block).
+
+What it reports, per output pixel (per block unless said):
+
+1. FLOPs (a multiply-add counts 2; every other arithmetic operation, comparison or select 1;
+   exp, rsqrt, reciprocal 1 each): ``analytic`` from the configuration (:func:`analytic`, the
+   arithmetic the PyTorch formulas do, borders exact), cross-checked against an operator-level
+   count (``dispatch``: a ``TorchDispatchMode`` with a FLOP formula per ATen operator, on a
+   ``--count-size`` image with the PyTorch path, i.e. the native kernels off, in
+   ``torch.inference_mode()``).
+2. Bytes: ``unfused`` = what that PyTorch path reads and writes operator by operator (each
+   operator's distinct input elements plus its outputs; an ``out=`` buffer or a filled tensor
+   counts as written only), counted by the same dispatch mode; ``fused`` = the floor if each part
+   were one kernel that reads its inputs once and writes its outputs once (fp32) with every
+   intermediate in cache (:func:`analytic` says per part what that is); for the solver also
+   ``stream`` (an estimate): one kernel per CG step / ADMM pass, its vectors streamed from memory
+   each pass.
+3. Floors: time = max(FLOPs / peak, bytes / bandwidth) per part, on this CPU (peak FLOP/s of a
+   large fp32 matmul and bandwidth of a large copy / add, measured in the same run, on
+   ``--threads`` threads) and on an H200 (published spec figures, :data:`H200`); for uGTV
+   demosaicking also the H200's MP/s floor (issue target >= 10 MP/s on 24-MP images).
+4. Measured: each part's wall time in one forward on a ``--size`` image on this CPU with the native
+   kernels (default backend), by wrapping the functions named above (exclusive times; the time
+   inside native kernels from ``Kernels._call``), after a warm-up forward; measured / floor.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/cost_model.py                       # 4 models, count 128x128, time 512x768
+    .venv/bin/python benchmarks/cost_model.py --no-time             # counts and H200 floors, no timing
+    .venv/bin/python benchmarks/cost_model.py --no-time --cpu-peaks 113,24.6   # ... and CPU floors at given GFLOP/s, GB/s
+    .venv/bin/python benchmarks/cost_model.py --models ugtv_demosaic --size 512x768 --json cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, ".."))
+sys.path.insert(0, _HERE)
+
+from gsprestore import backend  # noqa: E402
+from gsprestore.window import OFFSETS  # noqa: E402
+
+MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
+#: the parts of a block, then the initial estimate (once per forward)
+PARTS = ("cnn", "graph", "solver.setup", "solver.cg", "solver.admm", "rest", "estimate")
+BLOCK_PARTS = PARTS[:-1]
+SOLVER_PARTS = ("solver.setup", "solver.cg", "solver.admm")
+#: the rows that get a fused-bytes floor (the solver as one part)
+FLOOR_ROWS = ("cnn", "graph", "solver", "rest")
+F32 = 4
+
+#: H200 (SXM), published spec figures (NVIDIA H200 datasheet / product page): FP32 (CUDA cores)
+#: 67 TFLOP/s, TF32 tensor core 989 TFLOP/s with 2:4 sparsity = ~495 dense, HBM3e 4.8 TB/s peak;
+#: ~4.0 TB/s is the achievable stream bandwidth this project assumes (benchmarks/count_training_traffic.py).
+H200 = {"fp32_flops": 67e12, "tf32_flops": 495e12, "hbm_peak_bytes_per_s": 4.8e12, "hbm_bytes_per_s": 4.0e12,
+        "launch_s": 4e-6, "source": "published spec (NVIDIA H200 SXM datasheet); 4.0 TB/s achievable: project assumption"}
+
+
+# --------------------------------------------------------------------------------------------
+# the analytic model
+# --------------------------------------------------------------------------------------------
+
+
+def undirected_edges_per_pixel(H: int, W: int) -> float:
+    """In-image undirected edges of the 5x5 window per pixel (12 in the interior)."""
+    return sum(max(0, H - abs(dy)) * max(0, W - abs(dx)) for dy, dx in OFFSETS) / (H * W)
+
+
+def _cg_flops(T: int, stencil: float, precond: bool, keep: bool) -> float:
+    """Unrolled CG (``solvers.cg.cg_unrolled``) per (head, channel) plane and pixel, T steps:
+    start g = A x - b (and v = P^-1 g), then per step v = P^-1 g + beta v (t > 0), x -= alpha v,
+    g -= alpha A v (t < T - 1); A v = diag v - W v (+ keep *)."""
+    a = stencil + (1 if keep else 0)
+    start = a + 1 + (1 if precond else 0)
+    v_upd = 3 if precond else 2
+    return start + (T - 1) * v_upd + 2 * T + (T - 1) * (a + 2)
+
+
+def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
+    """Per output pixel: FLOPs of each part per block (``estimate``: per forward) as the PyTorch
+    formulas compute them (borders exact: only in-image edges), and the byte floors.
+
+    ``fused`` (fp32 floats x 4) assumes each part is one kernel reading its inputs once and
+    writing its outputs once, intermediates in cache: cnn reads x^t (3 channels; 2x computes its
+    luma inside) and writes the K x F = 48 features; graph reads the features and writes the
+    weights (uGTV 24 directed per head, uGLR 12 undirected); the solver reads the weights, known,
+    mask and warm start (3 C) once per solve and writes the K x C head outputs (all CG and ADMM
+    vectors in cache: a row wavefront); rest reads the head outputs, known and mask and writes
+    x^{t+1}; the estimate reads known and mask and writes x^0. ``stream`` (solver, an estimate):
+    each CG step and each ADMM edge pass one kernel that streams its operands (weights 12 per
+    head, the per-channel vectors) from memory."""
+    K, Fd, width, L = cfg["heads"], cfg["features"], cfg["width"], cfg["cnn_layers"]
+    ch = int(cfg["channels"])
+    luma = cfg["cnn_input"] == "luma"
+    gtv = cfg["prior"] == "gtv"
+    T = int(cfg["cg_iters"])
+    A = int(cfg.get("admm_iters", 0))
+    HW = H * W
+    Eu = undirected_edges_per_pixel(H, W)
+    Ed = 2 * Eu
+    stencil = 1 + 2 * Ed  # diag * v, then one multiply-add per in-image directed neighbour
+    out: dict[str, dict[str, float]] = {p: {"flops": 0.0} for p in PARTS}
+
+    # feature CNN (UnrolledBlock.head_features): luma (3 mul + 2 add), per conv 9 C_in MACs per
+    # output channel + bias, ReLU, the residual add from the second conv on
+    cin = 1 if luma else ch
+    macs = 9 * width * (cin + (L - 1) * width)
+    out["cnn"]["macs"] = macs
+    out["cnn"]["flops"] = (5 if luma else 0) + 2 * macs + width * L * 2 + width * (L - 1)
+    out["cnn"]["fused"] = F32 * (ch + K * Fd)
+    # one kernel per conv (each reads its input once, writes its output once; bias, ReLU and the
+    # residual add in the epilogue)
+    out["cnn"]["fused_per_layer"] = F32 * (ch + width + (L - 1) * 2 * width)
+
+    # graph learning: A A^T and its symmetrisation (per block, per image), M f (F x F per head),
+    # d = sum_f (f_p - f_q)_f (M f_p - M f_q)_f (2 sub + 1 mul per feature, F - 1 adds), then
+    # uGTV eq. 28 as a softmax over the in-image directed edges (min, sub, exp, sum, times 1/sum:
+    # 5 per edge, one reciprocal per node) / uGLR w = exp(-d) (neg, exp) clamped (1 per stored weight)
+    g = (2 * K * Fd**3 + 2 * K * Fd * Fd) / HW + 2 * K * Fd * Fd + K * Eu * (4 * Fd - 1)
+    g += K * (5 * Ed + 1) if gtv else K * (2 * Eu + len(OFFSETS))
+    out["graph"]["flops"] = g
+    nw = 2 * len(OFFSETS) if gtv else len(OFFSETS)  # weights per head and pixel written by graph
+    out["graph"]["fused"] = F32 * (K * Fd + K * nw)
+
+    # the solves of a block: demosaic green-difference G (C = 1) then R-G, B-G (C = 2); else C = ch
+    solves = [1, 2] if cfg.get("signal", "rgb") == "green-difference" else [ch]
+    setup = cg = admm = fused = 0.0
+    st_setup = st_cg = st_admm = 0.0  # streamed bytes (estimate), by sub-part
+    for C in solves:
+        KC = K * C
+        fused += F32 * (K * nw + 3 * C + KC)
+        if gtv:
+            # s = wbar^2 + wbar^2 (3 per undirected edge), degree(s) (2 per edge), diag = deg + mask,
+            # y = mask known, mu_c = mu0 mask, P^-1 = 1 / clamp(diag) (2), rhs of the first iteration (3)
+            setup += K * 5 * Eu + KC + 2 * C + 2 * KC + 3 * KC + (A - 1) * 4 * KC  # later rhs: 4 (+ n)
+            setup += K / HW  # gamma = exp(log_gamma), per image
+            cg += A * KC * _cg_flops(T, stencil, precond=True, keep=False)
+            # edge steps (A - 1 of them): the first from the zero state 18 per directed edge
+            # (r 2, b 1, u' 2, v' 2, u'-v' 1, D' 4, e 4, scatter 2), later ones 26; mu_c update 4
+            steps = max(0, A - 1)
+            admm += KC * Ed * (18 * min(steps, 1) + 26 * max(0, steps - 1)) + steps * 4 * KC
+            admm += steps * 2 * K / HW  # 0.5 / gamma (a reciprocal and a product), per image
+            # stream: setup reads wbar (24 K) writes s (12 K), diag, P^-1; each CG start / step / last
+            # x update streams s (12 K) and its vectors; each edge pass reads wbar, the iterates, c, mask, y
+            st_setup += F32 * ((24 + 12) * K + 2 * KC + 3 * C)
+            st_cg += F32 * A * ((12 * K + 6 * KC) + (T - 1) * (12 * K + 8 * KC) + 3 * KC)
+            st_admm += F32 * sum(24 * K + (s + 3) * KC + 2 * C for s in range(1, A))
+        else:
+            # preconditioned GLR (solvers.glr.glr_solve): s = sqrt(clamp(degree(w))) (2 per edge + 2),
+            # s known, s x0, degree again + clamp + rsqrt, wn = w dis_p dis_q (2 per edge), a = deg dis dis,
+            # keep = 1 - mask, y = mask known, b = -(keep (a y - Wn y)), xs = keep x0, y + keep xs, z / s
+            setup += K * (2 * Eu + 2) + 2 * KC + K * (2 * Eu + 2) + K * 2 * Eu + 2 * K + C + KC
+            setup += KC * (stencil + 2) + KC + 2 * KC + KC
+            cg += KC * _cg_flops(T, stencil, precond=False, keep=True)
+            st_setup += F32 * (12 * K * 3 + 2 * K + 3 * C + 4 * KC)
+            st_cg += F32 * ((12 * K + K + C + 4 * KC) + (T - 1) * (12 * K + K + C + 6 * KC) + 3 * KC)
+    out["solver.setup"]["flops"] = setup
+    out["solver.cg"]["flops"] = cg
+    out["solver.admm"]["flops"] = admm
+    out["solver.setup"]["stream"] = st_setup
+    out["solver.cg"]["stream"] = st_cg
+    out["solver.admm"]["stream"] = st_admm
+    out["solver"] = {"flops": setup + cg + admm, "fused": fused, "stream": st_setup + st_cg + st_admm}
+
+    # rest: per solve the head mix (K C mul + (K - 1) C add) and the re-imposed samples (compare,
+    # select); green-difference: (known - g) mask, x - g (6), R = d_R + g, B = d_B + g, final select (8)
+    rest = sum(K * C + (K - 1) * C + 2 * C + 5 * K / HW for C in solves)  # + the softmax of the K logits
+    if len(solves) == 2:
+        rest += 6 + 8
+    out["rest"]["flops"] = rest
+    out["rest"]["fused"] = F32 * (K * sum(solves) + 3 * ch)
+
+    # initial estimate, per plane: y = known m, two separable 3-tap tents (numerator and
+    # denominator, 12 each), divide by the clamped denominator (2), the sparse check and its any (2),
+    # the known samples re-imposed (2): 31; green-difference: G, then R-G and B-G (+ 4 + 2 + 6 glue)
+    ie = 31
+    calls = len(solves)  # initial_estimate calls (the any() folds n - 1 values each)
+    out["estimate"]["flops"] = 3 * ie + (12 if len(solves) == 2 else 0) - calls / HW
+    out["estimate"]["fused"] = F32 * 3 * ch
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# labels: which part is running (for the dispatch count and the timers)
+# --------------------------------------------------------------------------------------------
+
+
+class Tracker:
+    """A stack of part labels with exclusive wall times, and the time inside native kernels."""
+
+    def __init__(self):
+        self.stack: list[list] = [["rest", time.perf_counter(), 0.0]]
+        self.time: dict[str, float] = defaultdict(float)
+        self.native: dict[str, float] = defaultdict(float)
+        self.native_calls = 0
+
+    @property
+    def label(self) -> str:
+        return self.stack[-1][0]
+
+    def enter(self, label: str) -> None:
+        self.stack.append([label, time.perf_counter(), 0.0])
+
+    def exit(self) -> None:
+        label, t0, child = self.stack.pop()
+        el = time.perf_counter() - t0
+        self.time[label] += el - child
+        self.stack[-1][2] += el
+
+
+@contextlib.contextmanager
+def labelled(tracker: Tracker):
+    """Wrap the functions that mark the parts (module globals and methods, restored on exit)."""
+    from gsprestore import native
+    from gsprestore.models import unrolled
+    from gsprestore.solvers import cg as cgmod
+    from gsprestore.solvers import gtv as gtvmod
+
+    targets = [
+        (unrolled, "green_difference_estimate", "estimate"),
+        (unrolled, "initial_estimate", "estimate"),
+        (unrolled.UnrolledBlock, "head_features", "cnn"),
+        (unrolled.UnrolledBlock, "graph_weights", "graph"),
+        (unrolled.UnrolledBlock, "solve", "solver.setup"),
+        (cgmod, "cg_unrolled", "solver.cg"),
+        (gtvmod, "cg_unrolled", "solver.cg"),
+        (gtvmod, "admm_edge_step", "solver.admm"),
+        (gtvmod, "_mu_c_update", "solver.admm"),
+        (gtvmod, "_edge_term_replayed", "solver.admm"),
+        (gtvmod, "_node_update", "solver.admm"),
+    ]
+    saved = []
+
+    def wrap(fn, label):
+        def inner(*a, **k):
+            tracker.enter(label)
+            try:
+                return fn(*a, **k)
+            finally:
+                tracker.exit()
+
+        return inner
+
+    for owner, name, label in targets:
+        fn = owner.__dict__[name]
+        saved.append((owner, name, fn))
+        setattr(owner, name, wrap(fn, label))
+    call = native.Kernels._call
+
+    def timed_call(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return call(self, *a, **k)
+        finally:
+            tracker.native[tracker.label] += time.perf_counter() - t0
+            tracker.native_calls += 1
+
+    native.Kernels._call = timed_call
+    try:
+        yield tracker
+    finally:
+        native.Kernels._call = call
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+
+
+# --------------------------------------------------------------------------------------------
+# the operator-level count
+# --------------------------------------------------------------------------------------------
+
+#: views and metadata-only operators: no kernel, no traffic (as in count_training_traffic.py)
+FREE = {"view", "_unsafe_view", "reshape", "expand", "as_strided", "permute", "transpose", "t", "unsqueeze",
+        "squeeze", "slice", "select", "detach", "alias", "unbind", "split", "split_with_sizes", "chunk",
+        "narrow", "diagonal", "lift_fresh", "_to_copy_noop", "empty", "empty_like", "empty_strided", "new_empty",
+        "new_empty_strided", "_reshape_alias", "view_as_real", "view_as_complex", "unfold", "movedim", "expand_as",
+        "is_nonzero", "detach_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "_has_compatible_shallow_copy_type"}
+#: one operation per output element
+ELEMENTWISE = {"add", "sub", "mul", "div", "neg", "relu", "exp", "rsqrt", "reciprocal", "sqrt", "clamp_min",
+               "clamp_max", "clamp", "abs", "where", "maximum", "minimum", "gt", "ge", "lt", "le", "eq", "ne",
+               "pow", "square", "rsub", "sign", "threshold", "masked_fill", "sigmoid", "log", "logical_not",
+               "logical_and", "logical_or", "bitwise_not", "bitwise_and", "bitwise_or", "floor", "ceil", "round"}
+FMA = {"addcmul", "addcdiv", "lerp"}
+#: reductions: one operation per input element that is folded (inputs - outputs)
+REDUCE = {"sum", "mean", "any", "all", "amax", "amin", "max", "min", "prod"}
+#: data movement only: bytes, no operations
+DATA = {"copy", "clone", "cat", "stack", "fill", "zero", "zeros", "zeros_like", "new_zeros", "new_full", "full",
+        "full_like", "ones", "ones_like", "new_ones", "constant_pad_nd", "replication_pad2d", "_to_copy",
+        "contiguous", "index", "index_select", "lift_fresh_copy", "scalar_tensor", "_local_scalar_dense",
+        "masked_select", "alias_copy", "_pad_enum", "pad", "tensor", "arange", "scalar", "to"}
+#: operators whose first argument is only written (not read)
+WRITE_ONLY_SELF = {"copy_", "fill_", "zero_"}
+#: operators that only take their tensor argument's shape, dtype and device (nothing read)
+TEMPLATE_ONLY = {"new_zeros", "new_full", "new_ones", "zeros_like", "ones_like", "full_like"}
+
+
+def _distinct(t: torch.Tensor) -> int:
+    """Elements a kernel really touches: broadcast (stride-0) dims count once."""
+    n = 1
+    for s, st in zip(t.shape, t.stride()):
+        if s == 0:
+            return 0
+        if st != 0:
+            n *= s
+    return n
+
+
+def op_flops(name: str, args, kwargs, out_tensors) -> Optional[float]:
+    """FLOPs of one ATen operator (None: no formula, the operator is reported)."""
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    n_out = sum(t.numel() for t in out_tensors)
+    if base in DATA:
+        return 0.0
+    if base in ELEMENTWISE:
+        alpha = kwargs.get("alpha", 1) if kwargs else 1
+        return float(n_out * (2 if base in ("add", "sub") and alpha != 1 else 1))
+    if base in FMA:
+        return 2.0 * n_out
+    if base in REDUCE:
+        n_in = args[0].numel() if isinstance(args[0], torch.Tensor) else 0
+        return float(max(0, n_in - n_out))
+    if base in ("_softmax", "softmax"):  # max, subtract, exp, sum, divide
+        return 5.0 * n_out
+    if base in ("convolution", "conv2d"):
+        x, w = args[0], args[1]
+        bias = args[2] if len(args) > 2 else kwargs.get("bias")
+        transposed = bool(args[6]) if base == "convolution" and len(args) > 6 else False
+        kk = w.shape[2] * w.shape[3] if w.dim() == 4 else w[0, 0].numel()
+        if transposed:
+            f = 2.0 * x.numel() * w.shape[1] * kk
+        else:
+            f = 2.0 * n_out * w.shape[1] * kk
+        return f + (n_out if bias is not None else 0)
+    if base == "matmul":
+        return 2.0 * n_out * args[0].shape[-1]
+    if base in ("mm", "bmm", "addmm", "baddbmm"):
+        a, b = (args[1], args[2]) if base in ("addmm", "baddbmm") else (args[0], args[1])
+        f = 2.0 * a.numel() * b.shape[-1]
+        return f + (n_out if base in ("addmm", "baddbmm") else 0)
+    return None
+
+
+class Counter(TorchDispatchMode):
+    """FLOPs, bytes and launches of every ATen operator, by the part running (``tracker``)."""
+
+    def __init__(self, tracker: Tracker):
+        super().__init__()
+        self.tracker = tracker
+        self.flops: dict[str, float] = defaultdict(float)
+        self.bytes: dict[str, float] = defaultdict(float)
+        self.launches: dict[str, int] = defaultdict(int)
+        self.by_op: dict[str, list] = {}
+        self.unknown: dict[str, int] = defaultdict(int)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if name in FREE:
+            return out
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        ins = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
+        ins += [t for k, v in kwargs.items() if k != "out" for t in tree_flatten(v)[0] if isinstance(t, torch.Tensor)]
+        if not name.endswith("_") and "out" not in kwargs and outs and all(any(o is i for i in ins) for o in outs):
+            return out  # returned an input as it is (e.g. .to() to its own dtype): no kernel
+        if name in WRITE_ONLY_SELF and ins:
+            ins = ins[1:]
+        elif name in TEMPLATE_ONLY:
+            ins = []
+        moved = sum(_distinct(t) * t.element_size() for t in ins) + sum(_distinct(t) * t.element_size() for t in outs)
+        f = op_flops(name, args, kwargs, outs)
+        if f is None:
+            self.unknown[name] += 1
+            f = 0.0
+        label = self.tracker.label
+        self.flops[label] += f
+        self.bytes[label] += moved
+        self.launches[label] += 1
+        rec = self.by_op.setdefault(name, [0, 0.0, 0.0])
+        rec[0] += 1
+        rec[1] += f
+        rec[2] += moved
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# inputs, counting, timing
+# --------------------------------------------------------------------------------------------
+
+
+def _inputs(task: str, H: int, W: int):
+    from bench_models import synthetic_rgb
+    from gsprestore import sampling
+    from gsprestore.restorers import observation
+
+    rgb = synthetic_rgb(H, W)
+    y = sampling.mosaic(rgb) if task == "demosaic" else sampling.decimate(rgb)
+    return observation(task, y)
+
+
+def _load(name: str):
+    from gsprestore.weights import load_model
+
+    method, task = name.split("_")
+    return load_model(method, task).eval(), task
+
+
+def count(name: str, H: int, W: int) -> dict:
+    """One inference forward on the PyTorch path (native kernels off), counted by part: per
+    output pixel, block parts per block."""
+    model, task = _load(name)
+    known, mask = _inputs(task, H, W)
+    tracker = Tracker()
+    with backend.use("torch"), torch.inference_mode(), labelled(tracker), Counter(tracker) as c:
+        model(known, mask)
+    blocks = model.config["blocks"]
+    px = H * W
+    res: dict[str, Any] = {"size": [H, W], "parts": {}}
+    for p in PARTS:
+        div = px * (1 if p == "estimate" else blocks)
+        res["parts"][p] = {"flops": c.flops.get(p, 0.0) / div, "bytes": c.bytes.get(p, 0.0) / div,
+                           "launches": c.launches.get(p, 0) / (1 if p == "estimate" else blocks)}
+    res["launches_per_forward"] = sum(c.launches.values())
+    res["unknown_ops"] = dict(c.unknown)
+    res["top_ops"] = sorted(((k, v[0], v[1] / px, v[2] / px) for k, v in c.by_op.items()), key=lambda r: -r[3])[:8]
+    return res
+
+
+def count_demosaicnet(H: int = 64, W: int = 64) -> dict:
+    """MACs per output pixel of bench_cpu_target's demosaicnet-shape CNN (counted)."""
+    from bench_cpu_target import DemosaicnetShape
+
+    torch.manual_seed(0)
+    net = DemosaicnetShape().eval()
+    x = torch.rand(1, 3, H, W)
+    tracker = Tracker()
+    with torch.inference_mode(), Counter(tracker) as c:
+        net(x)
+    conv = sum(v[1] for k, v in c.by_op.items() if k in ("convolution", "conv2d"))
+    return {"params": sum(p.numel() for p in net.parameters()), "flops_per_px": sum(c.flops.values()) / (H * W),
+            "conv_flops_per_px": conv / (H * W), "bytes_per_px": sum(c.bytes.values()) / (H * W)}
+
+
+def cpu_peaks(threads: int, repeats: int = 5) -> dict:
+    """Peak fp32 FLOP/s (2048^2 matmul) and memory bandwidth (64 Mi-float copy and add), best of
+    ``repeats``, on ``threads`` threads."""
+    torch.manual_seed(0)
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+
+    def best(fn):
+        fn()
+        t = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            t = min(t, time.perf_counter() - t0)
+        return t
+
+    t_mm = best(lambda: torch.mm(a, b, out=c))
+    m = 1 << 26  # 64 Mi floats = 256 MiB per tensor
+    x, y, z = torch.rand(m), torch.rand(m), torch.empty(m)
+    t_copy = best(lambda: z.copy_(x))
+    t_add = best(lambda: torch.add(x, y, out=z))
+    del x, y, z
+    return {"threads": threads, "matmul_flops": 2 * n**3 / t_mm, "copy_bytes_per_s": 2 * 4 * m / t_copy,
+            "add_bytes_per_s": 3 * 4 * m / t_add, "bytes_per_s": max(2 * 4 * m / t_copy, 3 * 4 * m / t_add),
+            "note": "bytes counted as read + write (no write-allocate traffic)"}
+
+
+def measure(name: str, H: int, W: int, repeats: int) -> dict:
+    """Per-part wall time of one forward with the default backend (native kernels), after a
+    warm-up forward; the fastest of ``repeats`` forwards."""
+    model, task = _load(name)
+    known, mask = _inputs(task, H, W)
+    runs = []
+    with torch.inference_mode():
+        model(known, mask)  # warm-up (also faults in fresh memory)
+        for _ in range(max(1, repeats)):
+            tracker = Tracker()
+            with labelled(tracker):
+                t0 = time.perf_counter()
+                model(known, mask)
+                total = time.perf_counter() - t0
+            parts = {p: tracker.time.get(p, 0.0) for p in PARTS}
+            parts["rest"] = total - sum(v for p, v in parts.items() if p != "rest")
+            runs.append({"total_s": total, "parts_s": parts, "native_s": dict(tracker.native),
+                         "native_calls": tracker.native_calls})
+    best = min(runs, key=lambda r: r["total_s"])
+    best["all_totals_s"] = [r["total_s"] for r in runs]
+    best["native"] = backend.available()
+    best["threads"] = torch.get_num_threads()
+    best["size"] = [H, W]
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# the report
+# --------------------------------------------------------------------------------------------
+
+
+def _floor_s(flops: float, nbytes: float, peak: float, bw: float) -> float:
+    return max(flops / peak, nbytes / bw)
+
+
+def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[dict], timed: Optional[dict],
+                 counted: Optional[dict]) -> dict:
+    model, task = _load(name)
+    cfg = dict(model.config)
+    blocks = cfg["blocks"]
+    an = analytic(cfg, H, W)
+    an_c = analytic(cfg, Hc, Wc)
+    rows: dict[str, dict] = {}
+    for p in PARTS + ("solver",):
+        r = {"flops": an[p]["flops"], "fused_bytes": an[p].get("fused"), "stream_bytes": an[p].get("stream")}
+        if "fused_per_layer" in an[p]:
+            r["fused_per_layer_bytes"] = an[p]["fused_per_layer"]
+        if counted is not None:
+            if p == "solver":
+                cf = sum(counted["parts"][s]["flops"] for s in SOLVER_PARTS)
+                cb = sum(counted["parts"][s]["bytes"] for s in SOLVER_PARTS)
+                cl = sum(counted["parts"][s]["launches"] for s in SOLVER_PARTS)
+            else:
+                cf, cb, cl = (counted["parts"][p][k] for k in ("flops", "bytes", "launches"))
+            r.update(analytic_at_count=an_c[p]["flops"], dispatch_flops=cf, unfused_bytes=cb, launches=cl)
+        rows[p] = r
+    # floors: per pixel per block (estimate: per forward), seconds
+    for p in FLOOR_ROWS + ("estimate",):
+        r = rows[p]
+        fb = r["fused_bytes"]
+        r["intensity_fused"] = r["flops"] / fb
+        h_peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
+        r["h200_floor_s"] = _floor_s(r["flops"], fb, h_peak, H200["hbm_bytes_per_s"])
+        r["h200_bound"] = "compute" if r["flops"] / h_peak >= fb / H200["hbm_bytes_per_s"] else "memory"
+        r["h200_floor_fp32_s"] = _floor_s(r["flops"], fb, H200["fp32_flops"], H200["hbm_bytes_per_s"])
+        if "unfused_bytes" in r:  # (cuDNN runs fp32 convolutions on TF32 by default)
+            r["h200_floor_unfused_s"] = _floor_s(r["flops"], r["unfused_bytes"], h_peak, H200["hbm_bytes_per_s"])
+        if peaks:
+            r["cpu_floor_s"] = _floor_s(r["flops"], fb, peaks["matmul_flops"], peaks["bytes_per_s"])
+            r["cpu_compute_s"] = r["flops"] / peaks["matmul_flops"]
+            r["cpu_memory_s"] = fb / peaks["bytes_per_s"]
+            r["cpu_bound"] = "compute" if r["cpu_compute_s"] >= r["cpu_memory_s"] else "memory"
+            if r.get("stream_bytes"):
+                r["cpu_floor_stream_s"] = _floor_s(r["flops"], r["stream_bytes"], peaks["matmul_flops"], peaks["bytes_per_s"])
+            if "unfused_bytes" in r:
+                r["cpu_floor_unfused_s"] = _floor_s(r["flops"], r["unfused_bytes"], peaks["matmul_flops"], peaks["bytes_per_s"])
+    if timed is not None:
+        px = timed["size"][0] * timed["size"][1]
+        for p in PARTS:
+            div = px * (1 if p == "estimate" else blocks)
+            rows[p]["measured_s"] = timed["parts_s"][p] / div
+            rows[p]["native_s"] = timed["native_s"].get(p, 0.0) / div
+        rows["solver"]["measured_s"] = sum(rows[s]["measured_s"] for s in SOLVER_PARTS)
+        rows["solver"]["native_s"] = sum(rows[s]["native_s"] for s in SOLVER_PARTS)
+    # totals per block and per forward
+    tot: dict[str, Any] = {}
+    tot["block_flops"] = sum(rows[p]["flops"] for p in FLOOR_ROWS)
+    tot["block_fused_bytes"] = sum(rows[p]["fused_bytes"] for p in FLOOR_ROWS)
+    tot["forward_flops"] = blocks * tot["block_flops"] + rows["estimate"]["flops"]
+    tot["forward_fused_bytes"] = blocks * tot["block_fused_bytes"] + rows["estimate"]["fused_bytes"]
+    if counted is not None:
+        tot["block_unfused_bytes"] = sum(rows[p]["unfused_bytes"] for p in FLOOR_ROWS)
+        tot["forward_unfused_bytes"] = blocks * tot["block_unfused_bytes"] + rows["estimate"]["unfused_bytes"]
+        tot["block_dispatch_flops"] = sum(rows[p]["dispatch_flops"] for p in FLOOR_ROWS)
+        tot["launches_per_forward"] = counted["launches_per_forward"]
+    for key in ("h200_floor_s", "h200_floor_fp32_s", "h200_floor_unfused_s", "cpu_floor_s", "cpu_floor_unfused_s",
+                "measured_s"):
+        if all(key in rows[p] for p in FLOOR_ROWS + ("estimate",)):
+            tot["block_" + key] = sum(rows[p][key] for p in FLOOR_ROWS)
+            tot["forward_" + key] = blocks * tot["block_" + key] + rows["estimate"][key]
+    for key in ("h200_floor_s", "h200_floor_fp32_s", "h200_floor_unfused_s"):
+        if "forward_" + key in tot:
+            tot["h200_mp_per_s_" + key[len("h200_floor_"):-2] if key != "h200_floor_s" else "h200_mp_per_s"] = \
+                1e-6 / tot["forward_" + key]
+    if counted is not None:
+        # launch floor on a 24-MP image: the unfused path's launches (size-independent on a GPU,
+        # where the stencil loops run in one band) at ~4 us each
+        t24 = 24e6 * tot["forward_h200_floor_unfused_s"] + tot["launches_per_forward"] * H200["launch_s"]
+        tot["h200_mp_per_s_unfused_24mp_with_launches"] = 24.0 / t24
+        # what fusing buys on the H200: the listed parts at their fused bytes, the others as counted
+        scen = {}
+        for label, fused_parts in (("unfused", ()), ("solver fused", ("solver",)),
+                                   ("graph + solver fused", ("graph", "solver")),
+                                   ("all parts fused", FLOOR_ROWS + ("estimate",))):
+            t = 0.0
+            for p in FLOOR_ROWS + ("estimate",):
+                r = rows[p]
+                nb = r["fused_bytes"] if p in fused_parts else r["unfused_bytes"]
+                peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
+                t += (1 if p == "estimate" else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
+            scen[label] = {"forward_s_per_px": t, "mp_per_s": 1e-6 / t}
+        tot["h200_scenarios"] = scen
+    if timed is not None:
+        tot["measured_forward_s"] = timed["total_s"]
+    return {"model": name, "config": cfg, "size": [H, W], "count_size": [Hc, Wc], "rows": rows, "totals": tot,
+            "edges_per_pixel": undirected_edges_per_pixel(H, W), "timed": timed,
+            "counted": None if counted is None else {k: counted[k] for k in ("unknown_ops", "top_ops", "launches_per_forward")}}
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1e4:
+        s = f"{v / 1e3:.1f}k"
+    elif a >= 100:
+        s = f"{v:.0f}"
+    elif a >= 1:
+        s = f"{v:.1f}"
+    elif a == 0:
+        s = "0"
+    else:
+        s = f"{v:.3f}"
+    return s + unit
+
+
+def print_report(rep: dict, peaks: Optional[dict]) -> None:
+    rows, tot, cfg = rep["rows"], rep["totals"], rep["config"]
+    H, W = rep["size"]
+    Hc, Wc = rep["count_size"]
+    print(f"\n== {rep['model']}  (blocks {cfg['blocks']}, {cfg['heads']} heads x {cfg['features']}, "
+          f"cg_iters {cfg['cg_iters']}" + (f", admm_iters {cfg['admm_iters']}" if cfg["prior"] == "gtv" else "")
+          + f", signal {cfg.get('signal', 'rgb')}; {rep['edges_per_pixel']:.3f} undirected edges/px at {W}x{H})")
+    print(f"per output pixel, per block (estimate: per forward). FLOPs analytic at {W}x{H}; dispatch = PyTorch path "
+          f"counted at {Wc}x{Hc} (analytic there in brackets); bytes: unfused (counted), fused floor, solver streamed "
+          "(estimate); times in ns/px; floors: c compute-bound, m memory-bound (fused bytes; H200: CNN on TF32)")
+    hdr = (f"{'part':14} {'FLOP':>8} {'dispatch':>17} {'B unfused':>9} {'B fused':>8} {'B stream':>8} "
+           f"{'CPU floor':>9} {'H200 floor':>10} {'measured':>9} {'(native)':>8} {'meas/floor':>10}")
+    print(hdr)
+    for p in ("cnn", "graph", "solver", "solver.setup", "solver.cg", "solver.admm", "rest", "estimate"):
+        r = rows[p]
+        disp = "-"
+        if "dispatch_flops" in r:
+            disp = f"{_fmt(r['dispatch_flops'])} [{_fmt(r['analytic_at_count'])}]"
+        cpu_f = r.get("cpu_floor_s")
+        meas = r.get("measured_s")
+        ratio = (meas / cpu_f) if (meas is not None and cpu_f) else None
+        name = ("  " + p[len("solver."):]) if p.startswith("solver.") else p
+        print(f"{name:14} {_fmt(r['flops']):>8} {disp:>17} {_fmt(r.get('unfused_bytes')):>9} "
+              f"{_fmt(r.get('fused_bytes')):>8} {_fmt(r.get('stream_bytes')):>8} "
+              f"{_fmt(None if cpu_f is None else cpu_f * 1e9, ' ' + r.get('cpu_bound', ' ')[0]):>9} "
+              f"{_fmt(None if 'h200_floor_s' not in r else r['h200_floor_s'] * 1e9, ' ' + r.get('h200_bound', ' ')[0]):>10} "
+              f"{_fmt(None if meas is None else meas * 1e9):>9} "
+              f"{_fmt(None if meas is None else r['native_s'] * 1e9):>8} {_fmt(ratio, 'x'):>10}")
+    b_meas = tot.get("block_measured_s")
+    print(f"{'block':14} {_fmt(tot['block_flops']):>8} {_fmt(tot.get('block_dispatch_flops')):>17} "
+          f"{_fmt(tot.get('block_unfused_bytes')):>9} {_fmt(tot['block_fused_bytes']):>8} {'':>8} "
+          f"{_fmt(tot['block_cpu_floor_s'] * 1e9 if 'block_cpu_floor_s' in tot else None):>9} "
+          f"{_fmt(tot['block_h200_floor_s'] * 1e9):>10} {_fmt(None if b_meas is None else b_meas * 1e9):>9}")
+    f_meas = tot.get("forward_measured_s")
+    print(f"{'forward':14} {_fmt(tot['forward_flops']):>8} {'':>17} {_fmt(tot.get('forward_unfused_bytes')):>9} "
+          f"{_fmt(tot['forward_fused_bytes']):>8} {'':>8} "
+          f"{_fmt(tot['forward_cpu_floor_s'] * 1e9 if 'forward_cpu_floor_s' in tot else None):>9} "
+          f"{_fmt(tot['forward_h200_floor_s'] * 1e9):>10} {_fmt(None if f_meas is None else f_meas * 1e9):>9}")
+    if "forward_cpu_floor_s" in tot and f_meas is not None:
+        print(f"  CPU: forward measured {tot['measured_forward_s']:.2f} s at {W}x{H}; floor (fused bytes) "
+              f"{tot['forward_cpu_floor_s'] * H * W:.3f} s, floor with the unfused bytes "
+              f"{tot.get('forward_cpu_floor_unfused_s', float('nan')) * H * W:.3f} s")
+    print(f"  H200 floors (ns/px per forward): fused, CNN on TF32 {tot['forward_h200_floor_s'] * 1e9:.2f} "
+          f"({tot['h200_mp_per_s']:.0f} MP/s); fused, all fp32 {tot['forward_h200_floor_fp32_s'] * 1e9:.2f} "
+          f"({tot['h200_mp_per_s_fp32']:.0f} MP/s)"
+          + (f"; unfused PyTorch bytes {tot['forward_h200_floor_unfused_s'] * 1e9:.1f} "
+             f"({tot['h200_mp_per_s_unfused']:.1f} MP/s; 24 MP with {tot['launches_per_forward']} launches x 4 us: "
+             f"{tot['h200_mp_per_s_unfused_24mp_with_launches']:.1f} MP/s)" if "forward_h200_floor_unfused_s" in tot else ""))
+    if "h200_scenarios" in tot:
+        print("  H200 MP/s floor when fusing (CNN on TF32; the other parts' bytes as counted): "
+              + "; ".join(f"{k} {v['mp_per_s']:.1f}" for k, v in tot["h200_scenarios"].items()))
+    if rep.get("counted") and rep["counted"]["unknown_ops"]:
+        print(f"  operators without a FLOP formula (counted as 0): {rep['counted']['unknown_ops']}")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--size", default="512x768", help="HxW of the timed forward and the analytic figures")
+    ap.add_argument("--count-size", default="128x128", help="HxW of the operator count (PyTorch path)")
+    ap.add_argument("--no-count", action="store_true", help="skip the operator count")
+    ap.add_argument("--no-time", action="store_true", help="skip the timed forwards and the CPU peak measurement")
+    ap.add_argument("--cpu-peaks", default=None, help="GFLOPS,GB/s instead of measuring them (e.g. with --no-time)")
+    ap.add_argument("--repeats", type=int, default=1, help="timed forwards per model (after one warm-up)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", default=None, help="write every figure to this file")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    H, W = (int(v) for v in args.size.lower().split("x"))
+    Hc, Wc = (int(v) for v in args.count_size.lower().split("x"))
+    names = [m for m in args.models.split(",") if m]
+    for n in names:
+        if n not in MODELS:
+            raise SystemExit(f"unknown model {n!r}; expected some of {','.join(MODELS)}")
+    peaks = None
+    if args.cpu_peaks:
+        gf, gb = (float(v) for v in args.cpu_peaks.split(","))
+        peaks = {"threads": args.threads, "matmul_flops": gf * 1e9, "bytes_per_s": gb * 1e9, "given": True}
+    elif not args.no_time:
+        peaks = cpu_peaks(args.threads)
+        print(f"CPU peaks ({args.threads} threads): fp32 matmul {peaks['matmul_flops'] / 1e9:.1f} GFLOP/s; "
+              f"copy {peaks['copy_bytes_per_s'] / 1e9:.1f} GB/s, add {peaks['add_bytes_per_s'] / 1e9:.1f} GB/s "
+              f"(read + write)")
+    print(f"H200 ({H200['source']}): fp32 {H200['fp32_flops'] / 1e12:.0f} TFLOP/s, TF32 tensor "
+          f"{H200['tf32_flops'] / 1e12:.0f} dense, HBM {H200['hbm_bytes_per_s'] / 1e12:.1f} TB/s achievable "
+          f"({H200['hbm_peak_bytes_per_s'] / 1e12:.1f} peak)")
+    dn = count_demosaicnet()
+    print(f"demosaicnet-shape CNN (bench_cpu_target.py, {dn['params']:,} params): {dn['flops_per_px'] / 1e3:.1f}k FLOP/px "
+          f"({dn['conv_flops_per_px'] / 2e3:.1f}k conv MACs/px), {dn['bytes_per_px'] / 1e3:.1f} kB/px unfused")
+    result: dict[str, Any] = {"h200": H200, "cpu_peaks": peaks, "demosaicnet_shape": dn, "models": [],
+                              "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                              "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:]))}
+    for n in names:
+        counted = None if args.no_count else count(n, Hc, Wc)
+        timed = None if args.no_time else measure(n, H, W, args.repeats)
+        rep = model_report(n, H, W, Hc, Wc, peaks, timed, counted)
+        print_report(rep, peaks)
+        result["models"].append(rep)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+    return result
+
+
+if __name__ == "__main__":
+    main()
