@@ -131,7 +131,7 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
     stencil = 1 + 2 * Ed  # diag * v, then one multiply-add per in-image directed neighbour
     out: dict[str, dict[str, float]] = {p: {"flops": 0.0} for p in PARTS}
 
-    # feature CNN (UnrolledBlock.head_features): luma (3 mul + 2 add), per conv 9 C_in MACs per
+    # feature CNN (FeatureCNN, as UnrolledBlock.projected_features runs it): luma (3 mul + 2 add), per conv 9 C_in MACs per
     # output channel + bias, ReLU, the residual add from the second conv on
     cin = 1 if luma else ch
     macs = 9 * width * (cin + (L - 1) * width)
@@ -146,7 +146,9 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
     # d = sum_f (f_p - f_q)_f (M f_p - M f_q)_f (2 sub + 1 mul per feature, F - 1 adds), then
     # uGTV eq. 28 as a softmax over the in-image directed edges (min, sub, exp, sum, times 1/sum:
     # 5 per edge, one reciprocal per node) / uGLR w = exp(-d) (neg, exp) clamped (1 per stored weight)
-    g = (2 * K * Fd**3 + 2 * K * Fd * Fd) / HW + 2 * K * Fd * Fd + K * Eu * (4 * Fd - 1)
+    # (inference applies M = A A^T as its factor: g = A^T f per head, 2 F^2 per pixel, then
+    # d = |g_p - g_q|^2, F sub + F mul + F - 1 add per edge)
+    g = 2 * K * Fd * Fd + K * Eu * (3 * Fd - 1)
     g += K * (5 * Ed + 1) if gtv else K * (2 * Eu + len(OFFSETS))
     out["graph"]["flops"] = g
     nw = 2 * len(OFFSETS) if gtv else len(OFFSETS)  # weights per head and pixel written by graph
@@ -156,13 +158,18 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
     solves = [1, 2] if cfg.get("signal", "rgb") == "green-difference" else [ch]
     setup = cg = admm = fused = 0.0
     st_setup = st_cg = st_admm = 0.0  # streamed bytes (estimate), by sub-part
+    # the graph-only part of the system, once per block for all its solves (UnrolledBlock.graph_system):
+    # uGTV s = wbar^2 + wbar^2 (3 per undirected edge) and degree(s) (2 per edge); uGLR the degrees
+    # (2 per edge), D^-1/2 (clamp, rsqrt), wn = w dis_p dis_q (2 per edge), a = deg dis dis (2)
+    setup += K * 5 * Eu if gtv else K * (4 * Eu + 4)
+    st_setup += F32 * ((24 + 12) * K if gtv else 12 * K * 2 + 2 * K)
     for C in solves:
         KC = K * C
         fused += F32 * (K * nw + 3 * C + KC)
         if gtv:
-            # s = wbar^2 + wbar^2 (3 per undirected edge), degree(s) (2 per edge), diag = deg + mask,
-            # y = mask known, mu_c = mu0 mask, P^-1 = 1 / clamp(diag) (2), rhs of the first iteration (3)
-            setup += K * 5 * Eu + KC + 2 * C + 2 * KC + 3 * KC + (A - 1) * 4 * KC  # later rhs: 4 (+ n)
+            # diag = deg + mask, y = mask known, mu_c = mu0 mask, P^-1 = 1 / clamp(diag) (2),
+            # rhs of the first iteration (3)
+            setup += KC + 2 * C + 2 * KC + 3 * KC + (A - 1) * 4 * KC  # later rhs: 4 (+ n)
             setup += K / HW  # gamma = exp(log_gamma), per image
             cg += A * KC * _cg_flops(T, stencil, precond=True, keep=False)
             # edge steps (A - 1 of them): the first from the zero state 18 per directed edge
@@ -172,17 +179,17 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
             admm += steps * 2 * K / HW  # 0.5 / gamma (a reciprocal and a product), per image
             # stream: setup reads wbar (24 K) writes s (12 K), diag, P^-1; each CG start / step / last
             # x update streams s (12 K) and its vectors; each edge pass reads wbar, the iterates, c, mask, y
-            st_setup += F32 * ((24 + 12) * K + 2 * KC + 3 * C)
+            st_setup += F32 * (2 * KC + 3 * C)
             st_cg += F32 * A * ((12 * K + 6 * KC) + (T - 1) * (12 * K + 8 * KC) + 3 * KC)
             st_admm += F32 * sum(24 * K + (s + 3) * KC + 2 * C for s in range(1, A))
         else:
-            # preconditioned GLR (solvers.glr.glr_solve): s = sqrt(clamp(degree(w))) (2 per edge + 2),
-            # s known, s x0, degree again + clamp + rsqrt, wn = w dis_p dis_q (2 per edge), a = deg dis dis,
-            # keep = 1 - mask, y = mask known, b = -(keep (a y - Wn y)), xs = keep x0, y + keep xs, z / s
-            setup += K * (2 * Eu + 2) + 2 * KC + K * (2 * Eu + 2) + K * 2 * Eu + 2 * K + C + KC
+            # preconditioned GLR (solvers.glr.glr_solve) on the block's graph system: s = sqrt(clamp(deg)) (2),
+            # s known, s x0, keep = 1 - mask, y = mask known, b = -(keep (a y - Wn y)), xs = keep x0,
+            # y + keep xs, z / s
+            setup += 2 * K + 2 * KC + C + KC
             setup += KC * (stencil + 2) + KC + 2 * KC + KC
             cg += KC * _cg_flops(T, stencil, precond=False, keep=True)
-            st_setup += F32 * (12 * K * 3 + 2 * K + 3 * C + 4 * KC)
+            st_setup += F32 * (12 * K + 3 * C + 4 * KC)
             st_cg += F32 * ((12 * K + K + C + 4 * KC) + (T - 1) * (12 * K + K + C + 6 * KC) + 3 * KC)
     out["solver.setup"]["flops"] = setup
     out["solver.cg"]["flops"] = cg
@@ -249,8 +256,10 @@ def labelled(tracker: Tracker):
     targets = [
         (unrolled, "green_difference_estimate", "estimate"),
         (unrolled, "initial_estimate", "estimate"),
-        (unrolled.UnrolledBlock, "head_features", "cnn"),
         (unrolled.UnrolledBlock, "graph_weights", "graph"),
+        (unrolled.FeatureCNN, "features_any_layout", "cnn"),  # inside graph_weights: the inner label counts
+        (unrolled, "luma", "cnn"),  # the 2x CNN's input
+        (unrolled.UnrolledBlock, "graph_system", "solver.setup"),
         (unrolled.UnrolledBlock, "solve", "solver.setup"),
         (cgmod, "cg_unrolled", "solver.cg"),
         (gtvmod, "cg_unrolled", "solver.cg"),

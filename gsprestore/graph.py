@@ -253,8 +253,20 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
         out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
         return _native_edge_distances(features, mf, exp, out)
     if metric is None:
+        if not (torch.is_grad_enabled() and features.requires_grad):
+            return _euclidean_edge_distances(features, exp)
         metric = torch.eye(features.shape[2], dtype=features.dtype, device=features.device)
     return _EdgeWeights.apply(features, metric, exp)
+
+
+def _euclidean_edge_distances(g: Tensor, exp: bool) -> Tensor:
+    """``|g_p - g_q|^2`` (``exp``: its ``exp(-.)``) on the 12 offsets, PyTorch path without autograd."""
+    B, K, F, H, W = g.shape
+    out = g.new_zeros(B, K, NU, H, W)
+    for k, P, Q in regions(H, W):
+        d = (g[..., P[0], P[1]] - g[..., Q[0], Q[1]]).square_().sum(dim=2)
+        out[:, :, k, P[0], P[1]] = d.neg_().exp_() if exp else d
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -124,6 +124,14 @@ static void dist_row(T* __restrict__ o, const T* __restrict__ fp, const T* __res
 }
 
 template <typename T>
+static void sq_dist_row(T* __restrict__ o, const T* __restrict__ fp, const T* __restrict__ fq, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T e = fp[t] - fq[t];
+    o[t] += e * e;
+  }
+}
+
+template <typename T>
 static void min_row(T* __restrict__ m, const T* __restrict__ d, int64_t n) {
   for (int64_t t = 0; t < n; ++t) m[t] = d[t] < m[t] ? d[t] : m[t];
 }
@@ -976,7 +984,8 @@ static void edge_bwd_impl(const Ten& x, const Ten& wbar, bool first, const Ten& 
 // Squared Mahalanobis distances (eq. 27) d_k[p] = (f_p - f_q)^T (Mf_p - Mf_q), q = p + o_k, and
 // optionally w = exp(-d). f (B, K|1, F, H, W), mf (B, K, F, H, W) contiguous; out (B, K, 12, H, W)
 // zero-initialised (entries whose neighbour leaves the image stay 0; the others are overwritten,
-// so a reused output stays valid). Threads over (b, k, row).
+// so a reused output stays valid). mf may be f itself (projected features g = A^T f, M = A A^T):
+// then d = |g_p - g_q|^2, one subtraction per feature. Threads over (b, k, row).
 template <typename T>
 static void edge_dist_impl(const Ten& f, const Ten& mf, Ten& out, bool do_exp) {
   const int64_t B = out.size(0), K = out.size(1), H = out.size(3), W = out.size(4), F = mf.size(2);
@@ -986,6 +995,7 @@ static void edge_dist_impl(const Ten& f, const Ten& mf, Ten& out, bool do_exp) {
   T* op = out.data_ptr<T>();
   const int64_t fsb = bst(f, 0), fsk = bst(f, 1), fsf = f.stride(2);
   const int64_t msb = bst(mf, 0), msk = bst(mf, 1), msf = mf.stride(2);
+  const bool same = fp == mp && fsb == msb && fsk == msk && fsf == msf;
   parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
@@ -999,9 +1009,13 @@ static void edge_dist_impl(const Ten& f, const Ten& mf, Ten& out, bool do_exp) {
         const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
         T* o = ob + kk * HW + i * W + px;
         std::fill(o, o + n, T(0));  // (the entries of a reused output hold the previous call's values)
-        for (int64_t c = 0; c < F; ++c)
-          dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
-                      mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
+        for (int64_t c = 0; c < F; ++c) {
+          if (same)  // projected features (mf is f): |g_p - g_q|^2
+            sq_dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx, n);
+          else
+            dist_row<T>(o, fb + c * fsf + i * W + px, fb + c * fsf + (i + dy) * W + qx,
+                        mb + c * msf + i * W + px, mb + c * msf + (i + dy) * W + qx, n);
+        }
         if (do_exp) neg_exp_row<T>(o, n);
       }
     }
