@@ -104,11 +104,9 @@ def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
 def project_features(features: Tensor, factor: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Per-head projection ``g = A_k^T f`` of features ``(B, K * F, H, W)`` (any memory layout,
     e.g. the feature CNN's channels-last output) by the metric factors ``factor`` ``(K, F, F)``
-    (``M_k = A_k A_k^T``, eq. 27) -> ``(B, K, F, H, W)`` contiguous. Then
-    ``edge_distances(g, None)`` equals ``edge_distances(f, M)``. Inference only (no autograd
-    through the native kernel). ``workspace``: see :func:`_reused_output`."""
-    B, C, H, W = features.shape
-    K, F, _ = factor.shape
+    (``M_k = A_k A_k^T``, eq. 27) -> ``(B, K, F, H, W)`` contiguous; ``edge_distances(g, None)``
+    equals ``edge_distances(f, M)``. ``workspace``: see :func:`_reused_output`."""
+    (B, C, H, W), (K, F, _) = features.shape, factor.shape
     if C != K * F:
         raise ValueError(f"features have {C} channels, the factors {K} x {F}")
     if backend.no_grad_usable(features, factor):

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_triton", "window",
                                 "camera_raw"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
-                                    "solvers.admm_edge", "solvers.gtv", "solvers.__main__", "models.estimate",
+                                    "solvers.admm_edge", "solvers.admm_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),

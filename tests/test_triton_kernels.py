@@ -1,8 +1,9 @@
 """The fused Triton kernels, run by Triton's interpreter on CPU tensors (no GPU needed): the
 unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence, the learned graphs
-(gsprestore/graph_triton.py) against the PyTorch formulas of eqs. 27-28, and whole uGTV / uGLR
-forwards in which every CG solve and every graph goes through them (the dispatch a CUDA forward
-takes).
+(gsprestore/graph_triton.py) against the PyTorch formulas of eqs. 27-28, the replayed ADMM edge
+term (gsprestore/solvers/admm_triton.py) against the stateful edge steps, and whole uGTV / uGLR
+forwards in which every CG solve, graph and edge term goes through them (the dispatch a CUDA
+forward takes).
 
 Skipped where Triton is not installed (the CPU wheel of PyTorch does not bring it:
 ``pip install triton`` adds it)."""
@@ -23,7 +24,7 @@ SCRIPT = r"""
 import json, torch
 from gsprestore import backend, graph as G, graph_triton as GT, sampling
 from gsprestore.models import build_model
-from gsprestore.solvers import cg, cg_triton
+from gsprestore.solvers import admm_edge, admm_triton, cg, cg_triton
 from gsprestore.tasks import observation
 
 torch.manual_seed(0)
@@ -63,7 +64,19 @@ for B, K, F, H, W in [(1, 2, 3, 9, 11), (2, 1, 12, 5, 300), (1, 1, 2, 1, 5)]:  #
     res["graphs"].append([float((w - w_ref).abs().max()), float((rw - rw_ref).abs().max()),
                           float((rw.sum(2) - 1).abs().max())])
 
-calls = {"cg": 0, "graph": 0}
+res["replay"] = []
+for B, K, KW, C, H, W, S in [(1, 2, 2, 2, 9, 11, 1), (1, 3, 1, 1, 6, 300, 2), (2, 1, 1, 3, 5, 7, 4)]:
+    wbar = G.random_walk_weights(G.edge_weights(torch.randn(B, KW, 3, H, W), torch.eye(3) * 0.5))
+    xs = [torch.randn(B, K, C, H, W) for _ in range(S)]
+    gamma, base = torch.rand(K) * 5 + 1, torch.randn(B, K, C, H, W)
+    with torch.no_grad(), backend.use("torch"):  # the stateful steps from the zero state
+        D = u = v = None
+        for x in xs:
+            D, u, v, n = admm_edge._edge_step_forward(x, wbar, D, u, v, admm_edge._gamma_tensor(gamma, x), inplace=False)
+    out = admm_triton.edge_term_replayed_triton(xs, wbar, gamma, base=base)
+    res["replay"].append([float(((out - base) - n).abs().max()), float(n.abs().max())])
+
+calls = {"cg": 0, "graph": 0, "replay": 0}
 def spy(module, name, key):
     real = getattr(module, name)
     def wrapped(*a, **k):
@@ -73,13 +86,14 @@ def spy(module, name, key):
 spy(cg_triton, "cg_unrolled_triton", "cg")
 spy(GT, "edge_weights_from_projected", "graph")
 spy(GT, "random_walk_weights_from_projected", "graph")
+spy(admm_triton, "edge_term_replayed_triton", "replay")
 gt = torch.rand(1, 3, 12, 14)
 known, mask = observation("demosaic", sampling.mosaic(gt))
 res["models"] = {}
 for method in ("ugtv", "uglr"):
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
                         signal="green-difference", **(dict(admm_iters=2) if method == "ugtv" else {})).eval()
-    calls.update(cg=0, graph=0)
+    calls.update(cg=0, graph=0, replay=0)
     with torch.no_grad():
         fused = model(known, mask)
         n = dict(calls)
@@ -103,10 +117,14 @@ def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
         assert scale > 0.1 and diff <= 2e-5 * scale, (diff, scale)
     for w_diff, rw_diff, row_sum in res["graphs"]:
         assert w_diff <= 1e-6 and rw_diff <= 1e-6 and row_sum <= 1e-6, res["graphs"]
+    for diff, scale in res["replay"]:
+        assert scale > 0.1 and diff <= 2e-6 * scale, res["replay"]
     for method, r in res["models"].items():
         # every CG solve of the forward went through the kernel: 2 blocks x 2 solves (G, then
-        # R - G and B - G), times 2 ADMM x-updates for uGTV; and each block's graph
-        assert r["calls"] == {"cg": 8 if method == "ugtv" else 4, "graph": 2}, (method, r)
+        # R - G and B - G), times 2 ADMM x-updates for uGTV; each block's graph; uGTV's edge
+        # term between its two x-updates, once per solve
+        want = {"cg": 8, "graph": 2, "replay": 4} if method == "ugtv" else {"cg": 4, "graph": 2, "replay": 0}
+        assert r["calls"] == want, (method, r)
         assert r["moved"] > 0.01 and r["diff"] <= 1e-5, (method, r)
 
 

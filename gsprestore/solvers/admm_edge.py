@@ -223,14 +223,17 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
 
 
 def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
-    """Whether :func:`_edge_term_replayed` can run ``steps`` edge steps: native CPU kernels, no
-    autograd to record, at most ``backend.settings.max_replayed_steps``."""
-    if steps > backend.settings.max_replayed_steps:
-        return False
+    """Whether :func:`_edge_term_replayed` can run ``steps`` edge steps: no autograd to record,
+    and native CPU kernels (at most ``backend.settings.max_replayed_steps``) or the fused Triton
+    kernel on a GPU (at most :data:`~gsprestore.solvers.admm_triton.MAX_STEPS`)."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
-    return backend.usable(*tensors)
+    if backend.usable(*tensors):
+        return steps <= backend.settings.max_replayed_steps
+    from . import admm_triton
+
+    return admm_triton.available() and steps <= admm_triton.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
 
 
 def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
@@ -239,9 +242,14 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     directed edge's (D, u, v) through the S steps in cache (an edge's state depends only on its
     own ``r^s = wbar (x^s_tail - x^s_head)``), so the 3 x 24 values per pixel and channel that the
     stateful form reads and writes per iteration never reach memory; the arithmetic is S steps
-    instead of one. Inference on the CPU only (see :func:`_can_replay`). ``base`` (a contiguous
-    tensor of the full shape, overwritten) is added to n: the node part of the right-hand side."""
+    instead of one. Inference with the native CPU kernels, or on a GPU with Triton
+    (:mod:`.admm_triton`; see :func:`_can_replay`). ``base`` (a contiguous tensor of the full
+    shape, overwritten on the CPU) is added to n: the node part of the right-hand side."""
     x = xs[-1]
+    if not backend.usable(x, wbar):  # the GPU form (see _can_replay)
+        from .admm_triton import edge_term_replayed_triton
+
+        return edge_term_replayed_triton(xs, wbar, _gamma_tensor(gamma, x), base=base)
     K = max(x.shape[1], wbar.shape[1])
     shape = (x.shape[0], K, *x.shape[2:])
     gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
