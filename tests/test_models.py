@@ -522,3 +522,23 @@ def test_chunked_channels_last_to_contiguous(shape, chunk):
     assert got.is_contiguous() and torch.equal(got, h)
     plain = torch.rand(*shape)
     assert _to_contiguous(plain) is plain
+
+
+@pytest.mark.parametrize("method", ["ugtv", "uglr"])
+def test_reduced_precision_runs_only_the_cnn_in_it(method, gen):
+    """Under autocast (bf16 here on the CPU; bf16 / fp16 on a GPU) the feature CNN runs in reduced
+    precision but the graphs and solvers in the estimate's float32: the output is float32, finite
+    and close to the float32 forward."""
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
+                        signal="green-difference", **(dict(admm_iters=2) if method == "ugtv" else {})).eval()
+    gt = torch.rand(1, 3, 16, 18, generator=gen)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    with torch.no_grad():
+        ref = model(known, mask)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(known, mask)
+    assert low.dtype == torch.float32 and torch.isfinite(low).all()
+    assert (low - ref).abs().max() < 0.05 and (low - ref).abs().mean() < 5e-3
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # the graph the solvers get
+        w = model.blocks[0].graph_weights(ref, workspace={})
+    assert w.dtype == torch.float32

@@ -266,7 +266,10 @@ class UnrolledBlock(nn.Module):
         from .. import graph
 
         inp = luma(x) if self.cnn_input == "luma" else x
-        return graph.project_features(self.cnn.features_any_layout(inp), self.metric_factor, workspace=workspace)
+        g = graph.project_features(self.cnn.features_any_layout(inp), self.metric_factor, workspace=workspace)
+        # under autocast (bf16 / fp16 on a GPU) only the CNN runs in reduced precision: the graph
+        # and the solvers stay in the estimate's precision
+        return g if g.dtype == x.dtype else g.to(x.dtype)
 
     def graph_weights(self, x: Tensor, workspace: dict | None = None) -> Tensor:
         """The learned graphs of the heads from the estimate ``x``: GLR, undirected weights
