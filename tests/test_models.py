@@ -542,3 +542,18 @@ def test_reduced_precision_runs_only_the_cnn_in_it(method, gen):
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # the graph the solvers get
         w = model.blocks[0].graph_weights(ref, workspace={})
     assert w.dtype == torch.float32
+
+
+def test_cached_constants_made_in_inference_mode_serve_training():
+    """The first use of a cached constant (here the luma weights of a 2x model) inside
+    torch.inference_mode() must not poison later training forwards (it raised "Inference
+    tensors cannot be saved for backward")."""
+    from gsprestore.models.constants import constant
+
+    constant.cache_clear()
+    model = build_model("uglr", "upscale2x", blocks=2, heads=1, features=3, width=3, cg_iters=2)
+    known, mask = observation("upscale2x", torch.rand(1, 3, 6, 6))
+    with torch.inference_mode():
+        model(known, mask)
+    model(known, mask).square().mean().backward()
+    assert all(p.grad is not None for p in model.parameters())

@@ -15,5 +15,8 @@ from torch import Tensor
 
 @lru_cache(maxsize=128)
 def constant(values: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
-    """``torch.tensor(values, dtype=dtype, device=device)``, cached."""
-    return torch.tensor(values, dtype=dtype, device=device)
+    """``torch.tensor(values, dtype=dtype, device=device)``, cached. Made outside inference
+    mode: a tensor first asked for under ``torch.inference_mode()`` must still serve a later
+    forward that autograd records."""
+    with torch.inference_mode(False):
+        return torch.tensor(values, dtype=dtype, device=device)
