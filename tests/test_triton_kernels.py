@@ -101,6 +101,24 @@ for method in ("ugtv", "uglr"):
             plain = model(known, mask)
     res["models"][method] = {"calls": n, "diff": float((fused - plain).abs().max()),
                              "moved": float((plain - known).abs().max())}
+# a Triton that cannot compile: each kernel failing in turn, the forward still equals the
+# PyTorch path (the fallback), and the fused kernels are switched off for the rest of the run
+res["fallback"] = {}
+def boom(*a, **k):
+    raise RuntimeError("no compiler here")
+for module, name in ((GT, "random_walk_weights_from_projected"), (cg_triton, "cg_unrolled_triton"),
+                     (admm_triton, "edge_term_replayed_triton")):
+    model = build_model("ugtv", "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
+                        signal="green-difference", admm_iters=2).eval()
+    saved = getattr(module, name)
+    setattr(module, name, boom)
+    backend.settings.gpu_fused = 1
+    with torch.no_grad():
+        fused = model(known, mask)
+        with backend.use("torch"):
+            plain = model(known, mask)
+    res["fallback"][name] = {"diff": float((fused - plain).abs().max()), "gpu_fused": backend.settings.gpu_fused}
+    setattr(module, name, saved)
 print("RESULT" + json.dumps(res))
 """
 
@@ -117,6 +135,11 @@ def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
         assert scale > 0.1 and diff <= 2e-5 * scale, (diff, scale)
     for w_diff, rw_diff, row_sum in res["graphs"]:
         assert w_diff <= 1e-6 and rw_diff <= 1e-6 and row_sum <= 1e-6, res["graphs"]
+    assert set(res["fallback"]) == {"random_walk_weights_from_projected", "cg_unrolled_triton",
+                                    "edge_term_replayed_triton"}
+    for name, r in res["fallback"].items():
+        assert r["diff"] <= 1e-5 and r["gpu_fused"] == 0, (name, r)
+        assert "the fused Triton" in proc.stderr  # said in one line
     for diff, scale in res["replay"]:
         assert scale > 0.1 and diff <= 2e-6 * scale, res["replay"]
     for method, r in res["models"].items():

@@ -6,6 +6,7 @@ replay form (:func:`_node_update`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Optional, Sequence
 
 import torch
@@ -249,7 +250,17 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     if not backend.usable(x, wbar):  # the GPU form (see _can_replay)
         from .admm_triton import edge_term_replayed_triton
 
-        return edge_term_replayed_triton(xs, wbar, _gamma_tensor(gamma, x), base=base)
+        g = _gamma_tensor(gamma, x)
+        try:
+            return edge_term_replayed_triton(xs, wbar, g, base=base)
+        except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+            backend.settings.gpu_fused = 0
+            logging.getLogger("gsprestore").warning(
+                "gsprestore: the fused Triton ADMM kernel failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
+            D = u = v = None  # the same term by the stateful steps from the zero state
+            for xh in xs:
+                D, u, v, n = _edge_step_forward(xh, wbar, D, u, v, g, inplace=True)
+            return n if base is None else n + base
     K = max(x.shape[1], wbar.shape[1])
     shape = (x.shape[0], K, *x.shape[2:])
     gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
