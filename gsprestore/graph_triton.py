@@ -102,15 +102,17 @@ if triton is not None:
         return acc
 
     @triton.jit
-    def _random_walk_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        plane = tl.program_id(0)  # (b, k)
+    def _program_pixels(g_ptr, out_ptr, H, W, F: tl.constexpr, N_OUT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        """This program's (b, k) plane and block of pixels: the feature and output planes' starts,
+        H W, the pixels' row and column and whether they are in the image."""
+        plane = tl.program_id(0).to(tl.int64)
         HW = H * W
         offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        in_img = offs < HW
-        i = offs // W
-        j = offs % W
-        gp = g_ptr + plane.to(tl.int64) * F * HW
-        op = out_ptr + plane.to(tl.int64) * 24 * HW
+        return g_ptr + plane * F * HW, out_ptr + plane * N_OUT * HW, HW, offs // W, offs % W, offs < HW
+
+    @triton.jit
+    def _random_walk_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        gp, op, HW, i, j, in_img = _program_pixels(g_ptr, out_ptr, H, W, F, 24, BLOCK_SIZE)
         zero = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
         m = _all_offsets(zero + float("inf"), zero, zero, gp, op, i, j, H, W, HW, in_img, F, 0, BLOCK_SIZE)
         s = _all_offsets(zero, m, zero, gp, op, i, j, H, W, HW, in_img, F, 1, BLOCK_SIZE)
@@ -125,14 +127,7 @@ if triton is not None:
 
     @triton.jit
     def _edge_weights_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        plane = tl.program_id(0)  # (b, k)
-        HW = H * W
-        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        in_img = offs < HW
-        i = offs // W
-        j = offs % W
-        gp = g_ptr + plane.to(tl.int64) * F * HW
-        op = out_ptr + plane.to(tl.int64) * 12 * HW
+        gp, op, HW, i, j, in_img = _program_pixels(g_ptr, out_ptr, H, W, F, 12, BLOCK_SIZE)
         _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 1, 0, BLOCK_SIZE)
         _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 2, 1, BLOCK_SIZE)
         _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, -2, 2, BLOCK_SIZE)
