@@ -420,9 +420,12 @@ def test_signal_during_a_write_leaves_no_part_file(tmp_path, sig):
             p.unlink()
         PILImage.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(tmp_path / "big.png",
                                                                                       compress_level=0)
+        # the child gets the default SIGINT disposition: a test run in the background of a
+        # non-interactive shell (nohup, `cmd &`) inherits SIGINT ignored, and Python then keeps it so
         proc = subprocess.Popen([*GSPRESTORE, "mosaic", "big.png", "-o", "raw.tif",
                                  "--bit-depth", "16"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 90
         while not list(tmp_path.glob(".raw.tif.*.part")) and proc.poll() is None:
             assert time.monotonic() < deadline
