@@ -1,0 +1,97 @@
+"""PSNR of the shipped graph models in fp32 against reduced precision (issue 16: "fp32 and bf16,
+state the PSNR change").
+
+Reduced precision runs the feature CNN under ``torch.autocast``; the graphs and solvers stay
+float32 (``UnrolledBlock.projected_features`` casts back). On the CPU autocast emulates bf16 /
+fp16 (slow, but the rounding of the CNN is the same kind as cuDNN's), so the change measured
+here is an indication of the GPU's; on a GPU (``--device cuda``) it is the real thing.
+
+Scores are dataset-MSE PSNR over all images (demosaic: RGB; 2x: BT.601 Y), no border crop,
+images cut to even sizes. Use held-out images (the training pack's ``val/`` crops), not a test set.
+
+    .venv/bin/python benchmarks/precision_psnr.py carry/pack/val --limit 64
+    python benchmarks/precision_psnr.py carry/pack/val --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gsprestore.metrics import psnr_from_mse, rgb_to_y  # noqa: E402
+from gsprestore.tasks import observation, observe  # noqa: E402
+from gsprestore.weights import load_model  # noqa: E402
+
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load_images(folder: Path, limit: int) -> list[torch.Tensor]:
+    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".webp", ".tif", ".tiff", ".jpg"))[:limit]
+    if not paths:
+        raise SystemExit(f"{folder}: no images")
+    out = []
+    for p in paths:
+        a = np.asarray(Image.open(p).convert("RGB"), dtype=np.float32) / 255.0
+        h, w = a.shape[0] // 2 * 2, a.shape[1] // 2 * 2
+        out.append(torch.from_numpy(a[:h, :w]).permute(2, 0, 1).contiguous())
+    return out
+
+
+def score(model, task: str, images: list[torch.Tensor], dev: torch.device, prec: str) -> tuple[float, float]:
+    sq, n = 0.0, 0
+    t0 = time.perf_counter()
+    for gt in images:
+        gt = gt[None].to(dev)
+        with torch.no_grad(), torch.autocast(dev.type, dtype=DTYPES[prec] or torch.float32, enabled=prec != "fp32"):
+            est = model(*observation(task, observe(task, gt))).float().clamp(0, 1)
+        if task == "upscale2x":
+            est, gt = rgb_to_y(est), rgb_to_y(gt)
+        sq += float(((est - gt) ** 2).sum())
+        n += gt.numel()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return float(psnr_from_mse(sq / n)), time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--limit", type=int, default=64)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--models", default="ugtv_demosaic,uglr_demosaic,ugtv_upscale2x,uglr_upscale2x")
+    ap.add_argument("--precisions", default="bf16,fp16")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    images = load_images(args.folder, args.limit)
+    print(f"{len(images)} images from {args.folder}, device {dev}")
+    report = {"folder": str(args.folder), "images": len(images), "device": str(dev), "models": {}}
+    for name in args.models.split(","):
+        method, task = name.split("_", 1)
+        model = load_model(method, task).to(dev).eval()
+        rec = {}
+        for prec in ["fp32", *args.precisions.split(",")]:
+            db, secs = score(model, task, images, dev, prec)
+            rec[prec] = {"psnr_db": round(db, 4), "seconds": round(secs, 1)}
+        for prec in args.precisions.split(","):
+            rec[prec]["change_db"] = round(rec[prec]["psnr_db"] - rec["fp32"]["psnr_db"], 4)
+        report["models"][name] = rec
+        print(f"  {name}: fp32 {rec['fp32']['psnr_db']:.3f} dB; "
+              + "; ".join(f"{p} {rec[p]['psnr_db']:.3f} dB ({rec[p]['change_db']:+.3f})" for p in args.precisions.split(",")),
+              flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
