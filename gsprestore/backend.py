@@ -30,7 +30,7 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "settings",
+__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed", "settings",
            "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
 
 _MODES = ("auto", "torch", "native")
@@ -157,6 +157,15 @@ def gpu_fused_usable(*tensors: Optional[Tensor]) -> bool:
         if t is not None and (t.dtype != torch.float32 or not (t.is_cuda or (interpret and t.device.type == "cpu"))):
             return False
     return _triton_importable()
+
+
+def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
+    """A fused Triton kernel raised (a Triton that cannot compile here): say so once, in one
+    line on the ``gsprestore`` logger, and turn the fused kernels off (``settings.gpu_fused = 0``)
+    so the caller's PyTorch path runs from now on."""
+    settings.gpu_fused = 0
+    logging.getLogger("gsprestore").warning(
+        "gsprestore: the fused Triton %s failed (%s: %s); using the PyTorch path", kernel, type(exc).__name__, exc)
 
 
 def _triton_importable() -> bool:

@@ -18,7 +18,6 @@ tensors under ``TRITON_INTERPRET=1`` (how the tests check them without a GPU).""
 
 from __future__ import annotations
 
-import logging
 from typing import Optional
 
 import torch
@@ -151,9 +150,7 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
     try:
         return globals()[kernel](g)
     except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
-        backend.settings.gpu_fused = 0
-        logging.getLogger("gsprestore").warning(
-            "gsprestore: the fused Triton graph kernel failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
+        backend.gpu_fused_failed("graph kernel", exc)
         return None
 
 

@@ -6,7 +6,6 @@ replay form (:func:`_node_update`)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Optional, Sequence
 
 import torch
@@ -83,6 +82,15 @@ def _edge_step_forward(x: Tensor, wbar: Tensor, D, u, v, g: Tensor, inplace: boo
     return D2, u2, v2, n
 
 
+def _steps_from_zero(xs: Sequence[Tensor], wbar: Tensor, g: Tensor):
+    """``(D, u, v, n)`` after the edge steps of the iterates ``xs`` from the zero state (the
+    stateful form, state updated in place)."""
+    D = u = v = n = None
+    for xh in xs:
+        D, u, v, n = _edge_step_forward(xh, wbar, D, u, v, g, inplace=True)
+    return D, u, v, n
+
+
 class _AdmmEdgeStep(torch.autograd.Function):
     """(x, wbar, D, u, v, gamma) -> (D', u', v', n) with r = C-bar x,
     a = (u + v)/2 - 1/(2 gamma), b = (D/gamma + u - v)/4 - r/2 (eqs. 19, 21),
@@ -109,8 +117,7 @@ class _AdmmEdgeStep(torch.autograd.Function):
         x, wbar, D, u, v, g, *hist = ctx.saved_tensors
         first = ctx.first
         if ctx.replay:  # recompute the state from the zero state and the earlier iterates
-            for xh in hist:
-                D, u, v, _ = _edge_step_forward(xh, wbar, D, u, v, g, inplace=True)
+            D, u, v, _ = _steps_from_zero(hist, wbar, g)
         grads = _AdmmEdgeStep._grads(ctx, x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first)
         return grads + (None,) * len(hist)
 
@@ -254,12 +261,8 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
         try:
             return edge_term_replayed_triton(xs, wbar, g, base=base)
         except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
-            backend.settings.gpu_fused = 0
-            logging.getLogger("gsprestore").warning(
-                "gsprestore: the fused Triton ADMM kernel failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
-            D = u = v = None  # the same term by the stateful steps from the zero state
-            for xh in xs:
-                D, u, v, n = _edge_step_forward(xh, wbar, D, u, v, g, inplace=True)
+            backend.gpu_fused_failed("ADMM kernel", exc)
+            n = _steps_from_zero(xs, wbar, g)[3]  # the same term by the stateful steps
             return n if base is None else n + base
     K = max(x.shape[1], wbar.shape[1])
     shape = (x.shape[0], K, *x.shape[2:])

@@ -14,7 +14,6 @@ native kernels; on a GPU with Triton, as one fused Triton kernel per step
 
 from __future__ import annotations
 
-import logging
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -163,33 +162,36 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     return x
 
 
-def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
-    if not isinstance(op, StencilOperator) or b.dim() != 5:
-        return False
+def _stencil_tensors(op, b: Tensor, x0: Tensor, precond: Optional[Tensor]) -> Optional[list[Tensor]]:
+    """The tensors a fused CG kernel reads, if it can take this problem: a
+    :class:`StencilOperator` with (B, K|1, 12, H, W) weights, every tensor of ``b``'s dtype and
+    broadcasting to its (B, K, C, H, W) shape; else None."""
+    if not isinstance(op, StencilOperator) or b.dim() != 5 or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
+        return None
     ts = [t for t in (op.w, op.diag, op.keep, b, x0, precond) if t is not None]
-    if any(t.dtype != b.dtype for t in ts) or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
-        return False
+    if any(t.dtype != b.dtype for t in ts):
+        return None
     try:
         ok = all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
     except RuntimeError:
-        return False
-    return ok and backend.usable(*ts)
+        return None
+    return ts if ok else None
+
+
+def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+    """The fused native CPU kernel applies (:func:`backend.usable`)."""
+    ts = _stencil_tensors(op, b, x0, precond)
+    return ts is not None and backend.usable(*ts)
 
 
 def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
-    """The fused Triton CG applies: a stencil operator whose tensors broadcast to ``b``, all
-    float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
-    if not isinstance(op, StencilOperator) or b.dim() != 5 or op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]):
-        return False
-    ts = [t for t in (op.w, op.diag, op.keep, b, x0, precond) if t is not None]
-    if not backend.gpu_fused_usable(*ts):
+    """The fused Triton kernel applies: float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
+    ts = _stencil_tensors(op, b, x0, precond)
+    if ts is None or not backend.gpu_fused_usable(*ts):
         return False
     from . import cg_triton
 
-    try:
-        return cg_triton.available() and all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
-    except RuntimeError:
-        return False
+    return cg_triton.available()
 
 
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
@@ -230,10 +232,8 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
 
             try:
                 return cg_unrolled_triton(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
-            except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: say so once, go on
-                backend.settings.gpu_fused = 0
-                logging.getLogger("gsprestore").warning(
-                    "gsprestore: the fused Triton CG failed (%s: %s); using the PyTorch path", type(exc).__name__, exc)
+            except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+                backend.gpu_fused_failed("CG", exc)
         x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
         g = apply_A(x).sub_(b)
         v = g.clone() if precond is None else precond * g
