@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import GspError, UsageError
+from .io import existing_file
 
 RAW_SUFFIXES: tuple[str, ...] = (
     ".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2",
@@ -91,11 +92,7 @@ def _wb3(values: object) -> np.ndarray | None:
 def read_raw(path: str | Path) -> RawFrame:
     """Read a camera RAW file (see the module docstring). Every problem is a one-line
     :class:`GspError` naming the file."""
-    path = Path(path)
-    if not path.exists():
-        raise GspError("no such file", path)
-    if path.is_dir():
-        raise GspError("is a folder, not an image", path)
+    path = existing_file(path)
     try:
         import rawpy
     except ImportError:  # pragma: no cover - rawpy is a dependency

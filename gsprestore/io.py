@@ -303,13 +303,19 @@ def _pillow_icc(data: bytes) -> bytes | None:
         return im.info.get("icc_profile") or None
 
 
-def read_image(path: str | Path) -> Image:
-    """Read a PNG or TIFF. Raises :class:`GspError` naming the file on any problem."""
+def existing_file(path: str | Path) -> Path:
+    """``path`` as a Path, checked to exist and not be a folder (one-line :class:`GspError`s)."""
     path = Path(path)
     if not path.exists():
         raise GspError("no such file", path)
     if path.is_dir():
         raise GspError("is a folder, not an image", path)
+    return path
+
+
+def read_image(path: str | Path) -> Image:
+    """Read a PNG or TIFF. Raises :class:`GspError` naming the file on any problem."""
+    path = existing_file(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
