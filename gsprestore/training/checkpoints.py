@@ -53,16 +53,22 @@ def load_run_config(run_dir: str | Path) -> TrainConfig:
     return TrainConfig.from_json(read_run_config(Path(run_dir))["recipe"])
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Load a ``last.pt`` / ``best.pt`` (``weights_only=True``); a damaged file is a one-line error."""
+def _torch_load(path: Path, what: str, hint: str = "") -> Any:
+    """``torch.load`` on the CPU, ``weights_only=True``; a missing or damaged ``what`` (e.g.
+    "checkpoint") is a one-line :class:`GspError` naming the file (``hint`` appended)."""
     import torch
 
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise GspError("no such checkpoint", path) from None
+        raise GspError(f"no such {what}", path) from None
     except Exception as exc:
-        raise GspError(f"unreadable checkpoint ({type(exc).__name__}); it may be truncated", path) from None
+        raise GspError(f"unreadable {what} ({type(exc).__name__}){hint}", path) from None
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a ``last.pt`` / ``best.pt`` (``weights_only=True``); a damaged file is a one-line error."""
+    ck = _torch_load(path, "checkpoint", "; it may be truncated")
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
         raise GspError(f"not a gsprestore training checkpoint (format {CHECKPOINT_FORMAT})", path)
     return ck
@@ -135,14 +141,7 @@ def init_from(model, path: Path) -> list[str]:
 
 
 def _state_dict_from(path: Path) -> dict:
-    import torch
-
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise GspError("no such weights file", path) from None
-    except Exception as exc:
-        raise GspError(f"unreadable weights file ({type(exc).__name__})", path) from None
+    obj = _torch_load(path, "weights file")
     for key in ("state_dict", "model"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             return obj[key]
