@@ -143,7 +143,7 @@ class FeatureCNN(nn.Module):
 
     def features_any_layout(self, x: Tensor) -> Tensor:
         """:meth:`forward` without the final layout change: channels-last on the CPU at inference
-        (for a consumer that can read it, e.g. a matmul: see :meth:`UnrolledBlock.head_features`)."""
+        (for a consumer that can read it: see :meth:`UnrolledBlock.projected_features`)."""
         if torch.is_grad_enabled() or min(x.shape[-2:]) < 2:
             h = F.relu(self.convs[0](x))
             for conv in self.convs[1:]:
@@ -250,10 +250,12 @@ class UnrolledBlock(nn.Module):
         A = self.metric_factor
         return A @ A.transpose(-1, -2)
 
+    def _cnn_input(self, x: Tensor) -> Tensor:
+        return luma(x) if self.cnn_input == "luma" else x
+
     def head_features(self, x: Tensor) -> Tensor:
         """``(B, C, H, W)`` estimate -> ``(B, K, F, H, W)`` per-head feature vectors f_i."""
-        inp = luma(x) if self.cnn_input == "luma" else x
-        f = self.cnn(inp)
+        f = self.cnn(self._cnn_input(x))
         B, _, H, W = f.shape
         return f.view(B, self.heads, self.features, H, W)
 
@@ -265,8 +267,8 @@ class UnrolledBlock(nn.Module):
         buffer is kept there (see :meth:`graph_weights`)."""
         from .. import graph
 
-        inp = luma(x) if self.cnn_input == "luma" else x
-        g = graph.project_features(self.cnn.features_any_layout(inp), self.metric_factor, workspace=workspace)
+        g = graph.project_features(self.cnn.features_any_layout(self._cnn_input(x)), self.metric_factor,
+                                   workspace=workspace)
         # under autocast (bf16 / fp16 on a GPU) only the CNN runs in reduced precision: the graph
         # and the solvers stay in the estimate's precision
         return g if g.dtype == x.dtype else g.to(x.dtype)
