@@ -138,18 +138,15 @@ def stage_sanity(dev) -> None:
 def stage_inference(dev) -> None:
     """Issue #16's GPU target (>= 10 MP/s for uGTV demosaicking of 24-MP images, fp32 and bf16 with
     the PSNR change); each measurement is skipped once ``INFER_BUDGET_S`` is spent."""
-    import numpy as np
     import torch
-    from PIL import Image
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_engine import synthetic_mosaic
+    from precision_psnr import load_images, score
 
     from gsprestore.backend import configure
     from gsprestore.engine import restore
-    from gsprestore.metrics import psnr_from_mse
     from gsprestore.restorers import get_restorer
-    from gsprestore.training import observe
 
     t_start = time.monotonic()
     out: dict = {"method": "ugtv", "task": "demosaic", "budget_s": INFER_BUDGET_S}
@@ -158,13 +155,9 @@ def stage_inference(dev) -> None:
     # PSNR on the validation crops, fp32 against bf16
     model, _ = shipped("ugtv_demosaic")
     model = model.to(dev).eval()
-    crops = sorted((PACK / "val").glob("*.webp"))[: 4 if DRY else 64]
-    gt = torch.stack([torch.from_numpy(np.asarray(Image.open(p).convert("RGB"), dtype=np.float32) / 255.0).permute(2, 0, 1)
-                      for p in crops]).to(dev)
+    crops = load_images(PACK / "val", 4 if DRY else 64)
     for prec in precisions:
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=prec == "bf16"):
-            est = torch.cat([model(*observe("demosaic", gt[i : i + 16])).float() for i in range(0, len(gt), 16)])
-        out[f"val_psnr_{prec}"] = round(float(psnr_from_mse(((est.clamp(0, 1) - gt) ** 2).mean())), 3)
+        out[f"val_psnr_{prec}"] = round(score(model, "demosaic", crops, dev, prec)[0], 3)
     if "val_psnr_bf16" in out:
         out["bf16_psnr_change_db"] = round(out["val_psnr_bf16"] - out["val_psnr_fp32"], 3)
     out["val_crops"] = len(crops)
