@@ -194,12 +194,16 @@ class Settings:
       one call, ``admm_iters - 1``); longer runs keep the edge state instead.
     * ``gpu_fused``: 1 runs unrolled CG on CUDA through the fused Triton kernels where Triton is
       installed (:func:`gpu_fused_usable`), 0 the PyTorch formulas.
+    * ``cg_adjoint``: 1 differentiates unrolled CG on a stencil operator as one autograd op with
+      the hand-written adjoint backward (:mod:`gsprestore.solvers.cg_adjoint`; CPU and GPU),
+      0 by plain autograd through every step (the reference; ``GSPRESTORE_CG_ADJOINT=0``).
     """
 
     band_elements: int = 1 << 19
     fused_cg_mode: int = -1
     max_replayed_steps: int = 8
     gpu_fused: int = 1
+    cg_adjoint: int = int(os.environ.get("GSPRESTORE_CG_ADJOINT", "1") != "0")
 
 
 #: The tunables in force.

@@ -74,6 +74,7 @@ __all__ = [
     "graph_laplacian_regularizer",
     "graph_total_variation",
     "native_available",
+    "adjacency_grad_w_accumulate",
 ]
 
 _TINY = 1e-30  # floor for degrees before division (an isolated node then gets weight 0, not NaN)
@@ -272,11 +273,9 @@ def _euclidean_edge_distances(g: Tensor, exp: bool) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-def degree(w: Tensor) -> Tensor:
-    """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W)."""
-    check_weights(w, NU, "w")
+def _degree(w: Tensor) -> Tensor:
     B, K, _, H, W = w.shape
-    if backend.no_grad_usable(w):
+    if backend.usable(w):
         return backend.native().degree(backend.rows_contiguous(w), w.new_empty(B, K, 1, H, W))
     deg = w.new_zeros(B, K, 1, H, W)
     for k, P, Q in regions(H, W):
@@ -284,6 +283,35 @@ def degree(w: Tensor) -> Tensor:
         deg[..., P[0], P[1]].add_(wk)
         deg[..., Q[0], Q[1]].add_(wk)
     return deg
+
+
+class _Degree(torch.autograd.Function):
+    """deg_p = sum over p's in-image edges of w; backward ``gw[o, p] = gdeg_p + gdeg_{p+o}`` in one
+    buffer (plain autograd of the 24 slice updates would zero-fill and add 12 full weight-sized
+    tensors)."""
+
+    @staticmethod
+    def forward(ctx, w: Tensor):  # type: ignore[override]
+        ctx.w_shape = w.shape
+        return _degree(w)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gdeg: Tensor):  # type: ignore[override]
+        B, K, _, H, W = ctx.w_shape
+        gw = gdeg.new_zeros(B, K, NU, H, W)
+        for k, P, Q in regions(H, W):
+            torch.add(gdeg[..., P[0], P[1]], gdeg[..., Q[0], Q[1]], out=gw[:, :, k : k + 1, P[0], P[1]])
+        return gw
+
+
+def degree(w: Tensor) -> Tensor:
+    """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W).
+    Custom autograd (saves nothing)."""
+    check_weights(w, NU, "w")
+    if backend.no_grad_usable(w) or not (torch.is_grad_enabled() and w.requires_grad):
+        return _degree(w)
+    return _Degree.apply(w)
 
 
 def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
@@ -337,20 +365,27 @@ class _DiagMinusAdjacency(torch.autograd.Function):
             gx = sum_to(_diag_minus_adjacency(w, a, g), x.shape)
         if ctx.has_a and ctx.needs_input_grad[1]:
             ga = sum_to(g * x, a.shape)
-        if ctx.needs_input_grad[0] and backend.usable(g, x):
+        if ctx.needs_input_grad[0]:
             B, K, C, H, W = g.shape
-            g = g.contiguous()
-            gw = g.new_zeros(B, K, NU, H, W)
-            backend.native().diag_minus_adjacency_grad_w(g, backend.rows_contiguous(x.expand(B, K, C, H, W)), gw)
-            gw = sum_to(gw, w.shape)
-        elif ctx.needs_input_grad[0]:
-            H, W = x.shape[-2:]
-            gw = torch.zeros_like(w)
-            for k, P, Q in regions(H, W):
-                t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
-                t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])
-                gw[:, :, k : k + 1, P[0], P[1]].sub_(sum_to(t.sum(dim=2, keepdim=True), gw[:, :, :1].shape))
+            gw = sum_to(adjacency_grad_w_accumulate(g.new_zeros(B, K, NU, H, W), g, x), w.shape)
         return gw, ga, gx
+
+
+def adjacency_grad_w_accumulate(gw: Tensor, g: Tensor, x: Tensor) -> Tensor:
+    """``gw += d<g, -W(w) x>/dw``, i.e. ``gw[b, k, o, p] -= sum_c (g_p x_q + g_q x_p)`` with
+    ``q = p + OFFSETS[o]``: the undirected weights' gradient of ``diag * x - W x`` for the output
+    gradient ``g`` (B, K, C, H, W); ``x`` broadcasts against ``g``; ``gw`` (B, K, 12, H, W)
+    contiguous, accumulated in place (the solvers sum many such terms into one buffer). The
+    native kernel on the CPU, the PyTorch formulas elsewhere. Returns ``gw``."""
+    B, K, C, H, W = g.shape
+    if backend.usable(g, x, gw) and gw.is_contiguous():
+        backend.native().diag_minus_adjacency_grad_w(g.contiguous(), backend.rows_contiguous(x.expand(B, K, C, H, W)), gw)
+        return gw
+    for k, P, Q in regions(H, W):
+        t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
+        t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])
+        gw[:, :, k : k + 1, P[0], P[1]].sub_(t.sum(dim=2, keepdim=True))
+    return gw
 
 
 def diag_minus_adjacency_apply(w: Tensor, x: Tensor, diag: Optional[Tensor] = None) -> Tensor:
@@ -371,22 +406,53 @@ def laplacian_apply(w: Tensor, x: Tensor, deg: Optional[Tensor] = None) -> Tenso
     return diag_minus_adjacency_apply(w, x, deg)
 
 
+def _scale_edges(w: Tensor, dis: Tensor, out: Tensor) -> Tensor:
+    """``out[o, p] = w[o, p] dis_p dis_{p+o}`` on the in-image edges (``out`` zero elsewhere)."""
+    for k, P, Q in regions(*w.shape[-2:]):
+        torch.mul(w[:, :, k : k + 1, P[0], P[1]], dis[..., P[0], P[1]], out=out[:, :, k : k + 1, P[0], P[1]])
+        out[:, :, k : k + 1, P[0], P[1]].mul_(dis[..., Q[0], Q[1]])
+    return out
+
+
+class _ScaleEdges(torch.autograd.Function):
+    """(w, dis) -> w_pq dis_p dis_q with a backward that writes each gradient once (plain
+    autograd of the 12 slice assignments zero-fills a full weight-sized tensor per slice)."""
+
+    @staticmethod
+    def forward(ctx, w: Tensor, dis: Tensor):  # type: ignore[override]
+        ctx.save_for_backward(w, dis)
+        return _scale_edges(w, dis, torch.zeros(torch.broadcast_shapes(w.shape, dis.shape[:2] + w.shape[2:]),
+                                                dtype=w.dtype, device=w.device))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gwn: Tensor):  # type: ignore[override]
+        w, dis = ctx.saved_tensors
+        gw = _scale_edges(gwn, dis, torch.zeros_like(gwn)) if ctx.needs_input_grad[0] else None
+        gdis = None
+        if ctx.needs_input_grad[1]:
+            gdis = torch.zeros(gwn.shape[:2] + dis.shape[2:], dtype=dis.dtype, device=dis.device)
+            for k, P, Q in regions(*w.shape[-2:]):
+                t = gwn[:, :, k : k + 1, P[0], P[1]] * w[:, :, k : k + 1, P[0], P[1]]
+                gdis[..., P[0], P[1]].addcmul_(t, dis[..., Q[0], Q[1]])
+                gdis[..., Q[0], Q[1]].addcmul_(t, dis[..., P[0], P[1]])
+            gdis = sum_to(gdis, dis.shape)
+        return None if gw is None else sum_to(gw, w.shape), gdis
+
+
 def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Weights of ``D^-1/2 W D^-1/2`` and the diagonal of ``D^-1/2 D D^-1/2`` (1 except at
     isolated nodes): returns ``(wn, a)`` so that ``L_n x = a * x - Wn x`` (Sec. 5.2)."""
     if deg is None:
         deg = degree(w)
     dis = deg.clamp_min(_TINY).rsqrt()
-    H, W = w.shape[-2:]
+    if torch.is_grad_enabled() and (w.requires_grad or dis.requires_grad):
+        return _ScaleEdges.apply(w, dis), deg * dis * dis
     if backend.no_grad_usable(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
         wn = backend.padded_planes(w, *w.shape).zero_()
     else:
         wn = torch.zeros_like(w)
-    for k, P, Q in regions(H, W):
-        wn[:, :, k : k + 1, P[0], P[1]] = (
-            w[:, :, k : k + 1, P[0], P[1]] * dis[..., P[0], P[1]] * dis[..., Q[0], Q[1]]
-        )
-    return wn, deg * dis * dis
+    return _scale_edges(w, dis, wn), deg * dis * dis
 
 
 def normalized_laplacian_apply(w: Tensor, x: Tensor) -> Tensor:
@@ -576,10 +642,39 @@ def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
     B, K, _, H, W = wbar.shape
     if backend.no_grad_usable(wbar):
         return backend.native().incidence_laplacian_weights(wbar.contiguous(), backend.padded_planes(wbar, B, K, NU, H, W))
+    if torch.is_grad_enabled() and wbar.requires_grad:
+        return _IncidenceLaplacianWeights.apply(wbar)
+    return _incidence_laplacian_weights(wbar)
+
+
+def _incidence_laplacian_weights(wbar: Tensor) -> Tensor:
+    B, K, _, H, W = wbar.shape
     s = wbar.new_zeros(B, K, NU, H, W)
     for k, P, Q in regions(H, W):
-        s[:, :, k, P[0], P[1]] = wbar[:, :, k, P[0], P[1]].square() + wbar[:, :, NU + k, Q[0], Q[1]].square()
+        torch.mul(wbar[:, :, k, P[0], P[1]], wbar[:, :, k, P[0], P[1]], out=s[:, :, k, P[0], P[1]])
+        s[:, :, k, P[0], P[1]].addcmul_(wbar[:, :, NU + k, Q[0], Q[1]], wbar[:, :, NU + k, Q[0], Q[1]])
     return s
+
+
+class _IncidenceLaplacianWeights(torch.autograd.Function):
+    """s_pq = wbar(p -> q)^2 + wbar(q -> p)^2; backward ``2 wbar gs`` written once per directed
+    edge (saves wbar)."""
+
+    @staticmethod
+    def forward(ctx, wbar: Tensor):  # type: ignore[override]
+        ctx.save_for_backward(wbar)
+        return _incidence_laplacian_weights(wbar)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gs: Tensor):  # type: ignore[override]
+        (wbar,) = ctx.saved_tensors
+        gw = torch.zeros_like(wbar)
+        for k, P, Q in regions(*wbar.shape[-2:]):
+            g = gs[:, :, k, P[0], P[1]]
+            torch.mul(wbar[:, :, k, P[0], P[1]], g, out=gw[:, :, k, P[0], P[1]]).mul_(2.0)
+            torch.mul(wbar[:, :, NU + k, Q[0], Q[1]], g, out=gw[:, :, NU + k, Q[0], Q[1]]).mul_(2.0)
+        return gw
 
 
 def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:

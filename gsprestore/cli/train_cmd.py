@@ -185,6 +185,10 @@ def train(
         from ..training import set_mmap_threshold
 
         set_mmap_threshold(1 << 20)  # docs/architecture.md: one paper-size uGTV step 3.98 -> 1.45 GB
+    else:
+        from ..training import keep_freed_memory
+
+        keep_freed_memory()  # no page faults on each step's fresh tensors (docs/training.md)
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
                           workers=workers, max_steps=max_steps, progress=RichProgress(console, enabled=progress),
                           grad_checkpoint=checkpoint, time_budget=time_budget, cuda_graph=cuda_graph)

@@ -220,7 +220,9 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     ``trace(t, x, r)``, if given, sees every iterate ``x^t`` and its residual ``r^t = -g^t = b -
     A x^t`` (the recurrence's), t = 0 .. T (the last gradient update then runs too; without
     autograd the tensors are buffers updated in place: copy what you keep). Tracing runs the
-    PyTorch loop, never the fused kernel."""
+    PyTorch loop, never the fused kernel. Under autograd, on a :class:`StencilOperator`, the whole
+    recurrence is one op with a hand-written adjoint backward (:mod:`.cg_adjoint`; turned off by
+    ``backend.configure(cg_adjoint=0)``, which differentiates every step by plain autograd)."""
     T = alphas.shape[0]
     if betas.shape[0] != T:
         raise ValueError(f"alphas and betas need the same length, got {alphas.shape[0]} and {betas.shape[0]}")
@@ -249,6 +251,11 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
             if trace is not None:
                 trace(t + 1, x, g.neg())
         return x
+    if trace is None:
+        from . import cg_adjoint
+
+        if cg_adjoint.applies(apply_A, b, x0, alphas, precond):  # training: the adjoint backward
+            return cg_adjoint.cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
     x = x0
     g = apply_A(x0) - b
     v: Optional[Tensor] = None

@@ -48,6 +48,23 @@ def set_mmap_threshold(nbytes: int) -> bool:
         return False
 
 
+def keep_freed_memory(top_pad: int = 256 << 20) -> bool:
+    """glibc: keep freed memory in the heap for the next step (``M_MMAP_THRESHOLD`` 32 MiB, the
+    most glibc takes, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` ``top_pad``), so that the same
+    1-30 MB tensors a training step allocates and frees do not come back from the OS as fresh
+    zero pages each step (tens of thousands of page faults per step; ``gsprestore train`` sets
+    this unless ``--grad-checkpoint`` asks for the opposite). Returns False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # M_TRIM_THRESHOLD = -1, M_TOP_PAD = -2, M_MMAP_THRESHOLD = -3
+        return bool(libc.mallopt(-3, 32 << 20) and libc.mallopt(-1, (1 << 31) - 1) and libc.mallopt(-2, int(top_pad)))
+    except (OSError, AttributeError):
+        return False
+
+
 def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
     """The network of the recipe, initialised from ``torch.manual_seed(cfg.seed)`` (or from the
     weights in ``cfg.init``: a ``model.pt``, ``best.pt`` or ``last.pt``). ``grad_checkpoint``

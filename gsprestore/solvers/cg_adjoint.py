@@ -1,0 +1,209 @@
+"""Unrolled CG (appendix "Parameters Learning in CG") as one autograd op with a hand-written
+backward: the adjoint recurrence.
+
+For a fixed operator ``A = keep * (diag - W)`` (:class:`~gsprestore.solvers.cg.StencilOperator`,
+the matrices of eqs. 9 and 20), the unrolled CG of :func:`~gsprestore.solvers.cg.cg_unrolled`
+with learned steps is a linear recurrence in ``(x, g, v)``::
+
+    g^0 = A x^0 - b
+    v^t = P g^t + beta_t v^{t-1}        (v^0 = P g^0)
+    x^{t+1} = x^t - alpha_t v^t
+    g^{t+1} = g^t - alpha_t A v^t       (t < T - 1)
+
+Its adjoint runs the same recurrence backwards. With ``x_bar`` the gradient of the returned
+``x^T`` (it passes unchanged to every ``x^t``), ``g_bar`` the running adjoint of ``g`` and
+``v_bar`` that of ``v``, for t = T-1 .. 0::
+
+    v_bar^t  = -alpha_t x_bar + beta_{t+1} v_bar^{t+1} - alpha_t A^T g_bar^{t+1}
+    alpha_bar_t = -<x_bar, v^t> - <A^T g_bar^{t+1}, v^t>
+    A_bar   += -alpha_t g_bar^{t+1} (v^t)^T
+    g_bar^t  = g_bar^{t+1} + P v_bar^t,   P_bar += v_bar^t g^t,   beta_bar_t = <v_bar^t, v^{t-1}>
+
+and at the start ``b_bar = -g_bar^0``, ``x0_bar = x_bar + A^T g_bar^0``, ``A_bar += g_bar^0 (x^0)^T``.
+``A_bar`` reaches the operator's tensors as per-edge products (the undirected weights' gradient,
+accumulated in one buffer over all steps by the same kernel as
+:func:`gsprestore.graph.diag_minus_adjacency_apply`'s backward), ``diag_bar += keep * sum of
+the products`` and ``keep_bar``. ``A^T u = diag * (keep u) - W (keep u)`` (W symmetric).
+
+The forward pass runs the in-place inference recurrence (the native stencil on the CPU) and keeps
+only ``v^0 .. v^{T-1}`` (and ``g^t`` when the preconditioner needs a gradient): no autograd graph
+of T x 6 elementwise nodes, no per-step gradient buffers for the weights, and a backward that
+costs two stencil passes per step. Tested against plain autograd of the same recurrence
+(float64 ``gradcheck`` and whole-model gradients).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import backend
+from .. import graph as G
+from ..window import sum_to
+
+__all__ = ["cg_unrolled_adjoint"]
+
+_SPATIAL = (2, 3, 4)  # C, H, W: the dims a (B, K) system's inner products run over
+
+
+def _step(table: Tensor, t: int) -> Tensor:
+    """Step size ``t`` of a (T,) or (T, K) table, shaped to broadcast over (B, K, C, H, W)."""
+    p = table[t]
+    return p if p.dim() == 0 else p.reshape(1, -1, 1, 1, 1)
+
+
+def _dot(a: Tensor, b: Tensor, like: Tensor) -> Tensor:
+    """Per-step-size inner product: ``sum(a * b)`` reduced to the shape of one entry of the step
+    table ``like`` (a scalar, or one value per head)."""
+    s = torch.mul(a, b).sum(dim=(0,) + _SPATIAL)  # (K,)
+    return s if like.dim() == 1 else s.sum()
+
+
+def _stencil(w: Tensor, diag: Tensor, u: Tensor) -> Tensor:
+    """``diag * u - W u`` without autograd (the native kernel on the CPU)."""
+    return G.diag_minus_adjacency_apply(w, u, diag)
+
+
+class _UnrolledCG(torch.autograd.Function):
+    """(w, diag, keep, precond, b, x0, alphas, betas) -> x^T of the unrolled CG recurrence (see
+    the module docstring); ``keep``/``precond`` may be None (1)."""
+
+    @staticmethod
+    def forward(ctx, w, diag, keep, precond, b, x0, alphas, betas):  # type: ignore[override]
+        T = alphas.shape[0]
+        need_pre = precond is not None and ctx.needs_input_grad[3]
+        shape = b.shape
+        x = x0.expand(shape).clone(memory_format=torch.contiguous_format)
+        g = _stencil(w, diag, x)
+        if keep is not None:
+            g.mul_(keep)
+        g.sub_(b)
+        vs: list[Tensor] = []
+        gs: list[Tensor] = []
+        v: Optional[Tensor] = None
+        for t in range(T):
+            a = _step(alphas, t)
+            if need_pre:
+                gs.append(g.clone())
+            pg = g.clone() if precond is None else precond * g
+            v = pg if v is None else pg.addcmul_(_step(betas, t), v)
+            vs.append(v)
+            x.addcmul_(a, v, value=-1.0)
+            if t + 1 < T:
+                av = _stencil(w, diag, v)
+                if keep is not None:
+                    av.mul_(keep)
+                g.addcmul_(a, av, value=-1.0)
+        ctx.T, ctx.b_shape = T, b.shape
+        ctx.need_pre = need_pre
+        ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
+        ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, *vs, *gs)
+        return x
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, xbar):  # type: ignore[override]
+        T = ctx.T
+        w, diag, keep, precond, x0, alphas, betas, *rest = ctx.saved_tensors
+        vs, gs = rest[:T], rest[T:]
+        need_w, need_d, need_k, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
+        xbar = xbar.contiguous()
+        shape = xbar.shape
+        B, K, C, H, W = shape
+        # A_bar is the sum over terms c_s (g_s (v_s)^T): the weights' gradient accumulates in one
+        # buffer, diag's and keep's in full-size buffers reduced once at the end
+        gw = xbar.new_zeros(B, K, G.NU, H, W) if need_w else None
+        gd = torch.zeros_like(xbar) if need_d else None
+        gk = torch.zeros_like(xbar) if (need_k and keep is not None) else None
+        gp = torch.zeros_like(xbar) if (need_p and precond is not None) else None
+        ga = torch.zeros_like(alphas) if need_a else None
+        gbe = torch.zeros_like(betas) if need_be else None
+
+        def operator_grad(gbar: Tensor, coef, v: Tensor) -> None:
+            """A_bar += coef * gbar v^T, spread over w, diag, keep."""
+            kg = gbar if keep is None else keep * gbar
+            if gw is not None:
+                G.adjacency_grad_w_accumulate(gw, kg if coef is None else kg * coef, v)
+            if gd is not None:
+                gd.addcmul_(kg if coef is None else kg * coef, v)
+            if gk is not None:
+                av = _stencil(w, diag, v)
+                gk.addcmul_(gbar if coef is None else gbar * coef, av)
+
+        def adjoint_apply(gbar: Tensor) -> Tensor:
+            """A^T gbar = diag * (keep gbar) - W (keep gbar)."""
+            return _stencil(w, diag, gbar if keep is None else keep * gbar)
+
+        gbar: Optional[Tensor] = None  # adjoint of g^{t+1}
+        carry: Optional[Tensor] = None  # beta_{t+1} v_bar^{t+1}
+        for t in range(T - 1, -1, -1):
+            a = _step(alphas, t)
+            v = vs[t]
+            vbar = torch.mul(xbar, -a)
+            if carry is not None:
+                vbar.add_(carry)
+            if ga is not None:
+                ga[t] -= _dot(xbar, v, alphas[t])
+            if gbar is not None and t + 1 < T:  # g^{t+1} = g^t - alpha_t A v^t
+                u = adjoint_apply(gbar)
+                vbar.addcmul_(a, u, value=-1.0)
+                if ga is not None:
+                    ga[t] -= _dot(u, v, alphas[t])
+                operator_grad(gbar, -a, v)
+            # v^t = P g^t + beta_t v^{t-1}
+            pv = vbar if precond is None else precond * vbar
+            if gbar is None:  # g_bar^{T-1} = P v_bar^{T-1}, a buffer of its own (v_bar is scaled below)
+                gbar = pv.clone() if pv is vbar else pv
+            else:
+                gbar.add_(pv)
+            if gp is not None:
+                gp.addcmul_(vbar, gs[t])
+            if t > 0:
+                bt = _step(betas, t)
+                if gbe is not None:
+                    gbe[t] += _dot(vbar, vs[t - 1], betas[t])
+                carry = vbar.mul_(bt)
+        # g^0 = A x^0 - b
+        assert gbar is not None
+        gb = gbar.neg() if need_b else None
+        gx0 = xbar + adjoint_apply(gbar) if need_x0 else None
+        operator_grad(gbar, None, x0.expand(shape))
+        return (None if gw is None else sum_to(gw, w.shape),
+                None if gd is None else sum_to(gd, diag.shape),
+                None if gk is None else sum_to(gk, keep.shape),
+                None if gp is None else sum_to(gp, precond.shape),
+                None if gb is None else sum_to(gb, ctx.b_shape),
+                None if gx0 is None else sum_to(gx0, x0.shape),
+                ga, gbe)
+
+
+def cg_unrolled_adjoint(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tensor, x0: Tensor,
+                        alphas: Tensor, betas: Tensor, precond: Optional[Tensor] = None) -> Tensor:
+    """:func:`~gsprestore.solvers.cg.cg_unrolled` on ``A = keep * (diag - W(w))`` as one autograd op
+    whose backward is the adjoint recurrence (module docstring). ``b`` is (B, K, C, H, W); the
+    other tensors broadcast against it (``w`` (B, K|1, 12, H, W)). Same value as the autograd form,
+    gradients equal to rounding (tested)."""
+    return _UnrolledCG.apply(w, diag, keep, precond, b, x0, alphas, betas)
+
+
+def applies(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> bool:
+    """Whether :func:`cg_unrolled_adjoint` can take this problem: a stencil operator with
+    (B, K|1, 12, H, W) weights, every tensor of ``b``'s dtype and device and broadcasting to its
+    (B, K, C, H, W) shape, step tables (T,) or (T, K), and the setting on."""
+    from .cg import StencilOperator
+
+    if not backend.settings.cg_adjoint or not isinstance(op, StencilOperator) or b.dim() != 5:
+        return False
+    if op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]) or alphas.dim() not in (1, 2):
+        return False
+    if alphas.dim() == 2 and alphas.shape[1] != b.shape[1]:
+        return False
+    ts = [t for t in (op.w, op.diag, op.keep, x0, precond) if t is not None]
+    if any(t.dtype != b.dtype or t.device != b.device for t in ts):
+        return False
+    try:
+        return all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:] + [op.w[:, :, :1]])
+    except RuntimeError:
+        return False

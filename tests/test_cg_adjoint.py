@@ -1,0 +1,96 @@
+"""The unrolled CG's hand-written adjoint backward (gsprestore.solvers.cg_adjoint) against plain
+autograd through every step of the same recurrence, and float64 gradcheck."""
+
+import pytest
+import torch
+
+from gsprestore import backend
+from gsprestore import graph as G
+from gsprestore.solvers import cg_adjoint
+from gsprestore.solvers.cg import StencilOperator, cg_unrolled
+
+
+def _problem(seed=0, B=2, K=2, C=2, H=7, W=6, T=4, kw=None, keep=True, precond=True, per_head=True,
+             dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.rand(*s, generator=g, dtype=dtype)  # noqa: E731
+    kw = K if kw is None else kw
+    w = r(B, kw, G.NU, H, W) + 0.1
+    w = w * _valid(H, W, dtype)  # edges leaving the image are zero, as the model's are
+    diag = G.degree(w.expand(B, K, G.NU, H, W)) + r(B, K, 1, H, W) + 0.5  # PD
+    mask = (r(B, 1, C, H, W) > 0.5).to(dtype)
+    t = {
+        "w": w,
+        "diag": diag,
+        "keep": (1.0 - mask) if keep else None,
+        "precond": diag.reciprocal() if precond else None,
+        "b": r(B, K, C, H, W) - 0.5,
+        "x0": r(B, 1, C, H, W),
+        "alphas": 0.3 + 0.4 * r(T, K) if per_head else 0.3 + 0.4 * r(T),
+        "betas": 0.5 * r(T, K) if per_head else 0.5 * r(T),
+    }
+    return t
+
+
+def _valid(H, W, dtype):
+    ones = torch.ones(1, 1, 1, H, W, dtype=dtype)
+    m = torch.zeros(1, 1, G.NU, H, W, dtype=dtype)
+    for k, P, Q in G.regions(H, W):
+        m[:, :, k : k + 1, P[0], P[1]] = ones[..., P[0], P[1]]
+    return m
+
+
+def _run(t, adjoint: bool):
+    op = StencilOperator(t["w"], t["diag"], t["keep"])
+    with backend.configure(cg_adjoint=int(adjoint)):
+        return cg_unrolled(op, t["b"], t["x0"], t["alphas"], t["betas"], precond=t["precond"])
+
+
+NAMES = ("w", "diag", "keep", "precond", "b", "x0", "alphas", "betas")
+
+
+@pytest.mark.parametrize("kw", [None, 1])
+@pytest.mark.parametrize("keep,precond,per_head", [(True, True, True), (False, True, False), (True, False, True),
+                                                   (False, False, False)])
+@pytest.mark.parametrize("native", ["native", "torch"])
+def test_adjoint_matches_plain_autograd(kw, keep, precond, per_head, native):
+    if native == "native" and not G.native_available():
+        pytest.skip("native kernels not built")
+    t = _problem(kw=kw, keep=keep, precond=precond, per_head=per_head)
+    names = [n for n in NAMES if t[n] is not None]
+    out = {}
+    with backend.use(native):
+        for adjoint in (False, True):
+            leaves = {n: t[n].clone().requires_grad_(n != "keep" or True) for n in names}
+            x = _run({**t, **leaves}, adjoint)
+            seed = torch.linspace(-1, 1, x.numel(), dtype=x.dtype).reshape(x.shape)
+            grads = torch.autograd.grad((x * seed).sum(), [leaves[n] for n in names])
+            out[adjoint] = (x.detach(), dict(zip(names, grads)))
+    torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-12, atol=1e-12)
+    for n in names:
+        torch.testing.assert_close(out[True][1][n], out[False][1][n], rtol=1e-10, atol=1e-10, msg=n)
+
+
+def test_adjoint_is_used_under_autograd_and_not_when_turned_off(monkeypatch):
+    calls = []
+    real = cg_adjoint._UnrolledCG.apply
+    monkeypatch.setattr(cg_adjoint._UnrolledCG, "apply", lambda *a: calls.append(1) or real(*a))
+    t = _problem()
+    t["w"].requires_grad_(True)
+    _run(t, adjoint=True).sum().backward()
+    assert calls == [1]
+    _run(t, adjoint=False).sum().backward()
+    assert calls == [1]
+
+
+def test_gradcheck_float64():
+    t = _problem(B=1, K=2, C=2, H=5, W=6, T=3)
+    names = [n for n in NAMES if t[n] is not None]
+    args = [t[n].clone().requires_grad_(True) for n in names]
+
+    def f(*xs):
+        d = dict(zip(names, xs))
+        return cg_adjoint.cg_unrolled_adjoint(d["w"], d["diag"], d["keep"], d["b"], d["x0"], d["alphas"],
+                                              d["betas"], d["precond"])
+
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-7, rtol=1e-5)
