@@ -192,7 +192,11 @@ def _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first):
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     gx = torch.zeros_like(x)
     gw = x.new_zeros(B, K, 2 * len(G.OFFSETS), H, W)
-    gD, gu, gv = (None, None, None) if first else (torch.zeros_like(D), torch.zeros_like(u), torch.zeros_like(v))
+    gD = gu = gv = None
+    if not first:  # the kernel writes every in-image edge: only the edges leaving the image need zeros
+        gD, gu, gv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (D, u, v))
+        for t in (gD, gu, gv):
+            window.zero_outside(t, H, W)
     gg = x.new_zeros(B * K)
     gk = g.reshape(-1).to(dtype=x.dtype).contiguous()
     backend.native().admm_edge_step_backward(x.contiguous(), wbar.contiguous(), D, u, v, gk, c(gD2), c(gu2), c(gv2),
