@@ -416,6 +416,77 @@ def test_init_from_previous_weights(stand, tmp_path):
         T.init_from(b, tmp_path / "bad.pt")
 
 
+def _small_ugtv(seed: int = 5):
+    """A tiny uGTV demosaicker whose configuration is far from the paper-size default."""
+    from gsprestore.models import build_model
+
+    torch.manual_seed(seed)
+    return build_model("ugtv", "demosaic", blocks=1, heads=1, width=8, features=8, admm_iters=1, cg_iters=2,
+                       signal="green-difference").eval()
+
+
+def test_init_adopts_the_weights_own_configuration(photos, tmp_path):
+    """--init W builds W's network (not the default one), says so in one line, and starts from W's
+    validation PSNR exactly; options override single keys."""
+    from cli_runner import cli
+    from gsprestore.weights import save_weights
+
+    src = _small_ugtv()
+    save_weights(tmp_path / "src.pt", src)
+    base = ["train", "--task", "demosaic", "--prior", "gtv", "--data", *photos, "--patch-size", "16",
+            "--patches", "8", "--val-patches", "4", "--batch-size", "4", "--max-steps", "1", "--device", "cpu",
+            "--init", tmp_path / "src.pt", "--no-progress"]
+    code, out, err = cli(*base, "--out", tmp_path / "run")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("--init")]
+    assert notes == ["--init src.pt: its own model configuration (admm_iters=1, blocks=1, cg_iters=2, "
+                     "features=8, heads=1, signal=green-difference, width=8, rest default)"], err
+    stored = json.loads((tmp_path / "run/config.json").read_text())
+    assert stored["model_config"] == src.config
+    assert "--model-opt admm_iters=1" in stored["command"]
+    start = T.read_log(tmp_path / "run/log.jsonl")[0]
+    assert start["init_config"]["note"] == notes[0] and start["init_kept"] == []
+    assert start["params"] == src.num_params()
+    # the starting validation is the source model's own on the run's validation patches
+    sets = T.build_patch_sets(T.load_run_config(tmp_path / "run"))
+    expected = T.evaluate(src, "demosaic", sets.val, batch_size=32)["psnr"]
+    init_val = [r for r in T.read_log(tmp_path / "run/log.jsonl") if r["event"] == "init-val"][0]["val_psnr"]
+    assert init_val == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    # the export (and a resume) rebuild the adopted network
+    assert torch.load(tmp_path / "run/model.pt", weights_only=True)["config"] == src.config
+
+    # an option overrides one key; the rest is still adopted
+    code, out, err = cli(*base, "--out", tmp_path / "run2", "--cg-iters", "3")
+    assert code == 0, err
+    assert "; from the options: cg_iters=3" in err
+    cfg2 = json.loads((tmp_path / "run2/config.json").read_text())["model_config"]
+    assert cfg2 == {**src.config, "cg_iters": 3}
+    kept = T.read_log(tmp_path / "run2/log.jsonl")[0]["init_kept"]
+    assert kept and all(k.endswith(("alpha", "beta")) for k in kept)  # per-CG-step sizes start fresh
+
+
+def test_init_from_the_shipped_ugtv_builds_its_2x5_network(photos):
+    from gsprestore.weights import weights_dir
+
+    cfg = _cfg(photos, init=str(weights_dir() / "ugtv_demosaic.pt"))
+    info = T.adopt_init_config(cfg)
+    assert (cfg.model["admm_iters"], cfg.model["cg_iters"], cfg.model["signal"]) == (2, 5, "green-difference")
+    assert info["note"] == ("--init ugtv_demosaic.pt: its own model configuration (admm_iters=2, cg_iters=5, "
+                            "signal=green-difference, rest default)")
+
+
+def test_init_of_another_prior_adopts_nothing(photos, tmp_path):
+    from gsprestore.weights import save_weights
+
+    save_weights(tmp_path / "src.pt", _small_ugtv())
+    cfg = _cfg(photos, prior="glr", init=str(tmp_path / "src.pt"), model={"blocks": 1})
+    info = T.adopt_init_config(cfg)
+    assert info["adopted"] == {} and cfg.model == {"blocks": 1}
+    assert info["note"] == ("--init src.pt holds ugtv demosaic weights, not uglr demosaic: building the "
+                            "configured network; tensors that fit are copied")
+    assert T.adopt_init_config(_cfg(photos)) is None
+
+
 # --------------------------------------------------------------------------- CLI
 
 

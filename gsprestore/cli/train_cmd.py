@@ -104,8 +104,9 @@ def train(
                                           show_default=False)
     ] = None,
     init: Annotated[
-        Optional[Path], typer.Option("--init", help="Start from these weights (model.pt / best.pt / last.pt), "
-                                     "e.g. a run with fewer CG/ADMM iterations (curriculum).")
+        Optional[Path], typer.Option("--init", help="Start from these weights (model.pt / best.pt / last.pt / a "
+                                     "shipped file) in the model configuration stored with them; the model "
+                                     "options override single keys (e.g. more CG/ADMM iterations: a curriculum).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch [default: torch's].")] = None,

@@ -148,6 +148,24 @@ def _state_dict_from(path: Path) -> dict:
     raise GspError("no model state in this file (expected model.pt, best.pt or last.pt)", path)
 
 
+def init_config(path: Path) -> dict[str, Any] | None:
+    """The model configuration stored with the weights in ``path``: a weights file's ``config``
+    (``model.pt``, the shipped files), a checkpoint's ``model_config`` (``best.pt`` / ``last.pt``),
+    with the file's ``method`` / ``task`` where the configuration lacks them; None when the file
+    records none."""
+    obj = _torch_load(path, "weights file")
+    if not isinstance(obj, dict):
+        return None
+    for key in ("config", "model_config"):
+        if isinstance(obj.get(key), dict):
+            cfg = dict(obj[key])
+            for name in ("method", "task"):
+                if isinstance(obj.get(name), str):
+                    cfg.setdefault(name, obj[name])
+            return cfg
+    return None
+
+
 def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:
     """Write the shipped-weights file through :func:`gsprestore.weights.save_weights`."""
     from ..weights import save_weights

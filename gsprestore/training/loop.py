@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GspError, UsageError
-from .build import build_network, build_patch_sets, epoch_order, model_config, pick_device
+from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_config, pick_device
 from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
                           open_recipe, rng_state, set_rng_state, write_json)
 from .evaluation import observe, score_space
@@ -88,6 +88,9 @@ def train(
 
     cfg = open_recipe(cfg, run_dir, resume, epochs)
     cfg.check()
+    init = None if resume else adopt_init_config(cfg)  # --init: the weights' own configuration
+    if init is not None:
+        progress.message(init["note"])
     if cfg.schedule == "cosine-time" and time_budget is None:
         raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
     dev = pick_device(device)
@@ -101,6 +104,7 @@ def train(
         raise UsageError("no training patches")
     run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
                cuda_graph=cuda_graph, max_steps=max_steps)
+    run.init_config = init
     run.open(resume)
     run.loop()
     if run.status == "stopped":
@@ -144,6 +148,7 @@ class _Run:
         self.stopper = GracefulStop()
         self.graphed, self.graph_tried = None, False
         self.bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
+        self.init_config: dict[str, Any] | None = None  # what --init adopted (adopt_init_config)
         self.torch = torch
 
     # ---- setup
@@ -174,7 +179,9 @@ class _Run:
                        train_patches=self.n_train, val_patches=int(self.sets.val.shape[0]),
                        params=sum(p.numel() for p in self.model.parameters()), version=__version__,
                        torch=torch.__version__, init=cfg.init,
-                       init_kept=getattr(self.model, "init_report", None) if not resume else None)
+                       init_kept=getattr(self.model, "init_report", None) if not resume else None,
+                       init_config=None if self.init_config is None else
+                       {k: self.init_config[k] for k in ("adopted", "given", "note")})
         self.train_x = self.sets.train.to(self.dev)
         self.val_x = self.sets.val
         total_steps = cfg.epochs * self.spe

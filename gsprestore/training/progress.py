@@ -54,6 +54,10 @@ class RichProgress(TrainProgress):
         if self.progress is not None:
             self.progress.console.print(text)
 
+    def message(self, text: str) -> None:
+        """Printed with or without the bar (``--no-progress`` hides progress, not what the run is)."""
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
 
 def summary_table(result: TrainResult):
     """A Rich table of a finished (or stopped) run's figures."""
