@@ -48,9 +48,9 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("igtv", TASKS, "graph", "gsprestore.models:make_restorer",
                    "non-learned GTV interpolation (LP, eqs. 19-24) solved by ADMM"),
         MethodSpec("uglr", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "unrolled GLR network: 5 blocks x 4 graph-learning heads + CG"),
+                   "unrolled GLR network: blocks of graph-learning heads + CG (size: `gsprestore models`)"),
         MethodSpec("ugtv", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "unrolled GTV network: 5 blocks x 4 heads x 5 ADMM x 10 CG"),
+                   "unrolled GTV network: blocks of graph-learning heads + ADMM x CG (size: `gsprestore models`)"),
     ]
 }
 

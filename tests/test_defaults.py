@@ -89,6 +89,30 @@ def test_models_command_shows_scores_default_and_reason(fake_weights):
     assert code == 0 and "default for demosaic: ugtv" in out and "38.06" in out
 
 
+@pytest.mark.parametrize("columns", [80, 160])
+def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
+    """Piped (no terminal) at 80 columns the descriptions are listed under each table, wrapped, never
+    cut; wider, they are a column. The learned rows show the shipped network's size and unrolling."""
+    import os
+    import subprocess
+    import sys
+
+    from gsprestore.cli.models_cmd import models_overview
+
+    env = {**os.environ, "COLUMNS": str(columns)}
+    env.pop(weights.ENV_VAR, None)
+    out = subprocess.run([sys.executable, "-m", "gsprestore", "models"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    flat = " ".join(out.split())
+    for row in models_overview():
+        assert " ".join(row["summary"].split()) in flat, row["summary"]
+        if row["kind"] == "learned":
+            assert f"{row['params']:,}" in flat
+    assert "2 ADMM x 5 CG" in flat and "5 ADMM x 10 CG" not in flat and "(default configuration" not in flat
+    assert ("description" in out) == (columns > 80)
+
+
 def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
     """With the shipped manifest the command runs whatever choose_default says (no -m given)."""
     from cli_runner import cli
