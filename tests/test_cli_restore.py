@@ -424,3 +424,27 @@ def test_a_missing_single_input_is_named(tmp_path):
     assert code == 1
     assert err.strip().splitlines()[-1] == f"error: {missing}: no such file or folder"
     assert not out.exists()
+
+
+def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+    """Without a terminal (a log, a pipe) a file that takes long still says, by the clock, that it is
+    going: '[1/1] demosaic FILE: 0:01 elapsed' every interval (30 s; shortened here)."""
+    import time
+
+    from gsprestore import file_restore
+
+    real = file_restore.restore_file
+
+    def slow(*args, **kwargs):
+        time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
+    monkeypatch.setattr(file_restore, "restore_file", slow)
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "o.png")
+    assert code == 0, err
+    beats = [line for line in err.splitlines() if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'}: ")]
+    assert len(beats) >= 2 and all(line.endswith(" elapsed") for line in beats), err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "q.png", "-q")
+    assert code == 0 and err == ""  # --quiet: nothing

@@ -646,6 +646,79 @@ def test_time_budget_validates_and_exports_before_the_deadline(photos, stand, tm
     assert last["event"] == "epoch" and last["val_psnr"] is not None
 
 
+class SlowStand(Stand):
+    """Stand-in whose inference forward takes ``PER_PATCH`` s a patch and whose training forward 3x
+    that (a step: forward with autograd + backward), like the real networks."""
+
+    PER_PATCH = 0.2
+
+    def forward(self, known, mask):
+        import time
+
+        time.sleep(self.PER_PATCH * known.shape[0] * (3 if torch.is_grad_enabled() else 1))
+        return super().forward(known, mask)
+
+
+def test_time_budget_budgets_the_first_step_too(photos, tmp_path, monkeypatch):
+    """A step longer than what is left of the budget is never started, the first one included (its
+    time is estimated from the timed validation forward): the run still ends inside its budget."""
+    import time
+
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    _run(_cfg(photos, epochs=1), tmp_path / "warm", max_steps=1)  # first-use imports out of the timing
+    t0 = time.monotonic()
+    # validation 12 patches x 0.2 s = 2.4 s; a step 8 x 0.6 = 4.8 s: timing + step + validation > 6 s
+    result = _run(_cfg(photos, epochs=1000), tmp_path / "run", time_budget=6.0)
+    wall = time.monotonic() - t0
+    assert result.status == "time-budget" and result.step == 0 and result.model_path.is_file()
+    assert wall < 6.0 + 0.5, wall
+    # with room for steps, each one's measured time is budgeted before it starts
+    t0 = time.monotonic()
+    result = _run(_cfg(photos, epochs=1000), tmp_path / "run2", time_budget=16.0)
+    wall = time.monotonic() - t0
+    assert result.status == "time-budget" and result.step >= 1 and wall < 16.0 + 0.5, (result.step, wall)
+    start = T.read_log(tmp_path / "run2" / "log.jsonl")[0]
+    assert start["event"] == "start"
+
+
+def test_log_has_a_record_at_least_every_interval(photos, tmp_path, monkeypatch):
+    """log.jsonl gets a step record at least every LOG_INTERVAL_S (not only every --log-every steps)
+    and an "alive" record when a single step (or validation) is longer than that."""
+    from gsprestore import heartbeat
+
+    monkeypatch.setattr(heartbeat, "LOG_INTERVAL_S", 0.5)
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    monkeypatch.setattr(SlowStand, "PER_PATCH", 0.03)  # a step 0.72 s, a validation 0.36 s
+    _run(_cfg(photos, epochs=1, log_every=1000), tmp_path / "r")
+    recs = T.read_log(tmp_path / "r" / "log.jsonl")
+    events = [r["event"] for r in recs]
+    assert events.count("step") >= 3 and "alive" in events, events
+    alive = [r for r in recs if r["event"] == "alive"]
+    assert all(r["phase"].startswith(("step", "validation", "timing", "checkpoint", "export")) for r in alive)
+    gaps = [b["time"] - a["time"] for a, b in zip(recs, recs[1:])]
+    assert max(gaps) < 0.5 + 0.4, gaps  # the interval plus the heartbeat's own latency and noise
+
+
+def test_progress_lines_by_the_clock_when_stderr_is_not_a_terminal(photos, tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from gsprestore import heartbeat
+
+    monkeypatch.setattr(heartbeat, "PROGRESS_INTERVAL_S", 0.3)
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    monkeypatch.setattr(SlowStand, "PER_PATCH", 0.02)
+    buf = io.StringIO()
+    progress = T.RichProgress(Console(file=buf, force_terminal=False, width=200))
+    T.train(_cfg(photos, epochs=1), tmp_path / "r", progress=progress, device="cpu")
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "cutting training patches..."
+    steps = [line for line in lines if line.startswith("step ")]
+    assert len(steps) >= 2 and "/5 (epoch 1/1)" in steps[-1] and "elapsed" in steps[-1], lines
+    assert any(" ETA " in line for line in steps) and any(line.startswith("epoch 1/1: loss") for line in lines)
+
+
 def test_starting_weights_are_validated_first_and_kept_if_training_is_worse(photos, stand, reference, tmp_path,
                                                                            monkeypatch):
     import torch.nn.functional as F

@@ -71,7 +71,9 @@ Precision = Annotated[str, typer.Option("--precision", help="fp32, or bf16 / fp1
 
 class Reporter:
     """Progress and messages on stderr: a Rich progress display (files, and tiles of the current
-    image) on a terminal, one line per file otherwise; ``quiet`` keeps only errors."""
+    image) on a terminal; otherwise one line per file, and while a file takes long a line every
+    :func:`gsprestore.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
+    ``quiet`` keeps only errors."""
 
     def __init__(self, quiet: bool, total: int, verb: str):
         from rich.console import Console
@@ -82,6 +84,8 @@ class Reporter:
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.progress = None
         self._tiles_task = None
+        self._beat = None
+        self._tiles: tuple[int, int] | None = None
         if not quiet and self.console.is_terminal:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                        TimeRemainingColumn)
@@ -97,6 +101,7 @@ class Reporter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop_beat()
         if self.progress is not None:
             self.progress.stop()
 
@@ -110,8 +115,32 @@ class Reporter:
     def start(self, k: int, job: "Job") -> None:
         if self.progress is not None:
             self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}")
+        elif not self.quiet:  # no live display: say by the clock that a long file is still going
+            from ..heartbeat import Heartbeat, progress_interval
+
+            self._stop_beat()
+            self._tiles = None
+            head = f"[{k + 1}/{self.total}] {self.verb} {job.input}"
+            self._beat = Heartbeat(progress_interval(), lambda t: self._still(head, t)).start()
+
+    def _still(self, head: str, elapsed: float) -> None:
+        from ..heartbeat import clock
+
+        text = f"{head}: {clock(elapsed)} elapsed"
+        if self._tiles is not None and self._tiles[1] > 1:
+            done, total = self._tiles
+            text += f", tile {done}/{total}"
+            if done:
+                text += f", ETA {clock(elapsed * (total - done) / done)}"
+        self.console.print(text, markup=False)
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
 
     def tiles(self, done: int, total: int) -> None:
+        self._tiles = (done, total)
         if self.progress is None or total <= 1:
             return
         if self._tiles_task is None:
@@ -119,6 +148,7 @@ class Reporter:
         self.progress.update(self._tiles_task, completed=done, total=total)
 
     def result(self, k: int, res: "Result") -> None:
+        self._stop_beat()
         if self.progress is not None:
             self.progress.advance(self._files_task)
             if self._tiles_task is not None:

@@ -115,11 +115,13 @@ def train(
         Optional[int], typer.Option("--max-steps", help="Stop after this many steps in all (smoke runs; the "
                                     "schedule still spans every epoch).")
     ] = None,
-    log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps.")] = 50,
+    log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps (and at least "
+                                           "once a minute).")] = 50,
     time_budget: Annotated[
         Optional[float], typer.Option("--time-budget", help="Wall-clock seconds for this call, patch cutting "
-                                      "included: the run validates, checkpoints and writes model.pt before "
-                                      "the deadline (status time-budget).", min=1.0)
+                                      "included: a step starts only if it (timed), a validation, the "
+                                      "checkpoints and model.pt still fit before the deadline (status "
+                                      "time-budget).", min=1.0)
     ] = None,
     checkpoint: Annotated[
         bool, typer.Option("--grad-checkpoint/--no-grad-checkpoint", help="Recompute each block in the backward "
@@ -130,7 +132,8 @@ def train(
         bool, typer.Option("--cuda-graph/--no-cuda-graph", help="CUDA: replay each step's forward + backward "
                            "from a CUDA graph (checked against an eager step; falls back if it differs).")
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress on stderr: a bar on a "
+                                           "terminal, else a line every 30 s.")] = True,
 ) -> None:
     """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -75,15 +76,24 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 class JsonLog:
-    """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``."""
+    """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``. Safe to write
+    from two threads (the run and its heartbeat); ``last_write`` is the ``time.monotonic()`` of the
+    latest record and ``on_write`` (if set) is called after each."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.last_write = time.monotonic()
+        self.on_write: Any = None
+        self._lock = threading.Lock()
 
     def write(self, event: str, **record: Any) -> dict[str, Any]:
         rec = {"event": event, "time": round(time.time(), 3), **record}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, sort_keys=False) + "\n")
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, sort_keys=False) + "\n")
+            self.last_write = time.monotonic()
+        if self.on_write is not None:
+            self.on_write()
         return rec
 
 

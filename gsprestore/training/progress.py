@@ -1,7 +1,8 @@
 """The Rich display of a training run (the loop itself draws nothing): :class:`RichProgress`, the
 ``progress=`` object ``gsprestore train`` passes to :func:`gsprestore.training.train` (a spinner
 while patches are cut, then a bar on stderr: steps, epoch, running loss, patches/s, elapsed and
-ETA, and a line per epoch), and :func:`summary_table`, the final figures."""
+ETA, and a line per epoch; where stderr is not a terminal, the same figures as a line every 30 s),
+and :func:`summary_table`, the final figures."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from .report import TrainProgress, TrainResult
 
 
 class RichProgress(TrainProgress):
-    """Rich progress on ``console`` (stderr by default); ``enabled=False`` shows nothing."""
+    """Rich progress on ``console`` (stderr by default); ``enabled=False`` shows nothing.
+
+    On a terminal: a spinner, then a live bar. Otherwise (a log file, a pipe, a job scheduler),
+    where a live display would print nothing until the end: one line every
+    :func:`gsprestore.heartbeat.progress_interval` seconds (30) with the step, epoch, loss,
+    patches/s, elapsed time and ETA, whether or not a step ended in between, and the epoch lines."""
 
     def __init__(self, console=None, *, enabled: bool = True):
         if console is None:
@@ -22,12 +28,32 @@ class RichProgress(TrainProgress):
         self.console = console
         self.enabled = enabled
         self.progress = None
+        self.live = bool(getattr(console, "is_terminal", False))
+        self._beat = None
+        self._state: dict[str, Any] = {}
+
+    def _say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def busy(self, text: str):
-        return self.console.status(text, spinner="dots") if self.enabled else nullcontext()
+        if not self.enabled:
+            return nullcontext()
+        if self.live:
+            return self.console.status(text, spinner="dots")
+        from ..heartbeat import Heartbeat, clock, progress_interval
+
+        self._say(text)
+        return Heartbeat(progress_interval(), lambda t: self._say(f"{text} ({clock(t)} elapsed)"))
 
     def start(self, total: int, completed: int) -> None:
         if not self.enabled:
+            return
+        if not self.live:
+            from ..heartbeat import Heartbeat, progress_interval
+
+            self._state = {"total": total, "first": completed, "step": completed, "epoch": "-", "epochs": "-",
+                           "loss": None, "pps": None}
+            self._beat = Heartbeat(progress_interval(), self._line).start()
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
@@ -41,7 +67,22 @@ class RichProgress(TrainProgress):
                                            epochs="-", loss=float("nan"), pps=0.0)
         self.progress.start()
 
+    def _line(self, elapsed: float) -> None:
+        """The time-based progress line (not a terminal)."""
+        from ..heartbeat import clock
+
+        st = self._state
+        done = st["step"] - st["first"]
+        eta = f", ETA {clock((st['total'] - st['step']) * elapsed / done)}" if done > 0 else ""
+        loss = "" if st["loss"] is None else f", loss {st['loss']:.5f}"
+        pps = "" if not st["pps"] else f", {st['pps']:.3g} patches/s"
+        self._say(f"step {st['step']}/{st['total']} (epoch {st['epoch']}/{st['epochs']}){loss}{pps}, "
+                  f"{clock(elapsed)} elapsed{eta}")
+
     def stop(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
@@ -49,14 +90,18 @@ class RichProgress(TrainProgress):
     def update(self, step: int, **fields_: Any) -> None:
         if self.progress is not None:
             self.progress.update(self.task, completed=step, **fields_)
+        elif self._beat is not None:
+            self._state.update(step=step, **fields_)
 
     def note(self, text: str) -> None:
         if self.progress is not None:
             self.progress.console.print(text)
+        elif self._beat is not None:
+            self._say(text)
 
     def message(self, text: str) -> None:
         """Printed with or without the bar (``--no-progress`` hides progress, not what the run is)."""
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self._say(text)
 
 
 def summary_table(result: TrainResult):
