@@ -556,6 +556,32 @@ def test_cli_smoke_run_with_the_real_model(photos, tmp_path):
     assert json.loads((run / "summary.json").read_text())["epochs_done"] == 2
 
 
+def test_max_steps_cuts_only_the_patches_a_smoke_run_uses(photos, stand, tmp_path):
+    """--max-steps N without --patches / --val-patches cuts N x batch training patches and a
+    validation set to match (not 10,000 / 1,000), and says so in one line."""
+    from cli_runner import cli
+
+    base = ["train", "--task", "demosaic", "--prior", "gtv", "--data", *photos, "--patch-size", "16",
+            "--batch-size", "4", "--device", "cpu", "--no-progress"]
+    code, out, err = cli(*base, "--out", tmp_path / "r", "--max-steps", "3")
+    assert code == 0, err
+    assert ("--max-steps 3: cutting 12 training patches (3 steps x batch 4) and 8 validation patches, not "
+            "10,000 / 1,000 (--patches / --val-patches choose)") in err
+    info = json.loads((tmp_path / "r/config.json").read_text())
+    assert info["patches"]["train_patches"] == 12 and info["patches"]["val_patches"] == 8
+    assert info["recipe"]["patches"] == 12 and "--patches 12" in info["command"]
+    # what the options give is kept, and a run without --max-steps is the full recipe
+    code, out, err = cli(*base, "--out", tmp_path / "r2", "--max-steps", "3", "--patches", "40", "--val-patches", "6")
+    assert code == 0 and "--max-steps" not in err
+    info = json.loads((tmp_path / "r2/config.json").read_text())
+    assert info["patches"]["train_patches"] == 40 and info["patches"]["val_patches"] == 6
+    from gsprestore.cli.train_cmd import smoke_sets
+
+    assert smoke_sets(20, 16, 10000, None, 0.1, set())[:2] == (320, 32)
+    assert smoke_sets(20, 16, 10000, None, 0.1, {"patches"}) == (10000, None, None)
+    assert smoke_sets(1000, 16, 10000, None, 0.1, set()) == (10000, None, None)  # the run uses them all
+
+
 def test_real_uglr_upscale2x_trains_and_exports(photos, tmp_path):
     pytest.importorskip("gsprestore.models")
     cfg = _cfg(photos, task="upscale2x", prior="glr", patches=8, val_patches=4, batch_size=4, epochs=1,

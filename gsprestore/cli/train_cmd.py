@@ -20,6 +20,29 @@ MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters
                "admm_iters": "admm_iters"}
 
 
+def smoke_sets(max_steps: int, batch_size: int, patches: int, val_patches: int | None, val_fraction: float,
+               given: set[str]) -> tuple[int, int | None, str | None]:
+    """``--max-steps N`` on a new run without ``--patches`` / ``--val-patches``: cut the N x batch
+    training patches the run can use (not 10,000) and as many validation patches as the fraction
+    gives of those (at least 8), and say so in one line. Returns ``(patches, val_patches, note)``."""
+    new_patches, new_val = patches, val_patches
+    if "patches" not in given:
+        new_patches = max(batch_size, min(patches, max_steps * batch_size))
+    if "val_patches" not in given and val_patches is None and val_fraction > 0:
+        before = int(round(patches * val_fraction))  # the default of gsprestore.patches
+        new_val = min(before, max(8, int(round(new_patches * val_fraction))))
+        if new_val == before:
+            new_val = None
+    if (new_patches, new_val) == (patches, val_patches):
+        return patches, val_patches, None
+    val_text = "" if new_val is None else f" and {new_val:,} validation patches"
+    note = (f"--max-steps {max_steps}: cutting {new_patches:,} training patches ({max_steps} steps x batch "
+            f"{batch_size}){val_text}, not {patches:,}"
+            + ("" if new_val is None else f" / {int(round(patches * val_fraction)):,}")
+            + " (--patches / --val-patches choose)")
+    return new_patches, new_val, note
+
+
 def _parse_model_opts(items: list[str]) -> dict[str, Any]:
     from ..errors import UsageError
 
@@ -174,6 +197,10 @@ def train(
             if "downscale" in given and downscale != 2:
                 raise UsageError("--downscale-bsds means --downscale 2")
             downscale, downscale_scope = 2, "jpeg"
+        if max_steps is not None and max_steps >= 1:  # a smoke run cuts only what it can use
+            patches, val_patches, note = smoke_sets(max_steps, batch_size, patches, val_patches, val_fraction, given)
+            if note:
+                console.print(note, markup=False, highlight=False, soft_wrap=True)
         cfg = TrainConfig(
             task=task, prior=str(prior).lower(), data=[str(f) for f in folders], patch_size=patch_size,
             patches=patches, val_fraction=val_fraction, val_patches=val_patches, epochs=epochs or 30,

@@ -6,6 +6,7 @@ and :func:`summary_table`, the final figures."""
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from typing import Any
 
@@ -73,11 +74,17 @@ class RichProgress(TrainProgress):
 
         st = self._state
         done = st["step"] - st["first"]
-        eta = f", ETA {clock((st['total'] - st['step']) * elapsed / done)}" if done > 0 else ""
+        if done <= 0:
+            self._say(f"step {st['step'] + 1}/{st['total']} running (the first one is the slowest), "
+                      f"{clock(elapsed)} elapsed")
+            return
+        # the mean step time of the steps done, less what the running step has already spent
+        per_step = (st["t_step"] - self._beat.t0) / done
+        eta = clock(max(0.0, (st["total"] - st["step"]) * per_step - (time.monotonic() - st["t_step"])))
         loss = "" if st["loss"] is None else f", loss {st['loss']:.5f}"
         pps = "" if not st["pps"] else f", {st['pps']:.3g} patches/s"
         self._say(f"step {st['step']}/{st['total']} (epoch {st['epoch']}/{st['epochs']}){loss}{pps}, "
-                  f"{clock(elapsed)} elapsed{eta}")
+                  f"{clock(elapsed)} elapsed, ETA {eta}")
 
     def stop(self) -> None:
         if self._beat is not None:
@@ -91,7 +98,7 @@ class RichProgress(TrainProgress):
         if self.progress is not None:
             self.progress.update(self.task, completed=step, **fields_)
         elif self._beat is not None:
-            self._state.update(step=step, **fields_)
+            self._state.update(step=step, t_step=time.monotonic(), **fields_)
 
     def note(self, text: str) -> None:
         if self.progress is not None:
