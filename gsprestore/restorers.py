@@ -56,12 +56,13 @@ METHODS: dict[str, MethodSpec] = {
 
 
 
-def default_method(task: str) -> str:
-    """The method a command uses when none is named: the learned one only when its shipped weights
-    beat the best classical method on McM and Kodak (recorded scores; :mod:`gsprestore.defaults`)."""
+def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
+    """The method a command uses when none is named on ``device`` (a kind: ``cpu`` / ``cuda``): the
+    best by recorded quality when its recorded speed there is fast enough, else the classical one
+    (:mod:`gsprestore.defaults`; ``prefer`` ``"best"`` / ``"fast"``)."""
     from .defaults import default_method as _default
 
-    return _default(check_task(task))
+    return _default(check_task(task), device, prefer)
 
 
 def __getattr__(name: str) -> Any:

@@ -349,7 +349,7 @@ def test_default_method_without_weights_suggests_another(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
+    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
 
     def no_weights(name, task, **options):
         raise WeightsError(f"no pretrained weights for {name}")
@@ -394,7 +394,7 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
+    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
 
     real = restorers.get_restorer
 

@@ -23,12 +23,28 @@ from .registry import command
 MIN_DESCRIPTION = 24
 
 
-def default_choices() -> dict[str, Any]:
-    """``{task: DefaultChoice}`` for every task (from the weights manifest's recorded scores)."""
+def default_choices(device: str = "cpu") -> dict[str, Any]:
+    """``{task: DefaultChoice}`` for every task on ``device`` (a kind), from the weights manifest's
+    recorded scores and speeds."""
     from ..defaults import choose_default
     from ..restorers import TASKS
 
-    return {task: choose_default(task) for task in TASKS}
+    return {task: choose_default(task, device=device) for task in TASKS}
+
+
+def device_kind(device: str) -> str:
+    """``--device`` of ``gsprestore models`` as a kind: auto -> this machine's (cuda if available)."""
+    from ..errors import UsageError
+
+    name = device.strip().lower()
+    if name == "auto":
+        from ..engine import resolve_device
+
+        return resolve_device("auto").type
+    kind = name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
+    return kind
 
 
 def unrolling(method: str, config: dict[str, Any]) -> str:
@@ -76,7 +92,8 @@ def learned_network(method: str, task: str) -> tuple[int, dict[str, Any], str]:
 def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per ``(method, task)`` of ``restorers.METHODS``: ``method``, ``task``, ``kind``,
     ``params`` (0 for methods with nothing learned), ``weights`` (``shipped`` / ``missing`` /
-    ``n.a.``), ``mcm`` / ``kodak`` (recorded PSNR in dB, or None), ``default``, ``summary``; learned
+    ``n.a.``), ``mcm`` / ``kodak`` (recorded PSNR in dB, or None), ``mp_per_s`` (recorded speed on the
+    choices' kind of device, or None), ``default``, ``summary``; learned
     rows also ``config`` and ``unrolling`` (:func:`learned_network`: the shipped network's, or the
     default configuration's when ``config_source`` is "default")."""
     from ..restorers import METHODS
@@ -95,6 +112,7 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
                 "weights": weights_status(spec.name, task),
                 "mcm": recorded.get("mcm"),
                 "kodak": recorded.get("kodak"),
+                "mp_per_s": choices[task].speeds.get(spec.name),
                 "default": choices[task].method == spec.name,
                 "summary": spec.summary,
             }
@@ -111,10 +129,11 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
 def _cells(r: dict[str, Any]) -> list[str]:
     return [r["method"] + (" (default)" if r["default"] else ""), r["kind"], "-" if not r["params"] else
             f"{r['params']:,}", r["weights"], "-" if r["mcm"] is None else f"{r['mcm']:.2f}",
-            "-" if r["kodak"] is None else f"{r['kodak']:.2f}"]
+            "-" if r["kodak"] is None else f"{r['kodak']:.2f}",
+            "-" if r["mp_per_s"] is None else f"{r['mp_per_s']:.3g}"]
 
 
-def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[str, str]]) -> None:
+def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[str, str]], device: str = "cpu") -> None:
     """One table per task; the description is a column (wrapped, never cut) where at least
     :data:`MIN_DESCRIPTION` characters fit beside the figures, else a list under the table."""
     from rich import box
@@ -122,19 +141,18 @@ def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[s
     from rich.text import Text
 
     style = {"shipped": "green", "missing": "red"}
-    heads = ("method", "kind", "params", "weights", "McM", "Kodak")
+    heads = ("method", "kind", "params", "weights", "McM", "Kodak", f"MP/s {device}")
     all_cells = [_cells(r) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in all_cells)) for i, h in enumerate(heads)]
     used = sum(widths) + 2 * (len(widths) - 1)  # two spaces between columns, none at the edges
     room = console.width - used - 2
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = [(r, c) for r, c in zip(rows, all_cells) if r["task"] == task]
-        table = Table(title=f"{task} (default: {defaults[task]['method']})", title_justify="left",
+        table = Table(title=f"{task} (default on {device}: {defaults[task]['method']})", title_justify="left",
                       box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1),
                       collapse_padding=True)
         for i, h in enumerate(heads):
-            table.add_column(h, justify="right" if h in ("params", "McM", "Kodak") else "left", no_wrap=True,
-                             min_width=widths[i])
+            table.add_column(h, justify="left" if i in (0, 1, 3) else "right", no_wrap=True, min_width=widths[i])
         if room >= MIN_DESCRIPTION:
             table.add_column("description", overflow="fold", ratio=1)
         for r, c in mine:
@@ -156,22 +174,33 @@ def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[s
 @command("models")
 def models(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    device: Annotated[str, typer.Option("--device", help="The kind of device whose speeds and defaults are shown: "
+                                        "auto (this machine's), cpu or cuda.")] = "auto",
 ) -> None:
     """List every method: task, kind, parameter count and unrolling of the shipped weights, weights
-    status, the recorded McM / Kodak PSNR, and each task's default method and why."""
-    choices = default_choices()
-    rows = models_overview(choices)
-    defaults = {task: {"method": c.method, "reason": c.reason} for task, c in choices.items()}
+    status, the recorded McM / Kodak PSNR and speed, and each task's default method on this kind
+    of device, the rule that chose it and why."""
+    from ..defaults import RULE, speed_conditions
     from ..weights import weights_dir
 
+    kind = device_kind(device)
+    choices = default_choices(kind)
+    rows = models_overview(choices)
+    defaults = {task: {"method": c.method, "reason": c.reason, "best_by_quality": c.quality_method}
+                for task, c in choices.items()}
+    conditions = speed_conditions(kind)
     if as_json:
-        typer.echo(json.dumps({"weights_dir": str(weights_dir()), "defaults": defaults, "models": rows}, indent=2))
+        typer.echo(json.dumps({"weights_dir": str(weights_dir()), "device": kind, "rule": RULE,
+                               "speed_conditions": conditions, "defaults": defaults, "models": rows}, indent=2))
         return
     from rich.console import Console
 
     console = Console(highlight=False)
-    print_tables(console, rows, defaults)
+    print_tables(console, rows, defaults, kind)
     console.print(f"weights: {weights_dir()}; params and unrolling: the shipped weights'; McM / Kodak: recorded "
-                  "PSNR (dB, data-set MSE, no noise) from the weights manifest", markup=False)
+                  "PSNR (dB, data-set MSE, no noise) from the weights manifest; MP/s: recorded megapixels of "
+                  f"output per second on {kind}" + (f" ({conditions})" if conditions else " (none recorded)"),
+                  markup=False)
+    console.print(f"rule: {RULE}", markup=False)
     for task, d in defaults.items():
-        console.print(f"default for {task}: {d['reason']}", markup=False)
+        console.print(f"default for {task} on {kind}: {d['reason']}", markup=False)
