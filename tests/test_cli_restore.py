@@ -448,3 +448,14 @@ def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_pat
     assert len(beats) >= 2 and all(line.endswith(" elapsed") for line in beats), err
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "q.png", "-q")
     assert code == 0 and err == ""  # --quiet: nothing
+
+
+@pytest.mark.parametrize("name", ["x.bmp", "x.AVIF", "x.heic", "x.exr"])
+def test_an_unsupported_output_extension_is_an_error_not_a_folder(tmp_path, name):
+    rgb(tmp_path / "a.png")
+    code, _, err = cli("upscale2x", tmp_path / "a.png", "-m", "bicubic", "-o", tmp_path / name)
+    suffix = name.split(".")[1].upper()
+    assert code == 2 and f"gsprestore does not write {suffix} files; use .png, .tif, .jpg or .webp" in err, err
+    assert not (tmp_path / name).exists()
+    code, _, err = cli("mosaic", tmp_path / "a.png", "-o", tmp_path / name)
+    assert code == 2 and not (tmp_path / name).exists()

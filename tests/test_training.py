@@ -856,3 +856,17 @@ def test_the_loop_reports_to_a_progress_object_and_draws_nothing_itself(photos, 
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m and m.split(".")[0] == "rich" for m in imported), name
+
+
+def test_train_help_shows_every_default_it_names():
+    """Rich markup ate '[default: ...]' inside help texts ('Epochs .'): they are written with
+    parentheses, and no help text ends in a dangling ' .'."""
+    import re
+
+    res = _cli(["train", "--help"])
+    assert res.exit_code == 0
+    flat = " ".join(res.output.replace("│", " ").split())
+    for text in ("Validation patches (default: patches x val-fraction).", "Epochs (default: 30).",
+                 "epochs per decay (default: epochs / 3).", "CPU threads for torch (default: torch's;"):
+        assert text in flat, text
+    assert not re.search(r"[A-Za-z] \.(\s|$)", flat)  # a word, then a lost "[...]", then the full stop

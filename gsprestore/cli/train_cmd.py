@@ -86,16 +86,16 @@ def train(
         float, typer.Option("--val-fraction", help="Fraction of the photos (of each folder) held out for validation.")
     ] = 0.1,
     val_patches: Annotated[
-        Optional[int], typer.Option("--val-patches", help="Validation patches [default: patches x val-fraction].")
+        Optional[int], typer.Option("--val-patches", help="Validation patches (default: patches x val-fraction).")
     ] = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs [default: 30].", show_default=False)] = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs (default: 30).", show_default=False)] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
     schedule: Annotated[str, typer.Option("--schedule", help="cosine, cosine-time (over the --time-budget), step "
                                           "or none.")] = "cosine",
     min_lr_ratio: Annotated[float, typer.Option("--min-lr-ratio", help="Cosine: final lr / lr.")] = 0.01,
     step_epochs: Annotated[
-        Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay [default: epochs / 3].")
+        Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay (default: epochs / 3).")
     ] = None,
     step_gamma: Annotated[float, typer.Option("--step-gamma", help="Step schedule: decay factor.")] = 0.5,
     warmup_steps: Annotated[int, typer.Option("--warmup-steps", help="Linear learning-rate warm-up steps.")] = 0,
@@ -132,7 +132,7 @@ def train(
                                      "options override single keys (e.g. more CG/ADMM iterations: a curriculum).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch [default: torch's].")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch (default: torch's; 1 on a busy machine).")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Threads decoding photos while cutting patches.")] = 0,
     max_steps: Annotated[
         Optional[int], typer.Option("--max-steps", help="Stop after this many steps in all (smoke runs; the "
