@@ -16,8 +16,9 @@ Task = Annotated[str, typer.Option("--task", "-t", help="demosaic or upscale2x."
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")]
 Crop = Annotated[Optional[str], typer.Option("--crop", help="Window x,y,w,h in output pixels.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
-NoReference = Annotated[bool, typer.Option("--no-reference", help="upscale2x: IMAGE is the low-resolution input "
-                                           "(no scores).")]
+NoReference = Annotated[bool, typer.Option("--no-reference", help="IMAGE is the observation itself, not a ground "
+                                           "truth: the 1-channel mosaic (demosaic) or the low-resolution input "
+                                           "(upscale2x); no scores.")]
 
 
 def _working(text: str):
