@@ -26,7 +26,8 @@ from .errors import UsageError
 from .restorers import Restorer, default_method, get_restorer
 
 
-def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict) -> Restorer:
+def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
+              device: Any = "auto") -> Restorer:
     if isinstance(method, Restorer):
         if method.task != task:
             raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
@@ -36,7 +37,11 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
 
         options = {**options, "weights": weights}
         method = method or file_method(weights)  # the file's network, whatever the default
-    return get_restorer(method or default_method(task), task, **options)
+    if not method:
+        from .engine import resolve_device
+
+        method = default_method(task, resolve_device(device).type)  # the default worth its time there
+    return get_restorer(method, task, **options)
 
 
 def _as_input(x: Any) -> Any:
@@ -77,7 +82,7 @@ def demosaic(
     **options: Any,
 ) -> Any:
     """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
-    ``(B, 1, H, W)``) with ``method`` (default: the best by recorded scores, :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
+    ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device, :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
     mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto."""
     from .engine import restore_array
@@ -89,9 +94,9 @@ def demosaic(
     ):
         raise UsageError(f"demosaic needs a single-channel Bayer mosaic, got shape {shape}; "
                          "make one with gsprestore.sampling.mosaic")
-    r = _restorer(method, "demosaic", weights, options)
-    return restore_array(r, y, pattern, tile=tile, overlap=overlap, device=_device_for(mosaic, device),
-                         precision=precision)
+    dev = _device_for(mosaic, device)
+    r = _restorer(method, "demosaic", weights, options, dev)
+    return restore_array(r, y, pattern, tile=tile, overlap=overlap, device=dev, precision=precision)
 
 
 def upscale2x(
@@ -107,14 +112,14 @@ def upscale2x(
 ) -> Any:
     """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
-    ``HR[0::2, 0::2]`` sampling). ``method`` default: the best by recorded scores (:func:`gsprestore.restorers.default_method`);
+    ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device (:func:`gsprestore.restorers.default_method`);
     ``bicubic`` needs no weights."""
     from .engine import restore_array
 
     y = _as_input(image)
-    r = _restorer(method, "upscale2x", weights, options)
-    return restore_array(r, y, "RGGB", tile=tile, overlap=overlap, device=_device_for(image, device),
-                         precision=precision)
+    dev = _device_for(image, device)
+    r = _restorer(method, "upscale2x", weights, options, dev)
+    return restore_array(r, y, "RGGB", tile=tile, overlap=overlap, device=dev, precision=precision)
 
 
 def restore_file(
@@ -143,7 +148,7 @@ def restore_file(
     from .tasks import check_task
 
     task = check_task(task)
-    r = _restorer(method, task, weights, options)
+    r = _restorer(method, task, weights, options, device or "auto")
     return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
                          device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
                          overwrite=overwrite)

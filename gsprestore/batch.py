@@ -284,11 +284,26 @@ def output_suffix(ext: str, source: Path) -> str:
     raise UsageError(f"unknown --ext {ext!r}; expected png, tiff, jpg, webp or same")
 
 
+#: Image formats gsprestore does not write: ``-o NAME`` with one of these suffixes is a usage error
+#: (not a folder of that name).
+UNWRITABLE_SUFFIXES = frozenset({
+    ".bmp", ".dib", ".gif", ".avif", ".heic", ".heif", ".exr", ".jxl", ".jp2", ".j2k", ".jpx", ".ppm",
+    ".pgm", ".pbm", ".pnm", ".pfm", ".hdr", ".ico", ".icns", ".psd", ".tga", ".dds", ".svg", ".pdf", ".qoi",
+    ".raw", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2", ".pef",
+    ".srw", ".x3f", ".3fr", ".iiq", ".erf", ".kdc", ".mrw", ".rwl",
+})
+
+
 def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -> bool:
-    """``-o`` names a file when it has an image suffix and is not an existing folder."""
+    """``-o`` names a file when it has an image suffix and is not an existing folder; a suffix of an
+    image format gsprestore does not write (``.bmp``, ``.avif``, ``.heic``, ``.exr``, ...) is a
+    usage error rather than a folder of that name."""
     if output is None:
         return False
     p = Path(output)
+    if not p.is_dir() and p.suffix.lower() in UNWRITABLE_SUFFIXES:
+        raise UsageError(f"-o {output}: gsprestore does not write {p.suffix.lower()[1:].upper()} files; "
+                         "use .png, .tif, .jpg or .webp (or a folder name)")
     if p.is_dir() or not (is_image_name(p) or p.suffix.lower() == ".dng"):
         return False
     if n_inputs != 1 or not single_file_input:

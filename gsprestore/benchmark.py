@@ -59,7 +59,8 @@ ROW_KEYS = (
     "method", "task", "dataset", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
     "seconds_per_image", "megapixels_per_second", "params",
 )
-CSV_KEYS = ("method", "kind", "task", "dataset", "noise_sigma", *ROW_KEYS[3:], "skipped")
+CSV_KEYS = ("method", "kind", "task", "dataset", "noise_sigma", *ROW_KEYS[3:], "skipped", "weights_path",
+            "weights_sha256")
 
 
 def default_methods(task: str) -> list[str]:
@@ -180,6 +181,38 @@ def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float | lis
     }
 
 
+def weights_record(name: str, task: str, options: Mapping[str, Any], restorer: Any = None) -> dict[str, Any] | None:
+    """Which weights a learned method's row was scored with: ``{"path", "sha256", "shipped"}``
+    (``shipped``: the file's SHA-256 is the one the manifest lists for this method and task), or
+    None for a method without weights."""
+    from .weights import LEARNED_METHODS, manifest_entry, sha256_file, weights_dir
+
+    if name not in LEARNED_METHODS:
+        return None
+    try:
+        entry = manifest_entry(name, task) or {}
+    except WeightsError:
+        entry = {}
+    path = options.get("weights") or getattr(getattr(restorer, "module", None), "weights_file", None)
+    if path is None and entry.get("file"):
+        path = str(weights_dir() / str(entry["file"]))
+    if path is None:
+        return None
+    try:
+        digest = sha256_file(path)
+    except OSError:
+        digest = None
+    return {"path": str(path), "sha256": digest, "shipped": digest is not None and digest == entry.get("sha256")}
+
+
+def row_label(name: str, record: Mapping[str, Any] | None) -> str:
+    """A row's ``method``: the method's name, or ``uglr@run/model.pt`` for weights that are not the
+    shipped ones (so shipped and own weights can sit in one table)."""
+    if record is None or record.get("shipped") or not record.get("path"):
+        return name
+    return f"{name}@{record['path']}"
+
+
 def _build(names: list[str], task: str, options: Mapping[str, Mapping[str, Any]], dev) -> tuple[list, dict[str, str]]:
     """Build each restorer; a :class:`WeightsError` (no or bad weights) becomes a skip reason."""
     built, skipped = [], {}
@@ -267,19 +300,20 @@ def run_benchmark(
                 progress(i + 1, len(ds), path.name)
 
     built = {r.name: r for r in methods_built}
+    records = {n: weights_record(n, task, (restorer_options or {}).get(n, {}), built.get(n)) for n in names}
     results = []
     for name in names:
         for sigma in sigmas:
             if name in skipped:
                 row: dict[str, Any] = {k: None for k in ROW_KEYS}
-                row.update(method=name, task=task, dataset=ds.name, images=0, kind=restorers.METHODS[name].kind,
+                row.update(method=row_label(name, records[name]), weights=records[name], task=task, dataset=ds.name, images=0, kind=restorers.METHODS[name].kind,
                            noise_sigma=sigma, skipped=skipped[name])
                 results.append(row)
                 continue
             r, recs = built[name], scores[(name, sigma)]
             seconds = sum(x["seconds"] for x in recs)
             row = {
-                "method": r.name,
+                "method": row_label(name, records[name]),
                 "task": task,
                 "dataset": ds.name,
                 "images": len(recs),
@@ -292,6 +326,7 @@ def run_benchmark(
                 "kind": r.kind,
                 "noise_sigma": sigma,
                 "skipped": None,
+                "weights": records[name],
             }
             if per_image:
                 row["per_image"] = recs
@@ -347,7 +382,8 @@ def to_csv(result: Mapping[str, Any]) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_KEYS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in result["results"]:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_KEYS})
+        flat = {**row, **{f"weights_{k}": v for k, v in (row.get("weights") or {}).items()}}
+        w.writerow({k: ("" if flat.get(k) is None else flat.get(k)) for k in CSV_KEYS})
     return buf.getvalue()
 
 

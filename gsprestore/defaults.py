@@ -1,5 +1,5 @@
-"""Which method a command uses when none is named: the best one we have, decided from recorded
-scores, never hard-coded.
+"""Which method a command uses when none is named: the best one worth its cost on this kind of
+device, decided from recorded scores and recorded speeds, never hard-coded (:data:`RULE`).
 
 The weights manifest (``gsprestore/weights/manifest.json``) records, for every shipped network,
 its benchmark scores (``scores.mcm`` / ``scores.kodak``: rows of ``gsprestore benchmark``), and in
@@ -12,7 +12,19 @@ A learned method is the default for a task only when its weights are shipped and
 PSNR (dataset MSE, no noise) beats the *best* classical method's on **both** McM and Kodak; among
 several such, the one with the largest smaller margin wins. Otherwise the default is the
 classical one, :data:`CLASSICAL_DEFAULT` (Menon for demosaicking, grid-aligned bicubic for 2x).
-Better weights shipped with better scores flip the default by themselves.
+Better weights shipped with better scores flip the default by themselves. That is the best *by
+quality* (:func:`best_by_quality`, what ``--best`` runs).
+
+A default must also be worth its time: the best by quality is the default on a kind of device
+(``cpu``, ``cuda``) only when its recorded speed there is at least :data:`MIN_MP_PER_S` megapixels
+of output per second (a 12-MP photo in about 12 s); otherwise the classical method is
+(:func:`choose_default`; ``--fast`` always runs it). Speeds are those ``gsprestore benchmark``
+measured (``megapixels_per_second``): for a shipped network its ``speed.<device>`` record, else
+its recorded Kodak / McM row when that ran on this kind of device; for the classical methods
+``baselines.speed.<device>.<task>``, whose ``conditions`` say on what machine. A kind of device
+with no recorded speed for the learned network keeps the classical default until one is measured
+and shipped. On the project's 2-core CPU the shipped networks restore about 0.03 MP/s (30 s per
+megapixel), so the CPU default is Menon / the bicubic.
 """
 
 from __future__ import annotations
@@ -25,18 +37,31 @@ from .errors import WeightsError
 CLASSICAL_DEFAULT = {"demosaic": "menon", "upscale2x": "bicubic"}
 DATASETS: tuple[str, ...] = ("mcm", "kodak")
 METRIC = "psnr_dataset_mse"
+#: Slowest recorded speed (megapixels of output per second, on the kind of device that runs) at
+#: which the best method by quality is also the default.
+MIN_MP_PER_S = 1.0
+#: The rule in one sentence (``gsprestore models`` prints it).
+RULE = (f"the default is the best method by recorded quality (a learned one only when its shipped weights "
+        f"beat the best classical method on both McM and Kodak) if its recorded speed on this kind of device "
+        f"is at least {MIN_MP_PER_S:g} MP/s, else the classical one; --best runs the best by quality whatever "
+        f"its time, --fast the classical one")
 
 
 @dataclass
 class DefaultChoice:
     """The default ``method`` of ``task`` and the ``reason`` in one sentence; ``learned`` holds each
-    learned method's recorded scores ``{method: {dataset: dB}}``, ``classical`` the classical ones."""
+    learned method's recorded scores ``{method: {dataset: dB}}``, ``classical`` the classical ones;
+    ``device`` the kind of device it was chosen for, ``quality_method`` the best by quality and
+    ``speeds`` the recorded MP/s there ``{method: MP/s}``."""
 
     task: str
     method: str
     reason: str
     learned: dict[str, dict[str, float]] = field(default_factory=dict)
     classical: dict[str, dict[str, float]] = field(default_factory=dict)
+    device: str | None = None
+    quality_method: str | None = None
+    speeds: dict[str, float] = field(default_factory=dict)
 
     def best_classical(self, dataset: str) -> tuple[str, float] | None:
         """The best classical method on ``dataset`` and its score, or None if none is recorded."""
@@ -76,15 +101,17 @@ def recorded_scores(task: str, manifest: dict[str, Any]) -> tuple[dict[str, dict
     return learned, classical
 
 
-def choose_default(task: str, manifest: dict[str, Any] | None = None) -> DefaultChoice:
-    """The default method of ``task`` (see the module docstring). ``manifest`` None: the shipped one
-    (an unreadable manifest means no learned default)."""
-    from .weights import read_manifest, weights_status
+def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> DefaultChoice:
+    """The best method of ``task`` by recorded quality alone (what ``--best`` runs): a learned one
+    only when its shipped weights beat the best classical method on both McM and Kodak, else
+    :data:`CLASSICAL_DEFAULT`. ``manifest`` None: the shipped one (an unreadable manifest means no
+    learned choice)."""
+    from .weights import weights_status
 
     fallback = CLASSICAL_DEFAULT[task]
     if manifest is None:
         try:
-            manifest = read_manifest()
+            manifest = _shipped_manifest()
         except WeightsError as exc:
             return DefaultChoice(task, fallback, f"{fallback}: the weights manifest is unreadable ({exc.reason})")
     learned, classical = recorded_scores(task, manifest)
@@ -123,6 +150,124 @@ def choose_default(task: str, manifest: dict[str, Any] | None = None) -> Default
     return choice
 
 
-def default_method(task: str) -> str:
-    """The name of ``task``'s default method (:func:`choose_default`)."""
-    return choose_default(task).method
+def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]) -> float | None:
+    """Megapixels (of output) per second that ``method`` was measured to restore for ``task`` on
+    ``device`` (a kind: ``cpu`` / ``cuda``), or None when not recorded. Classical methods: the
+    manifest's ``baselines.speed.<device>.<task>``; learned ones: the entry's ``speed.<device>``,
+    else the ``megapixels_per_second`` of its recorded Kodak (then McM) benchmark row when that ran
+    on ``device``."""
+    entries = _learned_entries(task, manifest)
+    if method in entries:
+        entry = entries[method]
+        own = (entry.get("speed") or {}).get(device)
+        if isinstance(own, dict) and isinstance(own.get("megapixels_per_second"), (int, float)):
+            return float(own["megapixels_per_second"])
+        for dataset in ("kodak", "mcm"):
+            block = (entry.get("scores") or {}).get(dataset)
+            if not isinstance(block, dict):
+                continue
+            ran_on = str((block.get("protocol") or {}).get("device") or "")
+            if ran_on.split(":")[0] != device:
+                continue
+            for row in block.get("rows") or []:
+                if isinstance(row, dict) and not row.get("noise_sigma") and isinstance(
+                        row.get("megapixels_per_second"), (int, float)):
+                    return float(row["megapixels_per_second"])
+        return None
+    table = (((manifest.get("baselines") or {}).get("speed") or {}).get(device) or {}).get(task) or {}
+    value = table.get(method)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _learned_entries(task: str, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(e.get("method")): e for e in manifest.get("models", [])
+            if isinstance(e, dict) and e.get("task") == task}
+
+
+def speed_conditions(device: str, manifest: dict[str, Any] | None = None) -> str | None:
+    """Where and how the speeds of ``device`` were measured (the manifest's words), or None."""
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return None
+    cond = (((manifest.get("baselines") or {}).get("speed") or {}).get(device) or {}).get("conditions")
+    return str(cond) if cond else None
+
+
+def _shipped_manifest() -> dict[str, Any]:
+    from .weights import read_manifest
+
+    return read_manifest()
+
+
+def choose_default(task: str, manifest: dict[str, Any] | None = None, *, device: str = "cpu",
+                   prefer: str | None = None) -> DefaultChoice:
+    """The method ``task`` runs on ``device`` (a kind: ``cpu`` / ``cuda``) when none is named: the
+    best by recorded quality (:func:`best_by_quality`) when its recorded speed on this kind of
+    device is at least :data:`MIN_MP_PER_S`, else the classical one (see :data:`RULE`).
+    ``prefer="best"``: the best by quality whatever its speed (``--best``); ``prefer="fast"``: the
+    classical one (``--fast``)."""
+    if prefer not in (None, "best", "fast"):
+        raise ValueError(f"prefer must be None, 'best' or 'fast', got {prefer!r}")
+    fallback = CLASSICAL_DEFAULT[task]
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError as exc:
+            return DefaultChoice(task, fallback, f"{fallback}: the weights manifest is unreadable ({exc.reason})",
+                                 device=device)
+    quality = best_by_quality(task, manifest)
+    quality.device = device
+    quality.quality_method = quality.method
+    table = (((manifest.get("baselines") or {}).get("speed") or {}).get(device) or {}).get(task) or {}
+    quality.speeds = {m: v for m in {**quality.classical, **quality.learned, **table, fallback: {}}
+                      if (v := recorded_speed(m, task, device, manifest)) is not None}
+    if prefer == "best":
+        quality.reason = f"--best: {quality.reason}"
+        return quality
+    if prefer == "fast":
+        quality.method = fallback
+        quality.reason = f"--fast: {fallback}, the classical method (no learned network)"
+        return quality
+    if quality.method == fallback:
+        return quality
+    speed = quality.speeds.get(quality.method)
+    best = quality.method
+    if speed is not None and speed >= MIN_MP_PER_S:
+        quality.reason += f", and restores {speed:.3g} MP/s on {device} (recorded; a default needs >= {MIN_MP_PER_S:g})"
+        return quality
+    quality.method = fallback
+    why = (f"its speed on {device} is not recorded" if speed is None else
+           f"it restores only {speed:.3g} MP/s on {device} ({1 / speed:.0f} s per megapixel, recorded), under "
+           f"the {MIN_MP_PER_S:g} MP/s a default needs")
+    quality.reason = (f"{fallback}: {best} is better by quality ({_margins(quality, best)}) but {why}; "
+                      f"--best runs {best}")
+    return quality
+
+
+def _margins(choice: DefaultChoice, method: str) -> str:
+    parts = []
+    for d in DATASETS:
+        b = choice.best_classical(d)
+        if b is not None and d in choice.learned.get(method, {}):
+            parts.append(f"{'McM' if d == 'mcm' else 'Kodak'} {choice.learned[method][d] - b[1]:+.2f} dB")
+    return ", ".join(parts)
+
+
+def expected_seconds(method: str, task: str, device: str, megapixels: float,
+                     manifest: dict[str, Any] | None = None) -> float | None:
+    """About how long ``method`` takes for ``megapixels`` of output on ``device`` (a kind), from its
+    recorded speed; None when not recorded."""
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return None
+    speed = recorded_speed(method, task, device, manifest)
+    return None if not speed else megapixels / speed
+
+
+def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
+    """The name of ``task``'s default method on ``device`` (a kind; :func:`choose_default`)."""
+    return choose_default(task, device=device, prefer=prefer).method

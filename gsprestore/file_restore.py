@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Notice = Callable[[str], None]
 Progress = Callable[[int, int], None]
+#: Told the output's megapixels just before the restorer runs (``gsprestore demosaic`` / ``upscale2x``
+#: say the expected time of a long file there).
+Expect = Callable[[float], None]
 
 #: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
 #: method's weights are not available.
@@ -98,6 +101,7 @@ def restore_file(
     alpha_restorer: "Restorer | None" = None,
     notice: Notice | None = None,
     progress: Progress | None = None,
+    expect: Expect | None = None,
 ) -> dict:
     """Restore the image file ``source`` with ``restorer`` and write ``output`` (atomically).
 
@@ -105,8 +109,8 @@ def restore_file(
     page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
     by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
     demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
-    ``notice`` gets one-line messages (multi-page, odd size, tiles), ``progress`` (done, total) tiles.
-    Returns what was written: width, height, bit_depth (and orientation when not 1)."""
+    ``notice`` gets one-line messages (multi-page, odd size, tiles), ``progress`` (done, total) tiles,
+    ``expect`` the output's megapixels before the restorer runs. Returns what was written: width, height, bit_depth (and orientation when not 1)."""
     from .camera_raw import RAW_SUFFIXES
     from .engine import check_channels, restore
     from .errors import GspError, UsageError
@@ -118,7 +122,8 @@ def restore_file(
     if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
                                 output_space=output_space, bit_depth=bit_depth, quality=quality,
-                                overwrite=overwrite, software=software, notice=notice, progress=progress, **run)
+                                overwrite=overwrite, software=software, notice=notice, progress=progress,
+                                expect=expect, **run)
     img = read_image(source)
     pages = img.meta.get("pages", 1)
     if pages > 1:
@@ -129,6 +134,8 @@ def restore_file(
         raise GspError(exc.reason, source) from None
     if task == "demosaic" and (img.width % 2 or img.height % 2):
         _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
+    if expect is not None:
+        expect(img.width * img.height * (4 if task == "upscale2x" else 1) / 1e6)
     out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
     alpha = img.alpha
     if alpha is not None and task == "upscale2x":
@@ -164,6 +171,7 @@ def develop_raw_file(
     software: str | None = None,
     notice: Notice | None = None,
     progress: Progress | None = None,
+    expect: Expect | None = None,
     **run: Any,
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
@@ -181,6 +189,8 @@ def develop_raw_file(
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
 
     def demosaic(mosaic: Any, bayer: str) -> Any:
+        if expect is not None:
+            expect(mosaic.shape[0] * mosaic.shape[1] / 1e6)
         return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
                        **run).numpy()
 
@@ -225,7 +235,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
     from .errors import GspError
     from .io import TOOL_TAG, apply_orientation, read_image, write_image
-    from .sampling import mosaic
+    from .sampling import mosaic_array
 
     source, output = Path(source), Path(output)
     img = read_image(source)
@@ -243,7 +253,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
 
         write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
         return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
-    raw = mosaic(_tensor(upright), pattern)[0].numpy()
+    raw = mosaic_array(upright, pattern)  # numpy: `gsprestore mosaic` never imports torch
     depth = bit_depth or img.bit_depth
     write_image(output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
     return {"width": img.width, "height": img.height,

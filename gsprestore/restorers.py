@@ -48,20 +48,21 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("igtv", TASKS, "graph", "gsprestore.models:make_restorer",
                    "non-learned GTV interpolation (LP, eqs. 19-24) solved by ADMM"),
         MethodSpec("uglr", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "unrolled GLR network: 5 blocks x 4 graph-learning heads + CG"),
+                   "unrolled GLR network: blocks of graph-learning heads + CG (size: `gsprestore models`)"),
         MethodSpec("ugtv", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "unrolled GTV network: 5 blocks x 4 heads x 5 ADMM x 10 CG"),
+                   "unrolled GTV network: blocks of graph-learning heads + ADMM x CG (size: `gsprestore models`)"),
     ]
 }
 
 
 
-def default_method(task: str) -> str:
-    """The method a command uses when none is named: the learned one only when its shipped weights
-    beat the best classical method on McM and Kodak (recorded scores; :mod:`gsprestore.defaults`)."""
+def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
+    """The method a command uses when none is named on ``device`` (a kind: ``cpu`` / ``cuda``): the
+    best by recorded quality when its recorded speed there is fast enough, else the classical one
+    (:mod:`gsprestore.defaults`; ``prefer`` ``"best"`` / ``"fast"``)."""
     from .defaults import default_method as _default
 
-    return _default(check_task(task))
+    return _default(check_task(task), device, prefer)
 
 
 def __getattr__(name: str) -> Any:

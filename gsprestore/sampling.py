@@ -8,14 +8,20 @@ Tensors are ``(..., C, H, W)`` floats. ``mosaic`` returns a single-channel ``(..
 image; ``mosaic_adjoint`` puts the raw values back into their colour plane (zeros elsewhere), so
 ``<mosaic(x), y> == <x, mosaic_adjoint(y)>``. Likewise for ``decimate`` / ``decimate_adjoint``.
 Every operator here is linear and exact; the adjoint test lives in ``tests/test_sampling.py``.
+:func:`mosaic_array` is :func:`mosaic` on a numpy ``(H, W, 3)`` image, for the commands that need
+no torch (``gsprestore mosaic``): this module imports torch only inside the functions that use it.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import torch
+    from torch import Tensor
 
 PATTERNS: tuple[str, ...] = ("RGGB", "BGGR", "GRBG", "GBRG")
 _CHANNEL = {"R": 0, "G": 1, "B": 2}
@@ -35,12 +41,15 @@ def bayer_masks(
     pattern: str = "RGGB",
     *,
     device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """Per-channel 0/1 masks ``(3, H, W)`` of a Bayer CFA: ``masks[c, i, j] = 1`` where pixel
-    ``(i, j)`` records colour ``c``. Works for odd sizes too (the pattern is simply cut)."""
+    """Per-channel 0/1 masks ``(3, H, W)`` (``dtype`` default float32) of a Bayer CFA:
+    ``masks[c, i, j] = 1`` where pixel ``(i, j)`` records colour ``c``. Works for odd sizes too
+    (the pattern is simply cut)."""
+    import torch
+
     p = check_pattern(pattern)
-    masks = torch.zeros(3, height, width, device=device, dtype=dtype)
+    masks = torch.zeros(3, height, width, device=device, dtype=dtype or torch.float32)
     for k, colour in enumerate(p):
         di, dj = divmod(k, 2)
         masks[_CHANNEL[colour], di::2, dj::2] = 1
@@ -53,6 +62,21 @@ def mosaic(rgb: Tensor, pattern: str = "RGGB") -> Tensor:
         raise UsageError(f"mosaic needs 3 colour channels, got shape {tuple(rgb.shape)}")
     m = bayer_masks(rgb.shape[-2], rgb.shape[-1], pattern, device=rgb.device, dtype=rgb.dtype)
     return (rgb * m).sum(dim=-3, keepdim=True)
+
+
+def mosaic_array(rgb: "np.ndarray", pattern: str = "RGGB") -> "np.ndarray":
+    """:func:`mosaic` of a numpy ``(H, W, 3)`` image: the ``(H, W)`` Bayer mosaic, same dtype (no
+    torch needed)."""
+    import numpy as np
+
+    if rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise UsageError(f"mosaic needs 3 colour channels, got shape {tuple(rgb.shape)}")
+    p = check_pattern(pattern)
+    out = np.empty(rgb.shape[:2], dtype=rgb.dtype)
+    for k, colour in enumerate(p):
+        di, dj = divmod(k, 2)
+        out[di::2, dj::2] = rgb[di::2, dj::2, _CHANNEL[colour]]
+    return out
 
 
 def mosaic_adjoint(raw: Tensor, pattern: str = "RGGB") -> Tensor:
@@ -82,9 +106,11 @@ def decimate_adjoint(lr: Tensor, size: tuple[int, int] | None = None) -> Tensor:
 
 
 def decimation_mask(
-    height: int, width: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+    height: int, width: int, *, device: torch.device | str | None = None, dtype: torch.dtype | None = None
 ) -> Tensor:
-    """0/1 mask ``(1, H, W)`` of the pixels kept by :func:`decimate`."""
-    m = torch.zeros(1, height, width, device=device, dtype=dtype)
+    """0/1 mask ``(1, H, W)`` (``dtype`` default float32) of the pixels kept by :func:`decimate`."""
+    import torch
+
+    m = torch.zeros(1, height, width, device=device, dtype=dtype or torch.float32)
     m[:, 0::2, 0::2] = 1
     return m

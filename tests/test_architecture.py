@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "memory", "pngcodec", "tiffcodec", "deadleaves", "native", "backend",
+    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "pngcodec", "tiffcodec", "deadleaves", "native", "backend",
                      "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_triton", "window",
                                 "camera_raw"}),

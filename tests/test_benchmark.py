@@ -440,7 +440,7 @@ def test_make_results_noise_table():
 
 def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsys, tmp_path):
     from gsprestore.models import build_model
-    from gsprestore.weights import save_weights
+    from gsprestore.weights import save_weights, sha256_file, weights_dir
 
     parent, _ = tiny_kodak
     torch.manual_seed(0)
@@ -453,8 +453,18 @@ def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsy
                              "--json", str(out))
     assert code == 0, err
     rows = {r["method"]: r for r in json.loads(out.read_text())["results"]}
-    assert rows["ugtv"]["skipped"] is None and rows["ugtv"]["params"] == model.num_params()
-    assert rows["ugtv"]["psnr_dataset_mse"] > 10
+    # own weights are labelled with their path, and the path and SHA-256 are recorded, so they can
+    # sit beside the shipped ones in one table
+    label = f"ugtv@{wfile}"
+    assert sorted(rows) == sorted([label, "bilinear"])
+    assert rows[label]["skipped"] is None and rows[label]["params"] == model.num_params()
+    assert rows[label]["psnr_dataset_mse"] > 10
+    assert rows[label]["weights"] == {"path": str(wfile), "sha256": sha256_file(wfile), "shipped": False}
+    assert rows["bilinear"]["weights"] is None
+    csv_rows = benchmark.to_csv(json.loads(out.read_text()))
+    assert f"{label},learned" in csv_rows and sha256_file(wfile) in csv_rows
+    shipped = benchmark.weights_record("ugtv", "demosaic", {"weights": str(weights_dir() / "ugtv_demosaic.pt")})
+    assert shipped["shipped"] and benchmark.row_label("ugtv", shipped) == "ugtv"
     for bad, needle in [("ugtv", "METHOD=PATH"), ("bilinear=x.pt", "learned methods"),
                         (f"uglr={wfile}", "not among the benchmarked")]:
         code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",

@@ -349,7 +349,7 @@ def test_default_method_without_weights_suggests_another(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
+    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
 
     def no_weights(name, task, **options):
         raise WeightsError(f"no pretrained weights for {name}")
@@ -394,7 +394,7 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task: "ugtv")  # as if its scores made it the default
+    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
 
     real = restorers.get_restorer
 
@@ -424,3 +424,38 @@ def test_a_missing_single_input_is_named(tmp_path):
     assert code == 1
     assert err.strip().splitlines()[-1] == f"error: {missing}: no such file or folder"
     assert not out.exists()
+
+
+def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+    """Without a terminal (a log, a pipe) a file that takes long still says, by the clock, that it is
+    going: '[1/1] demosaic FILE: 0:01 elapsed' every interval (30 s; shortened here)."""
+    import time
+
+    from gsprestore import file_restore
+
+    real = file_restore.restore_file
+
+    def slow(*args, **kwargs):
+        time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
+    monkeypatch.setattr(file_restore, "restore_file", slow)
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "o.png")
+    assert code == 0, err
+    beats = [line for line in err.splitlines() if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'}: ")]
+    assert len(beats) >= 2 and all(line.endswith(" elapsed") for line in beats), err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "q.png", "-q")
+    assert code == 0 and err == ""  # --quiet: nothing
+
+
+@pytest.mark.parametrize("name", ["x.bmp", "x.AVIF", "x.heic", "x.exr"])
+def test_an_unsupported_output_extension_is_an_error_not_a_folder(tmp_path, name):
+    rgb(tmp_path / "a.png")
+    code, _, err = cli("upscale2x", tmp_path / "a.png", "-m", "bicubic", "-o", tmp_path / name)
+    suffix = name.split(".")[1].upper()
+    assert code == 2 and f"gsprestore does not write {suffix} files; use .png, .tif, .jpg or .webp" in err, err
+    assert not (tmp_path / name).exists()
+    code, _, err = cli("mosaic", tmp_path / "a.png", "-o", tmp_path / name)
+    assert code == 2 and not (tmp_path / name).exists()

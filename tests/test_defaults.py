@@ -11,11 +11,17 @@ import pytest
 from gsprestore import defaults, weights
 
 
-def _manifest(ugtv=(33.0, 39.0), uglr=None, baselines=True, task="demosaic"):
+def _manifest(ugtv=(33.0, 39.0), uglr=None, baselines=True, task="demosaic", speed=5.0):
+    """A manifest whose learned networks have these McM / Kodak scores and were benchmarked on the
+    CPU at ``speed`` MP/s (None: no speed recorded)."""
     def entry(method, scores):
+        kodak = {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[1]}]}
+        if speed is not None:
+            kodak["rows"][0]["megapixels_per_second"] = speed
+            kodak["protocol"] = {"device": "cpu"}
         return {"file": f"{method}_{task}.pt", "sha256": "0" * 64, "method": method, "task": task,
                 "scores": {"mcm": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[0]}]},
-                           "kodak": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[1]}]}}}
+                           "kodak": kodak}}
 
     models = [entry("ugtv", ugtv)] + ([entry("uglr", uglr)] if uglr else [])
     m = {"models": models}
@@ -74,19 +80,76 @@ def test_no_recorded_classical_scores_means_the_classical_default(fake_weights):
     assert defaults.choose_default("upscale2x").method == "ugtv"
 
 
+def test_a_default_must_be_fast_enough_on_this_kind_of_device(fake_weights):
+    """The best by quality is the default only where its recorded speed reaches MIN_MP_PER_S;
+    --best runs it anyway, --fast runs the classical method."""
+    fake_weights(_manifest(ugtv=(33.0, 39.0), speed=0.03))  # better, but 33 s per megapixel on the CPU
+    c = defaults.choose_default("demosaic", device="cpu")
+    assert c.method == "menon" and c.quality_method == "ugtv" and c.speeds["ugtv"] == 0.03
+    assert c.reason == ("menon: ugtv is better by quality (McM +0.21 dB, Kodak +0.94 dB) but it restores only "
+                        "0.03 MP/s on cpu (33 s per megapixel, recorded), under the 1 MP/s a default needs; "
+                        "--best runs ugtv")
+    assert defaults.choose_default("demosaic", device="cpu", prefer="best").method == "ugtv"
+    assert defaults.choose_default("demosaic", device="cpu", prefer="fast").method == "menon"
+    c = defaults.choose_default("demosaic", device="cuda")  # never measured there: the classical one
+    assert c.method == "menon" and "its speed on cuda is not recorded" in c.reason
+    m = _manifest(ugtv=(33.0, 39.0), speed=0.03)  # a speed recorded for cuda makes it the cuda default
+    m["models"][0]["speed"] = {"cuda": {"megapixels_per_second": 12.0}}
+    fake_weights(m)
+    assert defaults.choose_default("demosaic", device="cuda").method == "ugtv"
+    assert defaults.choose_default("demosaic", device="cpu").method == "menon"
+    assert defaults.expected_seconds("ugtv", "demosaic", "cpu", 1.5) == pytest.approx(50.0)
+    assert defaults.expected_seconds("ugtv", "demosaic", "mps", 1.5) is None
+
+
+def test_the_shipped_defaults_are_classical_on_the_cpu():
+    """The shipped networks restore ~0.03 MP/s on the project's CPU (recorded): not a default there."""
+    for task, classical in defaults.CLASSICAL_DEFAULT.items():
+        c = defaults.choose_default(task, device="cpu")
+        assert c.method == classical and c.speeds[classical] > 1.0
+        assert all(c.speeds[m] < defaults.MIN_MP_PER_S for m in ("uglr", "ugtv"))
+    assert defaults.choose_default("upscale2x", device="cpu", prefer="best").method == "uglr"
+
+
 def test_models_command_shows_scores_default_and_reason(fake_weights):
     from cli_runner import cli
 
     fake_weights(_manifest(ugtv=(33.0, 39.0)))
-    code, out, err = cli("models", "--json")
+    code, out, err = cli("models", "--json", "--device", "cpu")
     assert code == 0, err
     data = json.loads(out)
+    assert data["device"] == "cpu" and data["rule"] == defaults.RULE
     assert data["defaults"]["demosaic"]["method"] == "ugtv" and "beat" in data["defaults"]["demosaic"]["reason"]
     by = {(r["method"], r["task"]): r for r in data["models"]}
     assert by[("ugtv", "demosaic")]["default"] and by[("ugtv", "demosaic")]["kodak"] == 39.0
     assert by[("menon", "demosaic")]["mcm"] == 32.68 and not by[("menon", "demosaic")]["default"]
-    code, out, err = cli("models")
-    assert code == 0 and "default for demosaic: ugtv" in out and "38.06" in out
+    code, out, err = cli("models", "--device", "cpu")
+    assert code == 0 and "default for demosaic on cpu: ugtv" in out and "38.06" in out
+    assert "rule: the default is the best method by recorded quality" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
+    """Piped (no terminal) at 80 columns the descriptions are listed under each table, wrapped, never
+    cut; wider, they are a column. The learned rows show the shipped network's size and unrolling."""
+    import os
+    import subprocess
+    import sys
+
+    from gsprestore.cli.models_cmd import models_overview
+
+    env = {**os.environ, "COLUMNS": str(columns)}
+    env.pop(weights.ENV_VAR, None)
+    out = subprocess.run([sys.executable, "-m", "gsprestore", "models"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    flat = " ".join(out.split())
+    for row in models_overview():
+        assert " ".join(row["summary"].split()) in flat, row["summary"]
+        if row["kind"] == "learned":
+            assert f"{row['params']:,}" in flat
+    assert "2 ADMM x 5 CG" in flat and "5 ADMM x 10 CG" not in flat and "(default configuration" not in flat
+    assert ("description" in out) == (columns > 80)
 
 
 def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
@@ -99,6 +162,40 @@ def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
     code, out, err = cli("demosaic", tmp_path / "m.png", "--json", "--device", "cpu", "-q")
     assert code == 0, err
     assert json.loads(out)["method"] == defaults.choose_default("demosaic").method
+
+
+def test_fast_and_best_choose_and_a_long_file_says_its_expected_time(tmp_path, fake_weights):
+    """--best runs the better but slow network and says in one line which method runs and about how
+    long it takes (from its recorded speed); --fast and the CPU default run the classical method
+    silently; --fast with --best or --method is a usage error."""
+    from cli_runner import cli
+
+    from gsprestore.io import write_image
+    from gsprestore.models import build_model
+
+    torch = pytest.importorskip("torch")
+    folder = fake_weights(_manifest(ugtv=(33.0, 39.0), speed=1e-5))  # 100,000 s per megapixel
+    torch.manual_seed(0)
+    digest = weights.save_weights(folder / "ugtv_demosaic.pt", build_model(
+        "ugtv", "demosaic", blocks=1, heads=1, features=3, width=3, cg_iters=1, admm_iters=1))
+    m = _manifest(ugtv=(33.0, 39.0), speed=1e-5)
+    m["models"][0]["sha256"] = digest
+    (folder / "manifest.json").write_text(json.dumps(m))
+    write_image(tmp_path / "m.png", np.random.default_rng(0).random((16, 16)), 8)
+    run = ["demosaic", tmp_path / "m.png", "--device", "cpu", "--json", "--overwrite", "-o", tmp_path / "o.png"]
+    code, out, err = cli(*run)
+    assert code == 0 and json.loads(out)["method"] == "menon" and "note:" not in err, err
+    code, out, err = cli(*run, "--best")
+    assert code == 0 and json.loads(out)["method"] == "ugtv", err
+    notes = [line for line in err.splitlines() if line.startswith("note: demosaic with ugtv")]
+    assert notes == ["note: demosaic with ugtv (--best) on cpu: about 0:26 for m.png (0.00026 MP at 100000 s/MP, "
+                     "its recorded speed); --fast (menon) takes about a second"], err
+    code, out, err = cli(*run, "--fast")
+    assert code == 0 and json.loads(out)["method"] == "menon" and "note:" not in err
+    code, out, err = cli(*run, "--fast", "--best")
+    assert code == 2 and "--fast and --best exclude each other" in err
+    code, out, err = cli(*run, "--best", "-m", "bilinear")
+    assert code == 2 and "--best chooses the method" in err
 
 
 def test_weights_without_method_run_the_files_network(tmp_path):

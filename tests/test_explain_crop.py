@@ -28,3 +28,6 @@ def test_weight_scale_spreads_crowded_weights():
     lo, hi = weight_scale(w)
     assert lo == pytest.approx(0.90) and hi == pytest.approx(0.99)  # not 0 to 0.99: the cut stands out
     assert weight_scale(np.full((8, 8), 0.5)) == (0.0, 0.5)
+    # weights within 0.1 % of one value (iGTV: "colours 0.223 to 0.223"): drawn flat, not as noise
+    flat = 0.223 + 1e-4 * np.random.default_rng(0).random((4, 32, 32))
+    assert weight_scale(flat) == (0.0, pytest.approx(flat.max()))

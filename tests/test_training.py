@@ -416,6 +416,77 @@ def test_init_from_previous_weights(stand, tmp_path):
         T.init_from(b, tmp_path / "bad.pt")
 
 
+def _small_ugtv(seed: int = 5):
+    """A tiny uGTV demosaicker whose configuration is far from the paper-size default."""
+    from gsprestore.models import build_model
+
+    torch.manual_seed(seed)
+    return build_model("ugtv", "demosaic", blocks=1, heads=1, width=8, features=8, admm_iters=1, cg_iters=2,
+                       signal="green-difference").eval()
+
+
+def test_init_adopts_the_weights_own_configuration(photos, tmp_path):
+    """--init W builds W's network (not the default one), says so in one line, and starts from W's
+    validation PSNR exactly; options override single keys."""
+    from cli_runner import cli
+    from gsprestore.weights import save_weights
+
+    src = _small_ugtv()
+    save_weights(tmp_path / "src.pt", src)
+    base = ["train", "--task", "demosaic", "--prior", "gtv", "--data", *photos, "--patch-size", "16",
+            "--patches", "8", "--val-patches", "4", "--batch-size", "4", "--max-steps", "1", "--device", "cpu",
+            "--init", tmp_path / "src.pt", "--no-progress"]
+    code, out, err = cli(*base, "--out", tmp_path / "run")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("--init")]
+    assert notes == ["--init src.pt: its own model configuration (admm_iters=1, blocks=1, cg_iters=2, "
+                     "features=8, heads=1, signal=green-difference, width=8, rest default)"], err
+    stored = json.loads((tmp_path / "run/config.json").read_text())
+    assert stored["model_config"] == src.config
+    assert "--model-opt admm_iters=1" in stored["command"]
+    start = T.read_log(tmp_path / "run/log.jsonl")[0]
+    assert start["init_config"]["note"] == notes[0] and start["init_kept"] == []
+    assert start["params"] == src.num_params()
+    # the starting validation is the source model's own on the run's validation patches
+    sets = T.build_patch_sets(T.load_run_config(tmp_path / "run"))
+    expected = T.evaluate(src, "demosaic", sets.val, batch_size=32)["psnr"]
+    init_val = [r for r in T.read_log(tmp_path / "run/log.jsonl") if r["event"] == "init-val"][0]["val_psnr"]
+    assert init_val == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    # the export (and a resume) rebuild the adopted network
+    assert torch.load(tmp_path / "run/model.pt", weights_only=True)["config"] == src.config
+
+    # an option overrides one key; the rest is still adopted
+    code, out, err = cli(*base, "--out", tmp_path / "run2", "--cg-iters", "3")
+    assert code == 0, err
+    assert "; from the options: cg_iters=3" in err
+    cfg2 = json.loads((tmp_path / "run2/config.json").read_text())["model_config"]
+    assert cfg2 == {**src.config, "cg_iters": 3}
+    kept = T.read_log(tmp_path / "run2/log.jsonl")[0]["init_kept"]
+    assert kept and all(k.endswith(("alpha", "beta")) for k in kept)  # per-CG-step sizes start fresh
+
+
+def test_init_from_the_shipped_ugtv_builds_its_2x5_network(photos):
+    from gsprestore.weights import weights_dir
+
+    cfg = _cfg(photos, init=str(weights_dir() / "ugtv_demosaic.pt"))
+    info = T.adopt_init_config(cfg)
+    assert (cfg.model["admm_iters"], cfg.model["cg_iters"], cfg.model["signal"]) == (2, 5, "green-difference")
+    assert info["note"] == ("--init ugtv_demosaic.pt: its own model configuration (admm_iters=2, cg_iters=5, "
+                            "signal=green-difference, rest default)")
+
+
+def test_init_of_another_prior_adopts_nothing(photos, tmp_path):
+    from gsprestore.weights import save_weights
+
+    save_weights(tmp_path / "src.pt", _small_ugtv())
+    cfg = _cfg(photos, prior="glr", init=str(tmp_path / "src.pt"), model={"blocks": 1})
+    info = T.adopt_init_config(cfg)
+    assert info["adopted"] == {} and cfg.model == {"blocks": 1}
+    assert info["note"] == ("--init src.pt holds ugtv demosaic weights, not uglr demosaic: building the "
+                            "configured network; tensors that fit are copied")
+    assert T.adopt_init_config(_cfg(photos)) is None
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -483,6 +554,32 @@ def test_cli_smoke_run_with_the_real_model(photos, tmp_path):
     res = _cli(["train", "--resume", str(run), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert json.loads((run / "summary.json").read_text())["epochs_done"] == 2
+
+
+def test_max_steps_cuts_only_the_patches_a_smoke_run_uses(photos, stand, tmp_path):
+    """--max-steps N without --patches / --val-patches cuts N x batch training patches and a
+    validation set to match (not 10,000 / 1,000), and says so in one line."""
+    from cli_runner import cli
+
+    base = ["train", "--task", "demosaic", "--prior", "gtv", "--data", *photos, "--patch-size", "16",
+            "--batch-size", "4", "--device", "cpu", "--no-progress"]
+    code, out, err = cli(*base, "--out", tmp_path / "r", "--max-steps", "3")
+    assert code == 0, err
+    assert ("--max-steps 3: cutting 12 training patches (3 steps x batch 4) and 8 validation patches, not "
+            "10,000 / 1,000 (--patches / --val-patches choose)") in err
+    info = json.loads((tmp_path / "r/config.json").read_text())
+    assert info["patches"]["train_patches"] == 12 and info["patches"]["val_patches"] == 8
+    assert info["recipe"]["patches"] == 12 and "--patches 12" in info["command"]
+    # what the options give is kept, and a run without --max-steps is the full recipe
+    code, out, err = cli(*base, "--out", tmp_path / "r2", "--max-steps", "3", "--patches", "40", "--val-patches", "6")
+    assert code == 0 and "--max-steps" not in err
+    info = json.loads((tmp_path / "r2/config.json").read_text())
+    assert info["patches"]["train_patches"] == 40 and info["patches"]["val_patches"] == 6
+    from gsprestore.cli.train_cmd import smoke_sets
+
+    assert smoke_sets(20, 16, 10000, None, 0.1, set())[:2] == (320, 32)
+    assert smoke_sets(20, 16, 10000, None, 0.1, {"patches"}) == (10000, None, None)
+    assert smoke_sets(1000, 16, 10000, None, 0.1, set()) == (10000, None, None)  # the run uses them all
 
 
 def test_real_uglr_upscale2x_trains_and_exports(photos, tmp_path):
@@ -611,6 +708,79 @@ def test_time_budget_validates_and_exports_before_the_deadline(photos, stand, tm
     assert last["event"] == "epoch" and last["val_psnr"] is not None
 
 
+class SlowStand(Stand):
+    """Stand-in whose inference forward takes ``PER_PATCH`` s a patch and whose training forward 3x
+    that (a step: forward with autograd + backward), like the real networks."""
+
+    PER_PATCH = 0.2
+
+    def forward(self, known, mask):
+        import time
+
+        time.sleep(self.PER_PATCH * known.shape[0] * (3 if torch.is_grad_enabled() else 1))
+        return super().forward(known, mask)
+
+
+def test_time_budget_budgets_the_first_step_too(photos, tmp_path, monkeypatch):
+    """A step longer than what is left of the budget is never started, the first one included (its
+    time is estimated from the timed validation forward): the run still ends inside its budget."""
+    import time
+
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    _run(_cfg(photos, epochs=1), tmp_path / "warm", max_steps=1)  # first-use imports out of the timing
+    t0 = time.monotonic()
+    # validation 12 patches x 0.2 s = 2.4 s; a step 8 x 0.6 = 4.8 s: timing + step + validation > 6 s
+    result = _run(_cfg(photos, epochs=1000), tmp_path / "run", time_budget=6.0)
+    wall = time.monotonic() - t0
+    assert result.status == "time-budget" and result.step == 0 and result.model_path.is_file()
+    assert wall < 6.0 + 0.5, wall
+    # with room for steps, each one's measured time is budgeted before it starts
+    t0 = time.monotonic()
+    result = _run(_cfg(photos, epochs=1000), tmp_path / "run2", time_budget=16.0)
+    wall = time.monotonic() - t0
+    assert result.status == "time-budget" and result.step >= 1 and wall < 16.0 + 0.5, (result.step, wall)
+    start = T.read_log(tmp_path / "run2" / "log.jsonl")[0]
+    assert start["event"] == "start"
+
+
+def test_log_has_a_record_at_least_every_interval(photos, tmp_path, monkeypatch):
+    """log.jsonl gets a step record at least every LOG_INTERVAL_S (not only every --log-every steps)
+    and an "alive" record when a single step (or validation) is longer than that."""
+    from gsprestore import heartbeat
+
+    monkeypatch.setattr(heartbeat, "LOG_INTERVAL_S", 0.5)
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    monkeypatch.setattr(SlowStand, "PER_PATCH", 0.03)  # a step 0.72 s, a validation 0.36 s
+    _run(_cfg(photos, epochs=1, log_every=1000), tmp_path / "r")
+    recs = T.read_log(tmp_path / "r" / "log.jsonl")
+    events = [r["event"] for r in recs]
+    assert events.count("step") >= 3 and "alive" in events, events
+    alive = [r for r in recs if r["event"] == "alive"]
+    assert all(r["phase"].startswith(("step", "validation", "timing", "checkpoint", "export")) for r in alive)
+    gaps = [b["time"] - a["time"] for a, b in zip(recs, recs[1:])]
+    assert max(gaps) < 0.5 + 0.4, gaps  # the interval plus the heartbeat's own latency and noise
+
+
+def test_progress_lines_by_the_clock_when_stderr_is_not_a_terminal(photos, tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from gsprestore import heartbeat
+
+    monkeypatch.setattr(heartbeat, "PROGRESS_INTERVAL_S", 0.3)
+    monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
+    monkeypatch.setattr(SlowStand, "PER_PATCH", 0.02)
+    buf = io.StringIO()
+    progress = T.RichProgress(Console(file=buf, force_terminal=False, width=200))
+    T.train(_cfg(photos, epochs=1), tmp_path / "r", progress=progress, device="cpu")
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "cutting training patches..."
+    steps = [line for line in lines if line.startswith("step ")]
+    assert len(steps) >= 2 and "/5 (epoch 1/1)" in steps[-1] and "elapsed" in steps[-1], lines
+    assert any(" ETA " in line for line in steps) and any(line.startswith("epoch 1/1: loss") for line in lines)
+
+
 def test_starting_weights_are_validated_first_and_kept_if_training_is_worse(photos, stand, reference, tmp_path,
                                                                            monkeypatch):
     import torch.nn.functional as F
@@ -722,3 +892,17 @@ def test_the_loop_reports_to_a_progress_object_and_draws_nothing_itself(photos, 
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m and m.split(".")[0] == "rich" for m in imported), name
+
+
+def test_train_help_shows_every_default_it_names():
+    """Rich markup ate '[default: ...]' inside help texts ('Epochs .'): they are written with
+    parentheses, and no help text ends in a dangling ' .'."""
+    import re
+
+    res = _cli(["train", "--help"])
+    assert res.exit_code == 0
+    flat = " ".join(res.output.replace("│", " ").split())
+    for text in ("Validation patches (default: patches x val-fraction).", "Epochs (default: 30).",
+                 "epochs per decay (default: epochs / 3).", "CPU threads for torch (default: torch's;"):
+        assert text in flat, text
+    assert not re.search(r"[A-Za-z] \.(\s|$)", flat)  # a word, then a lost "[...]", then the full stop

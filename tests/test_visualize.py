@@ -306,6 +306,7 @@ def test_explain_learned_with_and_without_weights(tmp_path: Path, monkeypatch):
                                    admm_iters=2, cg_iters=3))
     ex = explain(img, "ugtv", "demosaic", pattern="GRBG", weights=str(path))
     assert len(ex.heads) == 2 and ex.heads[0].metric.shape == (4, 4)
+    assert ex.solver == "GTV (eqs. 19-24), 2 ADMM iterations x 3 steps of learned unrolled CG"
     assert crop_pattern("GRBG", ex.crop[0], ex.crop[1]) == "RGGB"  # learned demosaickers see RGGB
     for v in ex.heads:
         assert np.nansum(v.attention) == pytest.approx(1.0, abs=1e-5)
@@ -388,3 +389,35 @@ def test_explain_follows_the_model_green_difference_and_jacobi(tmp_path: Path, m
         name = "CG relative residual" if method == "uglr" else "CG relative residual of each x-update"
         trace = np.asarray(v.residuals[name], dtype=float)
         assert np.isfinite(trace).all() and trace[-1] < trace[0]
+
+
+def test_a_long_explain_prints_progress_lines_when_stderr_is_not_a_terminal(rgb_file: Path, tmp_path: Path,
+                                                                             monkeypatch):
+    import time
+
+    from gsprestore import explain as explain_module
+
+    real = explain_module.explain
+
+    def slow(*args, **kwargs):
+        time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
+    monkeypatch.setattr(explain_module, "explain", slow)
+    code, _, err = cli("explain", rgb_file, "-m", "igtv", "-o", tmp_path / "e", "--crop", "0,0,16,16")
+    assert code == 0, err
+    beats = [line for line in err.splitlines() if line.startswith("explain: running igtv on ")]
+    assert len(beats) >= 2 and all(line.endswith(" elapsed)") for line in beats), err
+
+
+def test_no_reference_help_names_both_tasks():
+    from typer.testing import CliRunner
+
+    from gsprestore.cli.app import _register, app
+
+    _register()
+    for command in ("compare", "explain"):
+        out = CliRunner().invoke(app, [command, "--help"]).output
+        flat = " ".join(out.replace("│", " ").split())
+        assert "the 1-channel mosaic (demosaic) or the low-resolution input (upscale2x)" in flat, command

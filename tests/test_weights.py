@@ -158,7 +158,16 @@ def test_models_command_table_and_json(shipped):
     assert by[("ugtv", "demosaic")]["weights"] == "shipped"
     assert by[("uglr", "upscale2x")]["weights"] == "missing"
     assert by[("malvar", "demosaic")] == {**by[("malvar", "demosaic")], "params": 0, "weights": "n.a."}
-    assert by[("ugtv", "demosaic")]["params"] == build_model("ugtv", "demosaic").num_params()
+    # the shipped (tiny) network's size and unrolling, read from its file (this manifest records no
+    # config), not the paper-size default's; a learned method without weights shows the default
+    model, _ = shipped
+    tiny = by[("ugtv", "demosaic")]
+    assert tiny["params"] == model.num_params() != build_model("ugtv", "demosaic").num_params()
+    assert tiny["config"] == model.config and tiny["config_source"] == "shipped"
+    assert tiny["unrolling"] == f"1 blocks x 2 heads, {TINY['admm_iters']} ADMM x {TINY['cg_iters']} CG"
+    bare = by[("uglr", "upscale2x")]
+    assert bare["config_source"] == "default" and bare["params"] == build_model("uglr", "upscale2x").num_params()
+    assert "(default configuration; no weights)" in bare["summary"]
     res = runner.invoke(app, ["models"])
     assert res.exit_code == 0 and "ugtv" in res.output and "shipped" in res.output
 

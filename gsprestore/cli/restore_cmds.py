@@ -58,8 +58,11 @@ RawPattern = Annotated[Optional[str], typer.Option("--pattern", "-p", help="Baye
                                                    "its top-left 2x2 block: RGGB (default), BGGR, GRBG or GBRG. "
                                                    "Camera RAW files carry their own.")]
 Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method name (see `gsprestore models`); "
-                                                "default: the best one by the recorded scores (`gsprestore models` "
-                                                "says which and why).")]
+                                                "default: the best by recorded quality that is fast enough on this "
+                                                "kind of device (`gsprestore models` says which and why).")]
+Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (menon / bicubic; no learned network).")]
+Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time "
+                                    "(a learned network takes minutes per photo on a CPU).")]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
 Tile = Annotated[int, typer.Option("--tile", help="Tile size in input pixels; 0 = choose from available memory.")]
@@ -71,7 +74,9 @@ Precision = Annotated[str, typer.Option("--precision", help="fp32, or bf16 / fp1
 
 class Reporter:
     """Progress and messages on stderr: a Rich progress display (files, and tiles of the current
-    image) on a terminal, one line per file otherwise; ``quiet`` keeps only errors."""
+    image) on a terminal; otherwise one line per file, and while a file takes long a line every
+    :func:`gsprestore.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
+    ``quiet`` keeps only errors."""
 
     def __init__(self, quiet: bool, total: int, verb: str):
         from rich.console import Console
@@ -82,6 +87,8 @@ class Reporter:
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.progress = None
         self._tiles_task = None
+        self._beat = None
+        self._tiles: tuple[int, int] | None = None
         if not quiet and self.console.is_terminal:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                        TimeRemainingColumn)
@@ -97,6 +104,7 @@ class Reporter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop_beat()
         if self.progress is not None:
             self.progress.stop()
 
@@ -110,8 +118,32 @@ class Reporter:
     def start(self, k: int, job: "Job") -> None:
         if self.progress is not None:
             self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}")
+        elif not self.quiet:  # no live display: say by the clock that a long file is still going
+            from ..heartbeat import Heartbeat, progress_interval
+
+            self._stop_beat()
+            self._tiles = None
+            head = f"[{k + 1}/{self.total}] {self.verb} {job.input}"
+            self._beat = Heartbeat(progress_interval(), lambda t: self._still(head, t)).start()
+
+    def _still(self, head: str, elapsed: float) -> None:
+        from ..heartbeat import clock
+
+        text = f"{head}: {clock(elapsed)} elapsed"
+        if self._tiles is not None and self._tiles[1] > 1:
+            done, total = self._tiles
+            text += f", tile {done}/{total}"
+            if done:
+                text += f", ETA {clock(elapsed * (total - done) / done)}"
+        self.console.print(text, markup=False)
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
 
     def tiles(self, done: int, total: int) -> None:
+        self._tiles = (done, total)
         if self.progress is None or total <= 1:
             return
         if self._tiles_task is None:
@@ -119,6 +151,7 @@ class Reporter:
         self.progress.update(self._tiles_task, completed=done, total=total)
 
     def result(self, k: int, res: "Result") -> None:
+        self._stop_beat()
         if self.progress is not None:
             self.progress.advance(self._files_task)
             if self._tiles_task is not None:
@@ -313,12 +346,14 @@ def _restore_batch(
     continue_on_error: bool,
     quiet: bool,
     as_json: bool,
-    method_given: bool = True,
     quality: int | None = None,
     wb: str = "camera",
     output_space: str = "srgb",
     pattern_given: bool = False,
+    prefer: str | None = None,
 ) -> None:
+    """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
+    device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``)."""
     from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
     from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
@@ -331,25 +366,32 @@ def _restore_batch(
     if output is not None and output.lower().endswith(".dng"):
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
-    spec = method_spec(method, task)
+    method_given = method is not None
+    how = "--method" if method_given else ("--weights" if weights is not None else
+                                           {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
+    if method_given:
+        method_spec(method, task)
     check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap")
-    if weights is not None and spec.kind != "learned":
-        raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
     dev = resolve_device(device)
     check_precision(precision, dev)
+    spec = method_spec(_chosen_method(method, weights, task, dev.type, prefer), task)
+    if weights is not None and spec.kind != "learned":
+        raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from ..file_restore import load_restorer, restore_file
         from ..restorers import get_restorer
 
-        restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given)
+        restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best")
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
+        expect = None if weights is not None else _time_note(restorer.name, task, dev.type, how, reporter.notice)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
                                 tile=tile, overlap=overlap, device=dev, precision=precision, bit_depth=bit_depth,
                                 quality=quality, overwrite=overwrite, wb=wb, output_space=output_space,
-                                alpha_restorer=alpha_restorer, notice=reporter.notice, progress=reporter.tiles)
+                                alpha_restorer=alpha_restorer, notice=reporter.notice, progress=reporter.tiles,
+                                expect=None if expect is None else (lambda mp: expect(job, mp)))
 
         return work
 
@@ -361,14 +403,59 @@ def _restore_batch(
                      **({"pattern": pattern} if task == "demosaic" else {})})
 
 
-def _chosen_method(method: str | None, weights: str | None, task: str) -> str:
-    """``--method``, else the method of the ``--weights`` file, else the task's default."""
-    from ..restorers import default_method
+#: A file expected to take longer than this (seconds, by the method's recorded speed) gets a note.
+LONG_FILE_S = 10.0
+
+
+def _chosen_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
+                   prefer: str | None = None) -> str:
+    """``--method``, else the method of the ``--weights`` file, else the task's default on this kind
+    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.defaults.choose_default`)."""
+    from ..defaults import default_method
     from ..weights import file_method
 
     if method is not None:
         return method
-    return file_method(weights) if weights is not None else default_method(task)
+    return file_method(weights) if weights is not None else default_method(task, device, prefer)
+
+
+def _fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None) -> str | None:
+    """``--fast`` / ``--best`` as ``choose_default``'s ``prefer``, refused beside a named method."""
+    from ..errors import UsageError
+
+    if fast and best:
+        raise UsageError("--fast and --best exclude each other")
+    flag = "--fast" if fast else "--best" if best else None
+    if flag and (method is not None or weights is not None):
+        raise UsageError(f"{flag} chooses the method: leave out --method / --prior / --weights")
+    return "fast" if fast else "best" if best else None
+
+
+def _time_note(method: str, task: str, device: str, how: str,
+               notice: Callable[[str], None]) -> Callable[["Job", float], None]:
+    """``expect(job, megapixels)`` for the worker: the first file whose expected time (the method's
+    recorded speed on this kind of device) passes :data:`LONG_FILE_S` gets one line saying which
+    method runs, how it was chosen, about how long it takes and what is faster."""
+    from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
+    from ..heartbeat import clock
+
+    said = []
+
+    def expect(job: "Job", megapixels: float) -> None:
+        if said:
+            return
+        seconds = expected_seconds(method, task, device, megapixels)
+        if seconds is None or seconds < LONG_FILE_S:
+            return
+        said.append(True)
+        fast = CLASSICAL_DEFAULT[task]
+        where = speed_conditions(device)
+        notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {job.input.name} "
+               f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
+               + (f" on {where.split(':')[0]}" if where else "") + ")"
+               + ("" if method == fast else f"; --fast ({fast}) takes about a second"))
+
+    return expect
 
 
 @command("demosaic")
@@ -394,6 +481,8 @@ def demosaic_cmd(
     continue_on_error: ContinueOnError = False,
     quiet: Quiet = False,
     as_json: JsonOut = False,
+    fast: Fast = False,
+    best: Best = False,
 ) -> None:
     """Demosaic single-channel Bayer mosaics or camera RAW files (files, folders, globs) to RGB.
 
@@ -405,8 +494,8 @@ def demosaic_cmd(
     """
     from ..sampling import check_pattern
 
-    _restore_batch("demosaic", inputs=inputs, output=output, method=_chosen_method(method, weights, "demosaic"),
-                   method_given=method is not None, pattern_given=pattern is not None,
+    _restore_batch("demosaic", inputs=inputs, output=output, method=method,
+                   prefer=_fast_or_best(fast, best, method, weights), pattern_given=pattern is not None,
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
@@ -435,6 +524,8 @@ def upscale2x_cmd(
     continue_on_error: ContinueOnError = False,
     quiet: Quiet = False,
     as_json: JsonOut = False,
+    fast: Fast = False,
+    best: Best = False,
 ) -> None:
     """Upscale images 2x (input pixels kept on the even grid); alpha is upscaled by bicubic.
 
@@ -449,9 +540,8 @@ def upscale2x_cmd(
         if method is not None and method.lower() != "u" + p:
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
-    _restore_batch("upscale2x", inputs=inputs, output=output, method=_chosen_method(method, weights, "upscale2x"),
-                   method_given=method is not None,
-                   pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
+    _restore_batch("upscale2x", inputs=inputs, output=output, method=method,
+                   prefer=_fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
                    quiet=quiet, as_json=as_json, quality=quality)
@@ -484,9 +574,11 @@ def demo_cmd(
     from ..restorers import default_method, get_restorer, method_spec
     from ..sampling import check_pattern
 
+    from ..engine import resolve_device
+
     pattern = check_pattern(pattern)
-    name = method_spec(method, "demosaic").name if method else default_method("demosaic")
-    dev_name = device
+    dev = resolve_device(device)
+    name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
     out_path = Path(output)
     replace = overwrite
     if out_path.exists() and not overwrite:
@@ -501,11 +593,9 @@ def demo_cmd(
         replace = True
 
     from ..chart import chart_path
-    from ..engine import resolve_device
     from ..io import write_image
     from ..file_restore import FALLBACK_METHOD, chart_psnr, load_restorer, restore_chart
 
-    dev = resolve_device(dev_name)
     restorer = load_restorer(name, "demosaic", method_given=bool(method),
                              fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
     name = restorer.name

@@ -20,6 +20,29 @@ MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters
                "admm_iters": "admm_iters"}
 
 
+def smoke_sets(max_steps: int, batch_size: int, patches: int, val_patches: int | None, val_fraction: float,
+               given: set[str]) -> tuple[int, int | None, str | None]:
+    """``--max-steps N`` on a new run without ``--patches`` / ``--val-patches``: cut the N x batch
+    training patches the run can use (not 10,000) and as many validation patches as the fraction
+    gives of those (at least 8), and say so in one line. Returns ``(patches, val_patches, note)``."""
+    new_patches, new_val = patches, val_patches
+    if "patches" not in given:
+        new_patches = max(batch_size, min(patches, max_steps * batch_size))
+    if "val_patches" not in given and val_patches is None and val_fraction > 0:
+        before = int(round(patches * val_fraction))  # the default of gsprestore.patches
+        new_val = min(before, max(8, int(round(new_patches * val_fraction))))
+        if new_val == before:
+            new_val = None
+    if (new_patches, new_val) == (patches, val_patches):
+        return patches, val_patches, None
+    val_text = "" if new_val is None else f" and {new_val:,} validation patches"
+    note = (f"--max-steps {max_steps}: cutting {new_patches:,} training patches ({max_steps} steps x batch "
+            f"{batch_size}){val_text}, not {patches:,}"
+            + ("" if new_val is None else f" / {int(round(patches * val_fraction)):,}")
+            + " (--patches / --val-patches choose)")
+    return new_patches, new_val, note
+
+
 def _parse_model_opts(items: list[str]) -> dict[str, Any]:
     from ..errors import UsageError
 
@@ -63,16 +86,16 @@ def train(
         float, typer.Option("--val-fraction", help="Fraction of the photos (of each folder) held out for validation.")
     ] = 0.1,
     val_patches: Annotated[
-        Optional[int], typer.Option("--val-patches", help="Validation patches [default: patches x val-fraction].")
+        Optional[int], typer.Option("--val-patches", help="Validation patches (default: patches x val-fraction).")
     ] = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs [default: 30].", show_default=False)] = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs (default: 30).", show_default=False)] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
     schedule: Annotated[str, typer.Option("--schedule", help="cosine, cosine-time (over the --time-budget), step "
                                           "or none.")] = "cosine",
     min_lr_ratio: Annotated[float, typer.Option("--min-lr-ratio", help="Cosine: final lr / lr.")] = 0.01,
     step_epochs: Annotated[
-        Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay [default: epochs / 3].")
+        Optional[int], typer.Option("--step-epochs", help="Step schedule: epochs per decay (default: epochs / 3).")
     ] = None,
     step_gamma: Annotated[float, typer.Option("--step-gamma", help="Step schedule: decay factor.")] = 0.5,
     warmup_steps: Annotated[int, typer.Option("--warmup-steps", help="Linear learning-rate warm-up steps.")] = 0,
@@ -104,21 +127,24 @@ def train(
                                           show_default=False)
     ] = None,
     init: Annotated[
-        Optional[Path], typer.Option("--init", help="Start from these weights (model.pt / best.pt / last.pt), "
-                                     "e.g. a run with fewer CG/ADMM iterations (curriculum).")
+        Optional[Path], typer.Option("--init", help="Start from these weights (model.pt / best.pt / last.pt / a "
+                                     "shipped file) in the model configuration stored with them; the model "
+                                     "options override single keys (e.g. more CG/ADMM iterations: a curriculum).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch [default: torch's].")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch (default: torch's; 1 on a busy machine).")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Threads decoding photos while cutting patches.")] = 0,
     max_steps: Annotated[
         Optional[int], typer.Option("--max-steps", help="Stop after this many steps in all (smoke runs; the "
                                     "schedule still spans every epoch).")
     ] = None,
-    log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps.")] = 50,
+    log_every: Annotated[int, typer.Option("--log-every", help="Write a log record every N steps (and at least "
+                                           "once a minute).")] = 50,
     time_budget: Annotated[
         Optional[float], typer.Option("--time-budget", help="Wall-clock seconds for this call, patch cutting "
-                                      "included: the run validates, checkpoints and writes model.pt before "
-                                      "the deadline (status time-budget).", min=1.0)
+                                      "included: a step starts only if it (timed), a validation, the "
+                                      "checkpoints and model.pt still fit before the deadline (status "
+                                      "time-budget).", min=1.0)
     ] = None,
     checkpoint: Annotated[
         bool, typer.Option("--grad-checkpoint/--no-grad-checkpoint", help="Recompute each block in the backward "
@@ -129,7 +155,8 @@ def train(
         bool, typer.Option("--cuda-graph/--no-cuda-graph", help="CUDA: replay each step's forward + backward "
                            "from a CUDA graph (checked against an eager step; falls back if it differs).")
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress on stderr: a bar on a "
+                                           "terminal, else a line every 30 s.")] = True,
 ) -> None:
     """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
 
@@ -170,6 +197,10 @@ def train(
             if "downscale" in given and downscale != 2:
                 raise UsageError("--downscale-bsds means --downscale 2")
             downscale, downscale_scope = 2, "jpeg"
+        if max_steps is not None and max_steps >= 1:  # a smoke run cuts only what it can use
+            patches, val_patches, note = smoke_sets(max_steps, batch_size, patches, val_patches, val_fraction, given)
+            if note:
+                console.print(note, markup=False, highlight=False, soft_wrap=True)
         cfg = TrainConfig(
             task=task, prior=str(prior).lower(), data=[str(f) for f in folders], patch_size=patch_size,
             patches=patches, val_fraction=val_fraction, val_patches=val_patches, epochs=epochs or 30,

@@ -16,8 +16,24 @@ Task = Annotated[str, typer.Option("--task", "-t", help="demosaic or upscale2x."
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")]
 Crop = Annotated[Optional[str], typer.Option("--crop", help="Window x,y,w,h in output pixels.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
-NoReference = Annotated[bool, typer.Option("--no-reference", help="upscale2x: IMAGE is the low-resolution input "
-                                           "(no scores).")]
+NoReference = Annotated[bool, typer.Option("--no-reference", help="IMAGE is the observation itself, not a ground "
+                                           "truth: the 1-channel mosaic (demosaic) or the low-resolution input "
+                                           "(upscale2x); no scores.")]
+
+
+def _working(text: str):
+    """Feedback on stderr while ``text`` runs: a spinner on a terminal; otherwise, once it has run
+    :func:`gsprestore.heartbeat.progress_interval` seconds (30), the text with the elapsed time
+    every such interval, so a log file or a pipe shows that a minutes-long ``explain`` or
+    ``compare`` is still going (a quick one prints nothing)."""
+    from rich.console import Console
+
+    from ..heartbeat import Heartbeat, clock, progress_interval
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if console.is_terminal:
+        return console.status(text, spinner="dots")
+    return Heartbeat(progress_interval(), lambda t: console.print(f"{text} ({clock(t)} elapsed)", markup=False))
 
 
 def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]:
@@ -90,9 +106,10 @@ def compare(
         typer.echo(f"note: {msg}", err=True)
         notices.append(msg)
 
-    montage, info = run_compare(img.array, task, names, pattern=pattern, reference=not no_reference, crop=box,
-                                weights=_weights_map(weights, names), skip_unavailable=skip_unavailable,
-                                notice=notice, device=device, tile=tile)
+    with _working(f"compare: running {', '.join(names)} on {image}..."):
+        montage, info = run_compare(img.array, task, names, pattern=pattern, reference=not no_reference, crop=box,
+                                    weights=_weights_map(weights, names), skip_unavailable=skip_unavailable,
+                                    notice=notice, device=device, tile=tile)
     path = save_png(montage, output, overwrite=overwrite)
     if json_out:
         info = dict(info, output=str(path), input=str(image))
@@ -140,7 +157,8 @@ def explain(
     if out.exists() and not out.is_dir():
         raise GspError("output exists and is not a folder", out)
     img = read_image(image)
-    ex = run_explain(img.array, method, task, pattern=pattern, crop=box, pixel=point, weights=weights,
-                     reference=not no_reference)
-    files = write_explanation(ex, out, overwrite=overwrite)
+    with _working(f"explain: running {method} on {image} and drawing its graphs..."):
+        ex = run_explain(img.array, method, task, pattern=pattern, crop=box, pixel=point, weights=weights,
+                         reference=not no_reference)
+        files = write_explanation(ex, out, overwrite=overwrite)
     typer.echo(f"wrote {len(files)} files to {out} (see {out / 'index.md'})")

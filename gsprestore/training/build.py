@@ -10,8 +10,11 @@ from typing import Any, Callable
 
 from ..engine import resolve_device
 from ..errors import GspError, UsageError
-from .checkpoints import init_from
+from .checkpoints import init_config, init_from
 from .recipe import TrainConfig
+
+#: Keys of a stored model configuration that name the network rather than configure it.
+IDENTITY_KEYS = ("prior", "task", "method")
 
 
 def pick_device(device: str = "auto"):
@@ -63,6 +66,55 @@ def keep_freed_memory(top_pad: int = 256 << 20) -> bool:
         return bool(libc.mallopt(-3, 32 << 20) and libc.mallopt(-1, (1 << 31) - 1) and libc.mallopt(-2, int(top_pad)))
     except (OSError, AttributeError):
         return False
+
+
+def adopt_init_config(cfg: TrainConfig) -> dict[str, Any] | None:
+    """``--init``: the new run's network takes the configuration stored with its starting weights
+    (:func:`~gsprestore.training.checkpoints.init_config`: e.g. the shipped uGTV demosaicker's
+    2 ADMM x 5 CG, green-difference signal), not the paper-size default; the keys already in
+    ``cfg.model`` (``--blocks``, ``--cg-iters``, ``--model-opt``, ...) win. ``cfg.model`` is
+    updated in place to the whole configuration, so ``config.json``, its command line, a resume
+    and the export all rebuild the same network.
+
+    Nothing is adopted from weights of another prior or task (their fitting tensors are still
+    copied by :func:`init_from`). Returns ``{"adopted", "given", "note"}``: the adopted keys, the
+    keys the options set, and the one line that says so; None without ``cfg.init``."""
+    if not cfg.init:
+        return None
+    path = Path(cfg.init)
+    stored = init_config(path) or {}
+    given = dict(cfg.model)
+    identity = {k: stored.get(k) for k in IDENTITY_KEYS if stored.get(k) is not None}
+    expected = {"prior": cfg.prior, "task": cfg.task, "method": cfg.method}
+    foreign = {k: v for k, v in identity.items() if v != expected[k]}
+    name = path.name
+    if foreign or not stored:
+        source = identity.get("method") or ("u" + str(identity["prior"]) if "prior" in identity else "other")
+        what = ("records no model configuration" if not stored else
+                f"holds {source} {identity.get('task', '')} weights, not {cfg.method} {cfg.task}".replace("  ", " "))
+        return {"adopted": {}, "given": given,
+                "note": f"--init {name} {what}: building the "
+                        + ("configured" if given else "default") + " network; tensors that fit are copied"}
+    adopted = {k: v for k, v in stored.items() if k not in IDENTITY_KEYS and k not in given}
+    cfg.model = {**adopted, **given}
+    try:
+        from ..models.unrolled import default_config
+
+        default = default_config(cfg.prior, cfg.task)
+    except (ImportError, ValueError):  # pragma: no cover - a replaced model factory
+        default = {}
+    shown = {k: v for k, v in sorted(adopted.items()) if default.get(k, object()) != v}
+    note = (f"--init {name}: its own model configuration ("
+            + (", ".join(f"{k}={_short(v)}" for k, v in shown.items()) + ", rest default" if shown
+               else "the default")
+            + ")")
+    if given:
+        note += "; from the options: " + ", ".join(f"{k}={_short(v)}" for k, v in sorted(given.items()))
+    return {"adopted": adopted, "given": given, "note": note}
+
+
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
 
 
 def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):

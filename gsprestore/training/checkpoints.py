@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -75,15 +76,24 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 class JsonLog:
-    """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``."""
+    """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``. Safe to write
+    from two threads (the run and its heartbeat); ``last_write`` is the ``time.monotonic()`` of the
+    latest record and ``on_write`` (if set) is called after each."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.last_write = time.monotonic()
+        self.on_write: Any = None
+        self._lock = threading.Lock()
 
     def write(self, event: str, **record: Any) -> dict[str, Any]:
         rec = {"event": event, "time": round(time.time(), 3), **record}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, sort_keys=False) + "\n")
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, sort_keys=False) + "\n")
+            self.last_write = time.monotonic()
+        if self.on_write is not None:
+            self.on_write()
         return rec
 
 
@@ -146,6 +156,24 @@ def _state_dict_from(path: Path) -> dict:
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             return obj[key]
     raise GspError("no model state in this file (expected model.pt, best.pt or last.pt)", path)
+
+
+def init_config(path: Path) -> dict[str, Any] | None:
+    """The model configuration stored with the weights in ``path``: a weights file's ``config``
+    (``model.pt``, the shipped files), a checkpoint's ``model_config`` (``best.pt`` / ``last.pt``),
+    with the file's ``method`` / ``task`` where the configuration lacks them; None when the file
+    records none."""
+    obj = _torch_load(path, "weights file")
+    if not isinstance(obj, dict):
+        return None
+    for key in ("config", "model_config"):
+        if isinstance(obj.get(key), dict):
+            cfg = dict(obj[key])
+            for name in ("method", "task"):
+                if isinstance(obj.get(name), str):
+                    cfg.setdefault(name, obj[name])
+            return cfg
+    return None
 
 
 def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:

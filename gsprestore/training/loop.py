@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GspError, UsageError
-from .build import build_network, build_patch_sets, epoch_order, model_config, pick_device
+from ..heartbeat import Heartbeat
+from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_config, pick_device
 from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
                           open_recipe, rng_state, set_rng_state, write_json)
 from .evaluation import observe, score_space
@@ -28,6 +29,13 @@ from .stopping import Deadline, GracefulStop
 
 #: Steps in a row whose loss or gradient may be non-finite (each update skipped) before a run stops.
 MAX_BAD_STEPS = 10
+
+
+def _heartbeat():
+    """:mod:`gsprestore.heartbeat`, whose intervals are read at run time (tests shorten them)."""
+    from .. import heartbeat
+
+    return heartbeat
 
 
 def _package():
@@ -88,6 +96,9 @@ def train(
 
     cfg = open_recipe(cfg, run_dir, resume, epochs)
     cfg.check()
+    init = None if resume else adopt_init_config(cfg)  # --init: the weights' own configuration
+    if init is not None:
+        progress.message(init["note"])
     if cfg.schedule == "cosine-time" and time_budget is None:
         raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
     dev = pick_device(device)
@@ -101,11 +112,15 @@ def train(
         raise UsageError("no training patches")
     run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
                cuda_graph=cuda_graph, max_steps=max_steps)
-    run.open(resume)
-    run.loop()
-    if run.status == "stopped":
-        return run.stopped()
-    return run.export()
+    run.init_config = init
+    try:
+        run.open(resume)
+        run.loop()
+        if run.status == "stopped":
+            return run.stopped()
+        return run.export()
+    finally:
+        run.close()
 
 
 class _Window:
@@ -144,6 +159,10 @@ class _Run:
         self.stopper = GracefulStop()
         self.graphed, self.graph_tried = None, False
         self.bad_run = 0  # consecutive steps skipped for a non-finite loss or gradient
+        self.init_config: dict[str, Any] | None = None  # what --init adopted (adopt_init_config)
+        self.phase = "starting"  # what the run is doing, for the log's "alive" records
+        self.last_step_log = time.monotonic()  # when the latest "step" record was written
+        self.alive: Heartbeat | None = None
         self.torch = torch
 
     # ---- setup
@@ -166,6 +185,10 @@ class _Run:
                         "command": cfg.command(run_dir), "model_config": model_config(self.model),
                         "patches": self.sets.info}, run_dir / "config.json")
         self.log = JsonLog(run_dir / "log.jsonl")
+        # a record at least every LOG_INTERVAL_S, whatever runs (a long step, a validation, the export)
+        self.alive = Heartbeat(_heartbeat().LOG_INTERVAL_S, self._alive)
+        self.log.on_write = self.alive.touch
+        self.alive.start()
         from .._version import __version__
 
         self.log.write("resume" if resume else "start", epoch=self.state["epoch"], step=self.state["step"],
@@ -174,23 +197,42 @@ class _Run:
                        train_patches=self.n_train, val_patches=int(self.sets.val.shape[0]),
                        params=sum(p.numel() for p in self.model.parameters()), version=__version__,
                        torch=torch.__version__, init=cfg.init,
-                       init_kept=getattr(self.model, "init_report", None) if not resume else None)
+                       init_kept=getattr(self.model, "init_report", None) if not resume else None,
+                       init_config=None if self.init_config is None else
+                       {k: self.init_config[k] for k in ("adopted", "given", "note")})
         self.train_x = self.sets.train.to(self.dev)
         self.val_x = self.sets.val
         total_steps = cfg.epochs * self.spe
         self.stop_at = total_steps if self.max_steps is None else min(total_steps, self.max_steps)
         self.last_psnr = self.history[-1].get("val_psnr") if self.history else None
+        n_val = int(self.val_x.shape[0])
         if cfg.init and not resume:  # the starting weights are the ones to beat (epoch 0)
+            self.phase = "validating the --init weights"
             kept0 = self.validate_and_keep(False, initial=True)
             self.init_val = None if kept0["val"] is None else kept0["val"]["psnr"]
             self.log.write("init-val", val_psnr=self.init_val, val_time=kept0["val_time"], init=cfg.init)
-        elif self.deadline.at is not None and self.val_x.shape[0]:  # time the validation the budget must keep
+            if n_val:  # the first step's estimate, for the budget
+                self.deadline.expect_step(kept0["val_time"] / n_val, cfg.batch_size)
+        elif self.deadline.at is not None and n_val:  # time the validation (and so a step) the budget must keep
+            self.phase = "timing a validation"
             t0 = time.perf_counter()
             vb = max(cfg.batch_size, 32)
             _package().evaluate(self.model, cfg.task, self.val_x[:vb], batch_size=vb, device=self.dev)
-            self.deadline.val_s = (time.perf_counter() - t0) * max(1.0, self.val_x.shape[0] / vb)
+            took = time.perf_counter() - t0
+            self.deadline.val_s = took * max(1.0, n_val / vb)
+            self.deadline.expect_step(took / min(vb, n_val), cfg.batch_size)
         if resume:
             self.init_val = ck.get("init_val")
+
+    def close(self) -> None:
+        """Stop the log's heartbeat (after the run, whatever ended it)."""
+        if self.alive is not None:
+            self.alive.stop()
+
+    def _alive(self, elapsed: float) -> None:
+        """A ``log.jsonl`` record after :data:`gsprestore.heartbeat.LOG_INTERVAL_S` of silence."""
+        self.log.write("alive", phase=self.phase, epoch=self.state["epoch"] + 1, step=self.state["step"],
+                       elapsed_s=round(elapsed, 1))
 
     def _load_last(self) -> dict[str, Any]:
         ck = load_checkpoint(self.run_dir / "last.pt")
@@ -225,6 +267,8 @@ class _Run:
         """Validate; if better than the best so far (or without a validation slice), write ``best.pt``."""
         cfg, best = self.cfg, self.best
         t0 = time.perf_counter()
+        if not initial:
+            self.phase = "validation"
         val = _package().evaluate(self.model, cfg.task, self.val_x, batch_size=max(cfg.batch_size, 32),
                                   device=self.dev) if self.val_x.shape[0] else None
         self.deadline.val_s = time.perf_counter() - t0
@@ -297,6 +341,7 @@ class _Run:
             state["batch"] = 0
         state["elapsed"] += time.perf_counter() - ep_t0
         t_save = time.perf_counter()
+        self.phase = "checkpoint"
         self.checkpoint()
         self.deadline.save_s = time.perf_counter() - t_save
         self.log.write("epoch", **record)
@@ -317,6 +362,7 @@ class _Run:
         torch, cfg, state = self.torch, self.cfg, self.state
         b = state["batch"]
         t0 = time.perf_counter()
+        self.phase = f"step {state['step'] + 1}"
         lr = self.sched(state["step"], self.deadline.fraction())
         for g in self.opt.param_groups:
             g["lr"] = lr
@@ -343,7 +389,10 @@ class _Run:
         win.add(lv, lw, dt, bs)
         self.progress.update(state["step"], epoch=epoch + 1, epochs=cfg.epochs, loss=ep.loss / max(ep.n, 1),
                              pps=state["patches_seen"] / max(state["train_time"], 1e-9))
-        if state["step"] % cfg.log_every == 0:
+        # every --log-every steps, and at least every LOG_INTERVAL_S (a short run still logs its steps)
+        if (state["step"] % cfg.log_every == 0
+                or time.monotonic() - self.last_step_log >= _heartbeat().LOG_INTERVAL_S):
+            self.last_step_log = time.monotonic()
             self.log.write("step", epoch=epoch + 1, step=state["step"], loss=win.loss / win.n if win.n else None,
                            lr=lr, patches_per_s=win.p / max(win.t, 1e-9))
             win.reset()
@@ -397,6 +446,8 @@ class _Run:
         """Export the best weights with the full recipe (``model.pt``), write ``summary.json``."""
         torch, cfg, state, best, run_dir = self.torch, self.cfg, self.state, self.best, self.run_dir
         from .._version import __version__
+
+        self.phase = "export"
 
         pps = self._pps()
         best_ck = load_checkpoint(run_dir / "best.pt")

@@ -1,10 +1,12 @@
 """The Rich display of a training run (the loop itself draws nothing): :class:`RichProgress`, the
 ``progress=`` object ``gsprestore train`` passes to :func:`gsprestore.training.train` (a spinner
 while patches are cut, then a bar on stderr: steps, epoch, running loss, patches/s, elapsed and
-ETA, and a line per epoch), and :func:`summary_table`, the final figures."""
+ETA, and a line per epoch; where stderr is not a terminal, the same figures as a line every 30 s),
+and :func:`summary_table`, the final figures."""
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from typing import Any
 
@@ -12,7 +14,12 @@ from .report import TrainProgress, TrainResult
 
 
 class RichProgress(TrainProgress):
-    """Rich progress on ``console`` (stderr by default); ``enabled=False`` shows nothing."""
+    """Rich progress on ``console`` (stderr by default); ``enabled=False`` shows nothing.
+
+    On a terminal: a spinner, then a live bar. Otherwise (a log file, a pipe, a job scheduler),
+    where a live display would print nothing until the end: one line every
+    :func:`gsprestore.heartbeat.progress_interval` seconds (30) with the step, epoch, loss,
+    patches/s, elapsed time and ETA, whether or not a step ended in between, and the epoch lines."""
 
     def __init__(self, console=None, *, enabled: bool = True):
         if console is None:
@@ -22,12 +29,32 @@ class RichProgress(TrainProgress):
         self.console = console
         self.enabled = enabled
         self.progress = None
+        self.live = bool(getattr(console, "is_terminal", False))
+        self._beat = None
+        self._state: dict[str, Any] = {}
+
+    def _say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def busy(self, text: str):
-        return self.console.status(text, spinner="dots") if self.enabled else nullcontext()
+        if not self.enabled:
+            return nullcontext()
+        if self.live:
+            return self.console.status(text, spinner="dots")
+        from ..heartbeat import Heartbeat, clock, progress_interval
+
+        self._say(text)
+        return Heartbeat(progress_interval(), lambda t: self._say(f"{text} ({clock(t)} elapsed)"))
 
     def start(self, total: int, completed: int) -> None:
         if not self.enabled:
+            return
+        if not self.live:
+            from ..heartbeat import Heartbeat, progress_interval
+
+            self._state = {"total": total, "first": completed, "step": completed, "epoch": "-", "epochs": "-",
+                           "loss": None, "pps": None}
+            self._beat = Heartbeat(progress_interval(), self._line).start()
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
@@ -41,7 +68,28 @@ class RichProgress(TrainProgress):
                                            epochs="-", loss=float("nan"), pps=0.0)
         self.progress.start()
 
+    def _line(self, elapsed: float) -> None:
+        """The time-based progress line (not a terminal)."""
+        from ..heartbeat import clock
+
+        st = self._state
+        done = st["step"] - st["first"]
+        if done <= 0:
+            self._say(f"step {st['step'] + 1}/{st['total']} running (the first one is the slowest), "
+                      f"{clock(elapsed)} elapsed")
+            return
+        # the mean step time of the steps done, less what the running step has already spent
+        per_step = (st["t_step"] - self._beat.t0) / done
+        eta = clock(max(0.0, (st["total"] - st["step"]) * per_step - (time.monotonic() - st["t_step"])))
+        loss = "" if st["loss"] is None else f", loss {st['loss']:.5f}"
+        pps = "" if not st["pps"] else f", {st['pps']:.3g} patches/s"
+        self._say(f"step {st['step']}/{st['total']} (epoch {st['epoch']}/{st['epochs']}){loss}{pps}, "
+                  f"{clock(elapsed)} elapsed, ETA {eta}")
+
     def stop(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
@@ -49,10 +97,18 @@ class RichProgress(TrainProgress):
     def update(self, step: int, **fields_: Any) -> None:
         if self.progress is not None:
             self.progress.update(self.task, completed=step, **fields_)
+        elif self._beat is not None:
+            self._state.update(step=step, t_step=time.monotonic(), **fields_)
 
     def note(self, text: str) -> None:
         if self.progress is not None:
             self.progress.console.print(text)
+        elif self._beat is not None:
+            self._say(text)
+
+    def message(self, text: str) -> None:
+        """Printed with or without the bar (``--no-progress`` hides progress, not what the run is)."""
+        self._say(text)
 
 
 def summary_table(result: TrainResult):

@@ -13,8 +13,8 @@ from typing import Any
 class TrainProgress:
     """What :func:`train` reports to; this one shows nothing. ``busy(text)`` is a context manager
     around a long preparation (cutting patches); ``start(total, completed)`` / ``stop()`` bracket
-    the steps; ``update(step, epoch=, epochs=, loss=, pps=)`` follows each step and ``note(text)``
-    is a line per epoch."""
+    the steps; ``update(step, epoch=, epochs=, loss=, pps=)`` follows each step, ``note(text)``
+    is a line per epoch and ``message(text)`` a note about the run."""
 
     def busy(self, text: str):  # noqa: ARG002
         return nullcontext()
@@ -30,6 +30,10 @@ class TrainProgress:
 
     def note(self, text: str) -> None:
         pass
+
+    def message(self, text: str) -> None:  # noqa: ARG002
+        """A one-line note about the run itself (e.g. which model configuration ``--init`` adopted),
+        shown even where no progress is drawn."""
 
 
 @dataclass

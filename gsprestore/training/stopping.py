@@ -40,17 +40,31 @@ class GracefulStop:
         return None if self.signum is None else signal.Signals(self.signum).name
 
 
+#: A training step (forward with autograd, backward, Adam) costs about this many inference forwards
+#: of the same batch: the estimate of the first step, before any step is measured.
+STEP_OVER_FORWARD = 3.0
+
+
 class Deadline:
     """The wall-clock budget of a run (``budget`` seconds from ``start``, a ``time.monotonic()``;
     None: no budget) and the measured durations it must keep in reserve: a validation
-    (``val_s``), a step (``step_s``, a running mean) and a checkpoint (``save_s``; 0.2 s until
-    the first one is measured)."""
+    (``val_s``), the next step (:meth:`next_step_s`) and a checkpoint (``save_s``; 0.2 s until
+    the first one is measured).
+
+    The step is budgeted like the rest: a step starts only if it, then a validation, the
+    checkpoints and the export still fit. Its duration is estimated from the measured steps (the
+    larger of their running mean and the last one, so a step that slows down is believed at
+    once), and before the first step from a timed validation forward (:meth:`expect_step`:
+    per-patch inference time x batch x :data:`STEP_OVER_FORWARD`), so that a first step longer
+    than what is left of the budget is never started."""
 
     def __init__(self, budget: float | None, start: float):
         self.budget = budget
         self.at = None if budget is None else start + float(budget)
         self.val_s: float | None = None
         self.step_s: float | None = None
+        self.last_step_s: float | None = None
+        self.first_step_s: float | None = None
         self.save_s = 0.2
         self.t_loop = start
 
@@ -58,18 +72,28 @@ class Deadline:
         """``cosine-time`` anneals over the time left at the first step."""
         self.t_loop = time.monotonic()
 
+    def expect_step(self, forward_per_patch_s: float, batch: int) -> None:
+        """The first step's estimate, from the inference time of one patch."""
+        self.first_step_s = STEP_OVER_FORWARD * forward_per_patch_s * batch
+
     def step_took(self, dt: float) -> None:
+        self.last_step_s = dt
         self.step_s = dt if self.step_s is None else 0.9 * self.step_s + 0.1 * dt
 
+    def next_step_s(self) -> float:
+        """The expected duration of the next step (0 when nothing is known)."""
+        if self.step_s is None:
+            return self.first_step_s or 0.0
+        return max(self.step_s, self.last_step_s or 0.0)
+
     def out_of_time(self) -> bool:
-        """True when one more step would leave less than a validation + checkpoint + export."""
+        """True when the next step, then a validation + checkpoint + export, would not fit."""
         if self.at is None:
             return False
         val_s = self.val_s if self.val_s is not None else 0.0
-        step_s = self.step_s or 0.0
-        # a validation, two steps (the one about to start and slack), checkpoint + best + export,
-        # and a margin for a noisy machine
-        reserve = 1.5 * val_s + 2.0 * step_s + 3.0 * self.save_s + 0.5 + 0.02 * float(self.budget)
+        # the step about to start (with slack), a validation, checkpoint + best + export, and a
+        # margin for a noisy machine
+        reserve = 1.5 * self.next_step_s() + 1.5 * val_s + 3.0 * self.save_s + 0.5 + 0.02 * float(self.budget)
         return time.monotonic() + reserve > self.at
 
     def fraction(self) -> float | None:
