@@ -35,6 +35,23 @@ Progress = Callable[[int, int], None]
 FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
 
 
+def default_method(task: str) -> str:
+    """The method a command uses when none is named (:func:`gsprestore.restorers.default_method`,
+    chosen from the scores recorded in the weights manifest). A manifest that exists but cannot be
+    read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
+    the method (the classical fallback would be chosen without a word)."""
+    from .errors import WeightsError
+    from .restorers import default_method as chosen
+    from .weights import read_manifest
+
+    try:
+        read_manifest()
+    except WeightsError as exc:
+        raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
+                           f"method (e.g. --method {FALLBACK_METHOD[task]})", exc.path) from None
+    return chosen(task)
+
+
 def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
                   fall_back: Notice | None = None) -> "Restorer":
     """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
@@ -105,12 +122,13 @@ def restore_file(
     page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
     by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
     demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
-    ``notice`` gets one-line messages (multi-page, odd size, tiles), ``progress`` (done, total) tiles.
+    ``notice`` gets one-line messages (several pages or frames, odd size, tiles), ``progress`` (done,
+    total) tiles.
     Returns what was written: width, height, bit_depth (and orientation when not 1)."""
     from .camera_raw import RAW_SUFFIXES
-    from .engine import check_channels, restore
+    from .engine import check_channels, job_bytes, resolve_device, restore
     from .errors import GspError, UsageError
-    from .io import TOOL_TAG, apply_orientation, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
 
     source, task = Path(source), restorer.task
     software = software or TOOL_TAG.format(command=task)
@@ -119,10 +137,13 @@ def restore_file(
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
                                 output_space=output_space, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress, **run)
-    img = read_image(source)
-    pages = img.meta.get("pages", 1)
-    if pages > 1:
-        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+    def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
+        return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
+                         device=resolve_device(device))
+
+    img = read_image(source, reserve=reserve)
+    if (note := frames_note(img)) is not None:
+        _say(notice, f"{source}: {note}")
     try:
         check_channels(task, img.channels)
     except UsageError as exc:  # a property of this file, not of the arguments: the file fails
@@ -173,10 +194,16 @@ def develop_raw_file(
     import torch
 
     from .camera_raw import develop, read_raw
-    from .engine import restore
+    from .engine import job_bytes, resolve_device, restore
     from .io import TOOL_TAG, write_image
 
-    frame = read_raw(source)
+    def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
+        # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
+        return height * width * (4 + 12) + job_bytes(restorer, height, width, 1, tile=run.get("tile", 0),
+                                                      overlap=run.get("overlap"),
+                                                      device=resolve_device(run.get("device", "auto")))
+
+    frame = read_raw(source, reserve=reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
 
@@ -223,27 +250,40 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     """Write the single-channel Bayer ``pattern`` mosaic of the RGB image file ``source`` (of the
     upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
+    import numpy as np
+
     from .errors import GspError
-    from .io import TOOL_TAG, apply_orientation, read_image, write_image
-    from .sampling import mosaic
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .sampling import _CHANNEL, check_pattern
 
     source, output = Path(source), Path(output)
-    img = read_image(source)
-    pages = img.meta.get("pages", 1)
-    if pages > 1:
-        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+    pattern = check_pattern(pattern)
+    dng = output.suffix.lower() == ".dng"
+
+    def reserve(height: int, width: int, channels: int) -> int:  # checked from the header, before decoding
+        # an upright copy (when turned), then the float mosaic and its written copy; a DNG's float64
+        # camera-space image and its sRGB-decoding temporaries
+        return height * width * (12 + (120 if dng else 4 + 2))
+
+    img = read_image(source, reserve=reserve)
+    if (note := frames_note(img)) is not None:
+        _say(notice, f"{source}: {note}")
     if img.channels != 3:
         raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
     if img.alpha is not None:
         _say(notice, f"{source}: alpha channel not kept in the mosaic")
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
-    if output.suffix.lower() == ".dng":
+    if dng:
         from .camera_raw import mosaic_for_dng, srgb_decode, write_dng
 
         write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
         return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
-    raw = mosaic(_tensor(upright), pattern)[0].numpy()
+    # gsprestore.sampling.mosaic's samples, picked by stride: no full-size masks or products
+    raw = np.empty(upright.shape[:2], dtype=np.float32)
+    for k, colour in enumerate(pattern):
+        di, dj = divmod(k, 2)
+        raw[di::2, dj::2] = upright[di::2, dj::2, _CHANNEL[colour]]
     depth = bit_depth or img.bit_depth
     write_image(output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
     return {"width": img.width, "height": img.height,

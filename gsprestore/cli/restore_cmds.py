@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
+from ..errors import one_line
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,10 +103,10 @@ class Reporter:
 
     def notice(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"note: {message}", markup=False)
+            self.console.print(f"note: {one_line(message)}", markup=False)
 
     def error(self, message: str) -> None:
-        self.console.print(f"error: {message}", markup=False)
+        self.console.print(f"error: {one_line(message)}", markup=False)
 
     def start(self, k: int, job: "Job") -> None:
         if self.progress is not None:
@@ -128,7 +129,7 @@ class Reporter:
             self.error(res.error or "failed")
         elif not self.quiet and self.progress is None:
             what = f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped" else f"{res.seconds:.2f} s"
-            self.console.print(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}", markup=False)
+            self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}"), markup=False)
 
 
 def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
@@ -212,11 +213,11 @@ def _run_batch(
     if as_json:
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
-        reporter.console.print(
+        reporter.console.print(one_line(
             f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
             f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
-               if summary.stopped and len(summary.results) < len(jobs) + len(failures) else ""),
+               if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
         )
     if summary.exit_code:
@@ -332,7 +333,7 @@ def _restore_batch(
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
     spec = method_spec(method, task)
-    check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap")
+    check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
     if weights is not None and spec.kind != "learned":
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
     dev = resolve_device(device)
@@ -363,7 +364,7 @@ def _restore_batch(
 
 def _chosen_method(method: str | None, weights: str | None, task: str) -> str:
     """``--method``, else the method of the ``--weights`` file, else the task's default."""
-    from ..restorers import default_method
+    from ..file_restore import default_method
     from ..weights import file_method
 
     if method is not None:
@@ -480,12 +481,19 @@ def demo_cmd(
     """
     from pathlib import Path
 
-    from ..errors import GspError
-    from ..restorers import default_method, get_restorer, method_spec
+    from ..errors import GspError, WeightsError
+    from ..file_restore import default_method
+    from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
     pattern = check_pattern(pattern)
-    name = method_spec(method, "demosaic").name if method else default_method("demosaic")
+    try:
+        name = method_spec(method, "demosaic").name if method else default_method("demosaic")
+    except WeightsError as exc:
+        from ..file_restore import FALLBACK_METHOD
+
+        name = FALLBACK_METHOD["demosaic"]
+        print(f"note: {exc}; using {name}", file=sys.stderr)
     dev_name = device
     out_path = Path(output)
     replace = overwrite
