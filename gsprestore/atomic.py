@@ -6,6 +6,7 @@ checkpoints, reports, downloads)."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,13 +22,26 @@ def _umask() -> int:
 UMASK = _umask()  # temporary files are created 0600; finished outputs get the usual permissions
 
 
+#: The most bytes :func:`temp_name` adds to a name (``.``, ``.``, pid, ``-``, 8 hex digits, a suffix
+#: of up to 6): an output name must leave this much room under the file system's NAME_MAX.
+TEMP_NAME_EXTRA = 32
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}(?P<suffix>\.[a-z]{1,5})")
+
+
 def temp_name(path: Path, suffix: str) -> Path:
-    """A fresh hidden name beside ``path`` (``.NAME.<random>SUFFIX``), not created yet. Callers
+    """A fresh hidden name beside ``path`` (``.NAME.<pid>-<random>SUFFIX``), not created yet. Callers
     enter their ``try`` / ``finally`` first and then create it with :func:`create_exclusive`, so a
     signal (SIGINT / SIGTERM, raised as an exception) can never land between the file's creation
-    and the clean-up that removes it."""
+    and the clean-up that removes it. The pid says whose it is: one left by a killed process is
+    recognised (:func:`temp_owner`) and swept by the next run."""
     parent = path.parent if str(path.parent) else Path(".")
-    return parent / f".{path.name}.{secrets.token_hex(6)}{suffix}"
+    return parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}"
+
+
+def temp_owner(name: str) -> tuple[str, int, str] | None:
+    """``(NAME, pid, SUFFIX)`` of a :func:`temp_name` file name, or None for any other name."""
+    m = _TEMP.fullmatch(name)
+    return None if m is None else (m["name"], int(m["pid"]), m["suffix"])
 
 
 def create_exclusive(tmp: Path) -> int:

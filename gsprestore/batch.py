@@ -21,15 +21,20 @@ never loses work.
   batch (exit 1; files already written stay valid); with it every good file is written and the
   exit code is 3 if any failed.
 * Concurrent runs on one output folder: before working on an output, a run claims it atomically
-  (:func:`claim_output`, a create-exclusive ``.NAME.claim`` file holding its pid; a claim whose
-  process is gone is taken over) and the finished file is put in place create-exclusively, so two
-  runs with ``--skip-existing`` share the work (each skips what the other claimed or wrote), and
-  without it the second one reports the output as taken instead of overwriting it.
+  (:func:`gsprestore.claims.claim_output`) and the finished file is put in place
+  create-exclusively, so two runs with ``--skip-existing`` share the work (each skips what the
+  other claimed or wrote), and without it the second one reports the output as taken instead of
+  overwriting it. A run first sweeps its output folders of what killed runs left
+  (:func:`gsprestore.claims.sweep_stale`).
+* Names stay inside the output folder: ``--suffix`` may not hold a ``/`` (:func:`check_suffix`),
+  and a built name too long for the file system is shortened, keeping a hash of the full name,
+  the suffix and the extension (:func:`fit_name`).
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import time
@@ -37,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .atomic import TEMP_NAME_EXTRA
+from .claims import claim_output, release_output, sweep_stale
 from .errors import GspError, UsageError
 from .io import IMAGE_SUFFIXES, OutputExists, check_writable, is_image_name
 
@@ -295,37 +302,81 @@ UNWRITABLE_SUFFIXES = frozenset({
 
 
 def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -> bool:
-    """``-o`` names a file when it has an image suffix and is not an existing folder; a suffix of an
-    image format gsprestore does not write (``.bmp``, ``.avif``, ``.heic``, ``.exr``, ...) is a
-    usage error rather than a folder of that name."""
+    """``-o`` names a file when it has an image suffix and is not an existing folder. A name
+    ending in another file-type suffix (``photo.bmp``, ``a.gif``) is refused rather than made a
+    folder; a folder may end in ``/`` (``-o shots.bmp/``) or in a suffix with a digit (``v1.2``)."""
     if output is None:
         return False
     p = Path(output)
-    if not p.is_dir() and p.suffix.lower() in UNWRITABLE_SUFFIXES:
-        raise UsageError(f"-o {output}: gsprestore does not write {p.suffix.lower()[1:].upper()} files; "
-                         "use .png, .tif, .jpg or .webp (or a folder name)")
-    if p.is_dir() or not (is_image_name(p) or p.suffix.lower() == ".dng"):
+    if p.is_dir() or output.endswith(("/", os.sep)):
+        return False
+    if not (is_image_name(p) or p.suffix.lower() == ".dng"):
+        if p.suffix[1:].isalpha():
+            raise UsageError(f"-o {output}: unsupported output format {p.suffix!r}: gsprestore does not write "
+                             f"{p.suffix.lower()[1:].upper()} files; use .png, .tif, .jpg or .webp "
+                             "(or end the name with / to make a folder)")
         return False
     if n_inputs != 1 or not single_file_input:
         raise UsageError(f"-o {output} is a file name but there are several inputs; give a folder")
     return True
 
 
+def check_suffix(suffix: str) -> str:
+    """``--suffix`` must be part of a file name: no folder separator, no NUL (``/../x`` would
+    write outside the output folder)."""
+    if any(sep and sep in suffix for sep in ("/", os.sep, os.altsep, "\0")):
+        raise UsageError(f"--suffix {suffix!r} must be part of a file name (no '/')")
+    return suffix
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of ``folder`` (or of its nearest existing
+    ancestor) takes; 255 where it does not say."""
+    for f in (folder, *folder.absolute().parents):
+        if f.is_dir():
+            try:
+                return int(os.pathconf(f, "PC_NAME_MAX"))
+            except (OSError, ValueError, AttributeError):
+                break
+    return 255
+
+
+def fit_name(stem: str, tail: str, folder: Path) -> str:
+    """The file name ``stem + tail`` (``tail``: the suffix and extension) as it may be written into
+    ``folder``: unchanged when it, and the temporary files beside it
+    (:data:`gsprestore.atomic.TEMP_NAME_EXTRA` bytes longer), fit the file system's NAME_MAX; else
+    ``stem`` is cut at a character boundary and followed by ``~`` and 8 hex digits of the full
+    name's SHA-1 (distinct long names stay distinct, a rerun finds the same name), then ``tail``."""
+    name = stem + tail
+    limit = name_max(folder) - TEMP_NAME_EXTRA
+    if len(os.fsencode(name)) <= limit:
+        return name
+    tail = f"~{hashlib.sha1(os.fsencode(name)).hexdigest()[:8]}{tail}"
+    if len(os.fsencode(tail)) >= limit:
+        raise UsageError(f"output name {name!r} cannot be shortened to {limit} bytes (a shorter --suffix?)")
+    while len(os.fsencode(stem + tail)) > limit:
+        stem = stem[:-1]
+    return stem + tail
+
+
 def plan_jobs(sources: list[Source], output: str | None, *, suffix: str, ext: str) -> list[Job]:
     """Output path of every source (see the module docstring)."""
     single_file = len(sources) == 1 and sources[0].base is None
     to_file = output_is_file(output, len(sources), single_file)
+    check_suffix(suffix)
     jobs = []
     for s in sources:
         if to_file:
             out = Path(output)
         else:
-            name = s.path.stem + suffix + output_suffix(ext, s.path)
             if output is None:
-                out = s.path.parent / name
+                folder = s.path.parent
             else:
                 rel = s.path.parent.relative_to(s.base) if s.base is not None else Path()
-                out = Path(output) / rel / name
+                if ".." in rel.parts:  # a glob such as 'a/*/../../b.png': the mirror would leave -o
+                    rel = Path()
+                folder = Path(output) / rel
+            out = folder / fit_name(s.path.stem, suffix + output_suffix(ext, s.path), folder)
         jobs.append(Job(s.path, out))
     by_output: dict[Path, Path] = {}
     for j in jobs:
@@ -350,68 +401,10 @@ def prepare_output(path: Path, *, overwrite: bool) -> None:
     except OSError as exc:
         raise GspError(f"cannot create the output folder ({exc.strerror or exc})", parent) from None
     check_writable(path, overwrite=overwrite)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def claim_path(output: Path) -> Path:
-    return output.parent / f".{output.name}.claim"
-
-
-def claim_output(output: Path) -> int | None:
-    """Claim ``output`` for this process: create ``.NAME.claim`` (holding our pid) exclusively.
-    Returns None when claimed, else the pid of the live process that holds the claim (0 when it
-    has not written its pid yet). A claim left by a process that is gone (killed) is taken over."""
-    claim = claim_path(output)
-    for _ in range(3):
-        try:
-            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                owner = int(claim.read_text().strip() or 0)
-            except (OSError, ValueError):
-                owner = 0
-            if owner and _pid_alive(owner) and owner != os.getpid():
-                return owner
-            if not owner and time.time() - _mtime(claim) < 5:  # being created right now
-                time.sleep(0.05)
-                continue
-            try:
-                claim.unlink()  # stale: its process is gone
-            except FileNotFoundError:
-                pass
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(str(os.getpid()))
-        return None
-    return None if not claim.exists() else 0
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def release_output(output: Path) -> None:
-    """Remove this process's claim on ``output`` (if it still holds it)."""
-    claim = claim_path(output)
-    try:
-        if claim.read_text().strip() == str(os.getpid()):
-            claim.unlink()
-    except OSError:
-        pass
+    limit = name_max(parent) - TEMP_NAME_EXTRA
+    if len(os.fsencode(path.name)) > limit:  # a name given with -o (built names are shortened to fit)
+        raise GspError(f"file name too long ({len(os.fsencode(path.name))} bytes; with the temporary files "
+                       f"beside it, this file system takes at most {limit})", path)
 
 
 @dataclass
@@ -468,6 +461,7 @@ def run_jobs(
         summary.stopped = True
         summary.seconds = time.perf_counter() - start
         return summary
+    sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
     for k, job in enumerate(jobs):
         if on_start is not None:
             on_start(k, job)

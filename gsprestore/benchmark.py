@@ -112,10 +112,15 @@ def load_ground_truth(path: Path) -> "torch.Tensor":  # noqa: F821
 
     from .io import read_image
 
+    from .metrics import SSIM_WINDOW, has_ssim
+
     img = read_image(path)
     if img.channels != 3:
         raise GspError(f"ground truth must be RGB, got {img.channels} channel(s)", path)
     h, w = img.array.shape[0] // 2 * 2, img.array.shape[1] // 2 * 2
+    if not has_ssim(h, w):  # every row's SSIM is a mean over all the images, or it would mislead
+        raise GspError(f"image too small to score ({img.width}x{img.height}; the protocol's SSIM needs at least "
+                       f"{SSIM_WINDOW}x{SSIM_WINDOW} pixels)", path)
     return torch.from_numpy(img.array[:h, :w]).permute(2, 0, 1).unsqueeze(0).contiguous()
 
 
@@ -214,12 +219,16 @@ def row_label(name: str, record: Mapping[str, Any] | None) -> str:
 
 
 def _build(names: list[str], task: str, options: Mapping[str, Mapping[str, Any]], dev) -> tuple[list, dict[str, str]]:
-    """Build each restorer; a :class:`WeightsError` (no or bad weights) becomes a skip reason."""
+    """Build each restorer; a :class:`WeightsError` (no or bad shipped weights) becomes a skip
+    reason, but a weights file the caller named (``options[n]["weights"]``) that cannot be used is
+    an error, as a missing one is."""
     built, skipped = [], {}
     for n in names:
         try:
             built.append(restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev))
         except WeightsError as exc:
+            if "weights" in options.get(n, {}):
+                raise
             skipped[n] = str(exc)
     return built, skipped
 

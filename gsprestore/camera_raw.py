@@ -26,14 +26,16 @@ mosaic photo.png -o x.dng`` makes, so users and tests have camera files with a k
 from __future__ import annotations
 
 import io
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from .errors import GspError, UsageError
-from .io import existing_file
+from .io import Reserve, existing_file
 
 RAW_SUFFIXES: tuple[str, ...] = (
     ".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2",
@@ -89,29 +91,95 @@ def _wb3(values: object) -> np.ndarray | None:
     return v / v[1]
 
 
-def read_raw(path: str | Path) -> RawFrame:
+#: What LibRaw's own data-error handler prints on stderr (``FILE: Unexpected end of file``,
+#: ``FILE: data corrupted at OFFSET``): a file whose data ran out or is damaged.
+_LIBRAW_COMPLAINTS = ("Unexpected end of file", "data corrupted", "corrupted data")
+
+
+@contextmanager
+def _libraw_stderr(messages: list[str]) -> Iterator[None]:
+    """Run the block with the process's stderr (file descriptor 2, where LibRaw's C code prints)
+    sent to a temporary file; afterwards LibRaw's complaints go to ``messages`` and anything else
+    printed meanwhile (a progress display) is written back, so no line is lost or added."""
+    import sys
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            other = []
+            for line in sink.read().decode("utf-8", "replace").splitlines():
+                found = [c for c in _LIBRAW_COMPLAINTS if c in line]
+                (messages.append(found[0]) if found else other.append(line))
+            if other:
+                os.write(2, ("\n".join(other) + "\n").encode())
+
+
+def _check_sizes(raw: object, path: Path, reserve: Reserve | None) -> None:
+    """Refuse, from the header and before LibRaw unpacks anything, a file whose unpacked sensor
+    data (16 bits a site, margins included), its float32 mosaic and what the caller then needs
+    (``reserve``) would not fit in the available memory."""
+    from .memory import available_memory, gib
+
+    s = raw.sizes
+    h, w = int(s.height), int(s.width)
+    need = int(s.raw_height) * int(s.raw_width) * 2 + h * w * (1 + 4)
+    need += reserve(h, w, 1) if reserve is not None else 0
+    have = available_memory()
+    if need > have:
+        raise GspError(f"not enough memory to read the {w}x{h} camera RAW file and work on it (about {gib(need)} "
+                       f"needed, {gib(have)} available)", path)
+
+
+def read_raw(path: str | Path, *, reserve: Reserve | None = None) -> RawFrame:
     """Read a camera RAW file (see the module docstring). Every problem is a one-line
-    :class:`GspError` naming the file."""
-    path = existing_file(path)
+    :class:`GspError` naming the file; what LibRaw prints about it on stderr is part of that line
+    (a truncated file is an error, never a picture with missing rows). ``reserve(height, width,
+    channels)``: what the caller will need once the mosaic is read (see
+    :func:`gsprestore.io.read_image`), checked from the header before unpacking."""
+    path = existing_file(path, "a camera RAW file")
     try:
         import rawpy
     except ImportError:  # pragma: no cover - rawpy is a dependency
         raise GspError("camera RAW files need rawpy (pip install rawpy)", path) from None
-    try:
-        raw = rawpy.imread(str(path))
-    except Exception as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise GspError(f"not a camera RAW file LibRaw can read ({reason})", path) from None
-    with raw:
+    complaints: list[str] = []
+    with _libraw_stderr(complaints):
         try:
-            return _frame(raw, path)
-        except GspError:
-            raise
-        except MemoryError:
-            raise GspError("not enough memory to decode the RAW file", path) from None
-        except Exception as exc:  # LibRaw raises its own types for truncated or corrupt data
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise GspError(f"corrupt or unsupported camera RAW file ({type(exc).__name__}: {reason})", path) from None
+            raw = rawpy.imread(str(path))
+        except Exception as exc:
+            raw, error = None, GspError(f"not a camera RAW file LibRaw can read ({_first_line(exc)})", path)
+        if raw is not None:
+            with raw:
+                try:
+                    _check_sizes(raw, path, reserve)
+                    frame, error = _frame(raw, path), None
+                except GspError as exc:
+                    frame, error = None, exc
+                except MemoryError:
+                    frame, error = None, GspError("not enough memory to decode the RAW file", path)
+                except Exception as exc:  # LibRaw raises its own types for truncated or corrupt data
+                    frame, error = None, GspError(f"corrupt or unsupported camera RAW file ({type(exc).__name__}: "
+                                                  f"{_first_line(exc)})", path)
+    if complaints:  # LibRaw found the data short or damaged, whether it went on or not
+        raise GspError(f"corrupt or truncated camera RAW file (LibRaw: {complaints[0]})", path)
+    if error is not None:
+        raise error
+    return frame
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _frame(raw: object, path: Path) -> RawFrame:
@@ -213,17 +281,20 @@ def develop(
         di, dj = divmod(k, 2)
         balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
     np.clip(balanced, 0.0, 1.0, out=balanced)
-    rgb = np.clip(np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32), 0.0, 1.0)
+    rgb = np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32)
     del balanced
-    if output_space != "camera":
-        matrix = frame.rgb_cam
-        if matrix is None:
-            if notice is not None:
-                notice("the file has no camera colour matrix; its camera RGB is taken as sRGB")
-        else:
-            rgb = np.clip(rgb @ matrix.T.astype(np.float32), 0.0, 1.0)
-    if output_space == "srgb":
-        rgb = srgb_encode(rgb)
+    matrix = frame.rgb_cam if output_space != "camera" else None
+    if output_space != "camera" and matrix is None and notice is not None:
+        notice("the file has no camera colour matrix; its camera RGB is taken as sRGB")
+    if not (rgb.flags.writeable and rgb.flags.c_contiguous):
+        rgb = np.array(rgb, order="C")
+    for r0 in range(0, rgb.shape[0], 64):  # in place, a row block at a time: no full-size temporaries
+        block = rgb[r0 : r0 + 64]
+        np.clip(block, 0.0, 1.0, out=block)
+        if matrix is not None:
+            np.clip(block @ matrix.T.astype(np.float32), 0.0, 1.0, out=block)
+        if output_space == "srgb":
+            block[...] = srgb_encode(block)
     return orient(rgb, frame.flip)
 
 

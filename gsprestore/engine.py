@@ -19,7 +19,10 @@
   ``torch.cuda.mem_get_info``); on out-of-memory in that automatic mode the tile size is halved and
   the image restarted.
 * **Output size**: the result is assembled in one CPU buffer; an output that cannot fit in the
-  available memory is refused before the first tile (:func:`check_output_memory`).
+  available memory with one tile beside it is refused before the first tile
+  (:func:`check_output_memory`), and automatic tiles are sized from what the output leaves.
+  :func:`job_bytes` is the same estimate for a whole job, which the file reader checks from the
+  header before decoding.
 * **Sizes**: a demosaicking input with an odd side is extended by one mirrored row/column (whole-
   sample symmetric extension keeps the Bayer phase) and the output cropped back; inputs smaller than
   the method's ``restorer.info["min_side"]`` (if it sets one) are extended the same way.
@@ -100,13 +103,19 @@ def check_precision(precision: str, device: "torch.device") -> "torch.dtype | No
 
 
 def check_tiling(tile: int, overlap: int | None, *, tile_name: str = "tile size",
-                 overlap_name: str = "overlap") -> None:
-    """``tile`` 0 (automatic) or at least :data:`MIN_MANUAL_TILE`; ``overlap`` None or >= 0.
-    The names are how the caller spells the options (the CLI: ``--tile``, ``--overlap``)."""
+                 overlap_name: str = "overlap", strict: bool = False) -> None:
+    """``tile`` 0 (automatic) or at least :data:`MIN_MANUAL_TILE`; ``overlap`` None or >= 0; with
+    ``strict`` (the command line's options) also below half a given ``tile``, since tiles that are
+    mostly context compute every pixel many times (the Python API allows it). The names are how
+    the caller spells the options (the CLI: ``--tile``, ``--overlap``)."""
     if tile < 0 or 0 < tile < MIN_MANUAL_TILE:
         raise UsageError(f"{tile_name} must be 0 (automatic) or at least {MIN_MANUAL_TILE}, got {tile}")
     if overlap is not None and overlap < 0:
         raise UsageError(f"{overlap_name} must be >= 0, got {overlap}")
+    if strict and overlap is not None and tile > 0 and 2 * overlap >= tile:
+        raise UsageError(f"{overlap_name} {overlap} must be below half the {tile_name} ({tile}): each tile would be "
+                         f"mostly context, computed again and again; use a larger {tile_name} or a smaller "
+                         f"{overlap_name}")
 
 
 def check_channels(task: str, channels: int) -> None:
@@ -213,15 +222,60 @@ def make_plan(height: int, width: int, tile: int, overlap: int, halo: int, scale
 OUTPUT_BYTES_PER_SAMPLE = 4 + 2  # the float32 result, and its 16-bit copy when it is written
 
 
-def check_output_memory(height: int, width: int, channels: int) -> None:
-    """Refuse up front (before any tile runs) an output whose full-size buffer, with the copy the
-    writer makes, would not fit in the available memory: tiling bounds the working set, not the
-    result, so halving tiles could never help."""
-    need = height * width * channels * OUTPUT_BYTES_PER_SAMPLE
+def output_bytes(height: int, width: int, channels: int) -> int:
+    """The full-size ``height x width x channels`` result and the copy the writer makes of it."""
+    return height * width * channels * OUTPUT_BYTES_PER_SAMPLE
+
+
+def tile_bytes(restorer: "Restorer", tile: int, overlap: int, height: int, width: int,
+               device: "str | torch.device" = "cpu") -> int:
+    """CPU memory one tile of an ``height x width`` input needs: its input window (core ``tile``,
+    ``overlap`` context each side, clipped to the image) at the method's working set per output
+    pixel (:func:`bytes_per_pixel`); on a GPU only the window and its result pass through the CPU."""
+    scale = SCALE[restorer.task]
+    side = tile + 2 * overlap
+    pixels = min(height, side) * min(width, side) * scale * scale
+    per_pixel = bytes_per_pixel(restorer) if str(device).startswith("cpu") else 4 * (1 + 3)
+    return pixels * per_pixel
+
+
+def job_bytes(restorer: "Restorer", height: int, width: int, channels: int, *, tile: int = 0,
+              overlap: int | None = None, device: "str | torch.device" = "cpu") -> int:
+    """Memory restoring an ``height x width x channels`` input needs beyond the input itself: the
+    output and its written copy, and one tile (``tile`` 0: the smallest automatic tile). What
+    :func:`gsprestore.io.read_image` checks from the file's header (``reserve=``), so a job that
+    cannot fit is refused before decoding."""
+    scale = SCALE[restorer.task]
+    ov = _even_up(int(default_overlap(restorer) if overlap is None else overlap))
+    return (output_bytes(scale * height, scale * width, _out_channels(restorer, channels))
+            + tile_bytes(restorer, _even_up(tile) or MIN_TILE, ov, height, width, device))
+
+
+def _out_channels(restorer: "Restorer", channels: int) -> int:
+    return 3 if restorer.task == "demosaic" else channels
+
+
+def check_output_memory(restorer: "Restorer", height: int, width: int, channels: int, tile: int, overlap: int,
+                        device: "str | torch.device" = "cpu") -> int:
+    """Refuse up front (before any tile runs) an ``height x width x channels`` input whose
+    full-size output, with the copy the writer makes, and one tile (``tile`` 0: the smallest
+    automatic one) would not fit in the available memory: tiling bounds the working set, not the
+    result, so halving tiles could never help. Returns the bytes left for tiles once the output
+    is counted."""
+    from .memory import gib
+
+    scale = SCALE[restorer.task]
+    out = output_bytes(scale * height, scale * width, _out_channels(restorer, channels))
+    floor = tile_bytes(restorer, tile or MIN_TILE, overlap, height, width, device)
     have = available_memory()
-    if need > have:
-        raise GspError(f"the {width}x{height} output needs about {need / 2**30:.1f} GiB of memory but only "
-                       f"{have / 2**30:.1f} GiB is available; nothing written")
+    if out + floor > have:
+        what = f"{tile}-pixel tiles" if tile else "the smallest tiles"
+        hint = " (a smaller --tile, or --tile 0)" if tile > MIN_TILE and out + tile_bytes(
+            restorer, MIN_TILE, overlap, height, width, device) <= have else ""
+        raise GspError(f"the {scale * width}x{scale * height} output needs about {gib(out + floor)} of memory "
+                       f"({gib(out)} for the result and its written copy, {gib(floor)} for {what}) but only "
+                       f"{gib(have)} is available{hint}; nothing written")
+    return have - out
 
 
 def bytes_per_pixel(restorer: "Restorer") -> int:
@@ -257,8 +311,9 @@ def _measure_cuda_bpp(restorer: "Restorer", y: "torch.Tensor", pattern: str, dev
 
 
 def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
-              autocast: "torch.dtype | None", overlap: int) -> int:
-    """Tile size for ``tile=0``: the largest that fits the memory budget of the device."""
+              autocast: "torch.dtype | None", overlap: int, room: float | None = None) -> int:
+    """Tile size for ``tile=0``: the largest that fits the memory budget of the device (on the
+    CPU also half the ``room`` the output leaves), and more than twice ``overlap``."""
     import torch
 
     scale = SCALE[restorer.task]
@@ -275,7 +330,9 @@ def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "to
     else:
         bpp = bytes_per_pixel(restorer)
         budget = min(0.25 * available_memory(), CPU_BUDGET_CAP)
-    return tile_for_budget(budget, bpp, overlap, scale)
+        if room is not None:  # what the output leaves (check_output_memory)
+            budget = min(budget, 0.5 * room)
+    return max(tile_for_budget(budget, bpp, overlap, scale), _even_up(2 * overlap + 2))
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -370,7 +427,7 @@ def restore(
     Hp, Wp = max(H, min_side), max(W, min_side)
     if task == "demosaic":
         Hp, Wp = _even_up(Hp), _even_up(Wp)
-    check_output_memory(scale * Hp, scale * Wp, 3 if task == "demosaic" else y.shape[0])
+    room = check_output_memory(restorer, Hp, Wp, y.shape[0], tile, overlap, dev)
     y = _extend(y.float().cpu(), Hp, Wp)
 
     restorer.to(dev)
@@ -380,7 +437,7 @@ def restore(
     automatic = tile == 0
     with torch.inference_mode():
         if automatic:
-            tile = auto_tile(restorer, y, pattern, dev, autocast, overlap)
+            tile = auto_tile(restorer, y, pattern, dev, autocast, overlap, room)
         while True:
             try:
                 out = _tiles(restorer, y, pattern, dev, autocast, make_plan(Hp, Wp, tile, overlap, halo, scale),

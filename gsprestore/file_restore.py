@@ -38,6 +38,23 @@ Expect = Callable[[float], None]
 FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
 
 
+def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
+    """The method a command uses when none is named on ``device`` (:func:`gsprestore.restorers.default_method`,
+    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``). A manifest that exists but cannot be
+    read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
+    the method (the classical fallback would be chosen without a word)."""
+    from .errors import WeightsError
+    from .restorers import default_method as chosen
+    from .weights import read_manifest
+
+    try:
+        read_manifest()
+    except WeightsError as exc:
+        raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
+                           f"method (e.g. --method {FALLBACK_METHOD[task]})", exc.path) from None
+    return chosen(task, device, prefer)
+
+
 def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
                   fall_back: Notice | None = None) -> "Restorer":
     """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
@@ -109,12 +126,13 @@ def restore_file(
     page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
     by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
     demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
-    ``notice`` gets one-line messages (multi-page, odd size, tiles), ``progress`` (done, total) tiles,
-    ``expect`` the output's megapixels before the restorer runs. Returns what was written: width, height, bit_depth (and orientation when not 1)."""
+    ``notice`` gets one-line messages (several pages or frames, odd size, tiles), ``progress`` (done,
+    total) tiles, ``expect`` the output's megapixels before the restorer runs.
+    Returns what was written: width, height, bit_depth (and orientation when not 1)."""
     from .camera_raw import RAW_SUFFIXES
-    from .engine import check_channels, restore
+    from .engine import check_channels, job_bytes, resolve_device, restore
     from .errors import GspError, UsageError
-    from .io import TOOL_TAG, apply_orientation, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
 
     source, task = Path(source), restorer.task
     software = software or TOOL_TAG.format(command=task)
@@ -124,10 +142,14 @@ def restore_file(
                                 output_space=output_space, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, **run)
-    img = read_image(source)
-    pages = img.meta.get("pages", 1)
-    if pages > 1:
-        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+
+    def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
+        return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
+                         device=resolve_device(device))
+
+    img = read_image(source, reserve=reserve)
+    if (note := frames_note(img)) is not None:
+        _say(notice, f"{source}: {note}")
     try:
         check_channels(task, img.channels)
     except UsageError as exc:  # a property of this file, not of the arguments: the file fails
@@ -181,10 +203,16 @@ def develop_raw_file(
     import torch
 
     from .camera_raw import develop, read_raw
-    from .engine import restore
+    from .engine import job_bytes, resolve_device, restore
     from .io import TOOL_TAG, write_image
 
-    frame = read_raw(source)
+    def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
+        # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
+        return height * width * (4 + 12) + job_bytes(restorer, height, width, 1, tile=run.get("tile", 0),
+                                                      overlap=run.get("overlap"),
+                                                      device=resolve_device(run.get("device", "auto")))
+
+    frame = read_raw(source, reserve=reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
 
@@ -234,21 +262,28 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
     from .errors import GspError
-    from .io import TOOL_TAG, apply_orientation, read_image, write_image
-    from .sampling import mosaic_array
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .sampling import check_pattern, mosaic_array
 
     source, output = Path(source), Path(output)
-    img = read_image(source)
-    pages = img.meta.get("pages", 1)
-    if pages > 1:
-        _say(notice, f"{source}: multi-page TIFF ({pages} pages); only page one is read")
+    pattern = check_pattern(pattern)
+    dng = output.suffix.lower() == ".dng"
+
+    def reserve(height: int, width: int, channels: int) -> int:  # checked from the header, before decoding
+        # an upright copy (when turned), then the float mosaic and its written copy; a DNG's float64
+        # camera-space image and its sRGB-decoding temporaries
+        return height * width * (12 + (120 if dng else 4 + 2))
+
+    img = read_image(source, reserve=reserve)
+    if (note := frames_note(img)) is not None:
+        _say(notice, f"{source}: {note}")
     if img.channels != 3:
         raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
     if img.alpha is not None:
         _say(notice, f"{source}: alpha channel not kept in the mosaic")
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
-    if output.suffix.lower() == ".dng":
+    if dng:
         from .camera_raw import mosaic_for_dng, srgb_decode, write_dng
 
         write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)

@@ -19,12 +19,18 @@ JPEG and WebP (8-bit, lossy) are decoded and encoded by Pillow (CMYK converted t
 to) for every format and bit depth; the file's Orientation (TIFF tag 274, a JPEG's EXIF) is in
 ``Image.meta["orientation"]`` and :func:`apply_orientation` turns stored order into display order
 (the CLI applies it to its outputs). Pillow's own rotation of 8/16-bit TIFFs on open is undone.
-A MinIsWhite TIFF is inverted at every bit depth. A multi-page TIFF is read from its first page;
-``Image.meta["pages"]`` says how many there are.
+A MinIsWhite TIFF is inverted at every bit depth. A multi-page TIFF is read from its first page,
+an animated PNG or WebP from its first frame; ``Image.meta["pages"]`` says how many there are and
+:func:`frames_note` says so in one line.
 
-**Bounded work.** A header whose image would not fit in the available memory is refused before
-decoding, and compressed data never inflates to more than the declared size needs (see
-:mod:`gsprestore.pngcodec`, :mod:`gsprestore.tiffcodec`): a decompression bomb costs one line.
+**Bounded work.** A header whose image would not fit in the available memory (with what the
+caller will need after reading it, ``read_image(..., reserve=)``) is refused before decoding, and
+compressed data never inflates to more than the declared size needs (see :mod:`gsprestore.pngcodec`,
+:mod:`gsprestore.tiffcodec`): a decompression bomb costs one line. Data that cannot cover the
+declared size is an error, never a picture filled in: a TIFF's strips or tiles must cover the
+image (:func:`gsprestore.tiffcodec.check_layout`), and a JPEG needs data for every block of its
+declared size (:func:`gsprestore.jpegcheck.checked_data`). Only regular files are opened (a
+FIFO or ``/dev/zero`` is refused, :func:`existing_file`).
 
 Every problem with a file is a :class:`~gsprestore.errors.GspError` naming the file and the reason
 on one line: missing, empty, not an image, truncated, corrupt, too small, NaN/Inf samples.
@@ -34,12 +40,14 @@ from __future__ import annotations
 
 import io as _io
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from . import pngcodec, tiffcodec
+from . import jpegcheck, pngcodec, tiffcodec
 from .atomic import UMASK, create_exclusive, temp_name
 from .errors import GspError
 
@@ -130,18 +138,22 @@ def apply_orientation(array: np.ndarray, orientation: int, *, inverse: bool = Fa
     return np.ascontiguousarray(_ORIENT[o](array))
 
 
-def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None) -> np.ndarray:
+def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None,
+                 check: Callable[[int, int, int, int], None] | None = None) -> np.ndarray:
     """Decode with Pillow, in stored order: a TIFF that Pillow rotated on open (its Orientation
-    ``orientation``) is turned back. For a JPEG / WebP, ``meta`` gets the EXIF orientation."""
+    ``orientation``) is turned back. For a JPEG / WebP, ``meta`` gets the EXIF orientation and
+    the number of frames (an animated WebP), and ``check`` (width, height, channels, bytes per
+    sample) sees the header before anything is decoded."""
     from PIL import Image as PILImage
 
     PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS  # our own limit, checked on the header before this
     with PILImage.open(_io.BytesIO(data)) as im:
         if meta is not None:  # JPEG / WebP: its header is only known to Pillow
             _check_pixels(*im.size)
-            _check_memory(im.size[0], im.size[1], max(3, len(im.getbands())), 1)
+            if check is not None:
+                check(im.size[0], im.size[1], max(3, len(im.getbands())), 1)
             meta["orientation"] = int(im.getexif().get(0x0112, 1) or 1)
-            meta["pages"] = 1
+            meta["pages"] = int(getattr(im, "n_frames", 1) or 1)
         im.load()
         undo = orientation != 1 and im.getexif().get(0x0112, 1) in (None, 1)  # Pillow applied it
         mode = im.mode
@@ -169,16 +181,25 @@ def _check_pixels(width: int, height: int) -> None:
         raise ValueError(f"unsupported image size {width}x{height} (more than {MAX_PIXELS // 2**20} megapixels)")
 
 
-def _check_memory(width: int, height: int, channels: int, bytes_per_sample: int) -> None:
-    """Refuse, before decoding, an image whose decoded samples and float32 copy would not fit in
-    the available memory."""
-    from .memory import available_memory
+#: Bytes the caller needs beyond the decoded float32 image, given its (height, width, channels):
+#: what it will do with the image (see :func:`gsprestore.engine.job_bytes`).
+Reserve = Callable[[int, int, int], int]
 
-    need = width * height * channels * (bytes_per_sample + 4)
+
+def _check_memory(width: int, height: int, channels: int, bytes_per_sample: int, extra: int = 0,
+                  reserve: Reserve | None = None) -> None:
+    """Refuse, before decoding, an image whose decoding (the file's bytes ``extra``, the decoded
+    samples and their float32 copy) and what the caller then needs (``reserve``) would not fit in
+    the available memory; the message gives both numbers."""
+    from .memory import available_memory, gib
+
+    need = extra + width * height * channels * (bytes_per_sample + 4)
+    job = reserve(height, width, channels) if reserve is not None else 0
     have = available_memory()
-    if need > have:
-        raise GspError(f"not enough memory to read the {width}x{height} image (about {need / 2**30:.1f} GiB "
-                       f"needed, {have / 2**30:.1f} GiB available)")
+    if need + job > have:
+        then = "" if reserve is None else " and work on it"
+        raise GspError(f"not enough memory to read the {width}x{height} image{then} (about {gib(need + job)} "
+                       f"needed, {gib(have)} available)")
 
 
 def _reason(exc: Exception) -> str:
@@ -186,8 +207,9 @@ def _reason(exc: Exception) -> str:
     return text
 
 
-def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dict]:
-    """Decode file bytes -> (integer or float array (H, W[, C]), file bit depth, ICC, meta)."""
+def _decode(data: bytes, path: Path, reserve: Reserve | None = None) -> tuple[np.ndarray, int, bytes | None, dict]:
+    """Decode file bytes -> (integer or float array (H, W[, C]), file bit depth, ICC, meta); the
+    header's size is checked against the available memory first (with ``reserve``)."""
     fmt = sniff(data)
     if fmt is None:
         other = _other_format(data)
@@ -198,14 +220,19 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
         kind = {"TIF": "TIFF", "JPG": "JPEG"}.get(kind, kind)
         raise GspError(f"not a {kind} image (the file content is not an image)", path)
     meta: dict = {"format": fmt, "orientation": 1, "pages": 1}
+
+    def check(width: int, height: int, channels: int, bytes_per_sample: int) -> None:
+        _check_memory(width, height, channels, bytes_per_sample, len(data), reserve)
+
     try:
         if fmt in PHOTO_FORMATS:
-            arr, depth, icc = _from_pillow(data, meta=meta), 8, _pillow_icc(data)
+            decoded = jpegcheck.checked_data(data) if fmt == "jpeg" else data
+            arr, depth, icc = _from_pillow(decoded, meta=meta, check=check), 8, _pillow_icc(data)
         elif fmt == "png":
             info = pngcodec.read_chunks(data)
             _check_pixels(info.width, info.height)
-            _check_memory(info.width, info.height, info.channels, max(1, info.bit_depth // 8))
-            meta["text"] = info.text
+            check(info.width, info.height, info.channels, max(1, info.bit_depth // 8))
+            meta["text"], meta["pages"] = info.text, info.frames
             icc = info.icc_profile
             if info.bit_depth == 16:
                 arr = pngcodec.decode(info)
@@ -216,7 +243,7 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
         else:
             info = tiffcodec.read_ifd(data)
             _check_pixels(info.width, info.height)
-            _check_memory(info.width, info.height, info.samples, max(1, info.bits // 8))
+            check(info.width, info.height, info.samples, max(1, info.bits // 8))
             icc = info.icc_profile
             meta["orientation"], meta["pages"] = info.orientation, info.pages
             if info.sample_format == 1 and info.bits == 8:
@@ -238,6 +265,8 @@ def _decode(data: bytes, path: Path) -> tuple[np.ndarray, int, bytes | None, dic
         raise GspError("not enough memory to decode the image", path) from None
     except Exception as exc:  # codecs and Pillow raise many types for corrupt files
         reason = _reason(exc)
+        if fmt == "jpeg" and reason.startswith("image file is truncated"):  # Pillow's words, about our slack
+            reason = "truncated JPEG (the image data ends before the last block of the picture)"
         if not reason.startswith(("corrupt", "truncated", "unsupported", "not a")):
             kind = "truncated" if "truncated" in reason.lower() else "corrupt"
             reason = f"{kind} {fmt.upper()} ({reason})"
@@ -303,18 +332,34 @@ def _pillow_icc(data: bytes) -> bytes | None:
         return im.info.get("icc_profile") or None
 
 
-def existing_file(path: str | Path) -> Path:
-    """``path`` as a Path, checked to exist and not be a folder (one-line :class:`GspError`s)."""
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def existing_file(path: str | Path, what: str = "an image") -> Path:
+    """``path`` as a Path, checked, before anything opens it, to be an existing regular file (a
+    link to one is fine): a folder, a FIFO (whose open would wait for a writer for ever), a device
+    (``/dev/zero`` never ends) or a socket is a one-line :class:`GspError`."""
     path = Path(path)
-    if not path.exists():
-        raise GspError("no such file", path)
-    if path.is_dir():
-        raise GspError("is a folder, not an image", path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise GspError("no such file", path) from None
+    except OSError as exc:
+        raise GspError(f"cannot read file ({exc.strerror or exc})", path) from None
+    if stat.S_ISDIR(mode):
+        raise GspError(f"is a folder, not {what}", path)
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+        raise GspError(f"is {kind}, not {what} (only regular files are read)", path)
     return path
 
 
-def read_image(path: str | Path) -> Image:
-    """Read a PNG or TIFF. Raises :class:`GspError` naming the file on any problem."""
+def read_image(path: str | Path, *, reserve: Reserve | None = None) -> Image:
+    """Read a PNG, TIFF, JPEG or WebP. Raises :class:`GspError` naming the file on any problem.
+    ``reserve(height, width, channels)``: the bytes the caller will need beyond the decoded image
+    (e.g. to restore and write it, :func:`gsprestore.engine.job_bytes`); the header's size is
+    refused before decoding when reading and that would not fit in the available memory."""
     path = existing_file(path)
     try:
         data = path.read_bytes()
@@ -322,7 +367,7 @@ def read_image(path: str | Path) -> Image:
         raise GspError(f"cannot read file ({exc.strerror or exc})", path) from None
     if not data:
         raise GspError("empty file (0 bytes)", path)
-    arr, depth, icc, meta = _decode(data, path)
+    arr, depth, icc, meta = _decode(data, path, reserve)
     del data
     if arr.ndim == 2:
         arr = arr[:, :, None]
@@ -347,6 +392,17 @@ def read_image(path: str | Path) -> Image:
         data_f = data_f[:, :, :-1]
     return Image(array=np.ascontiguousarray(data_f), bit_depth=depth, alpha=alpha, icc_profile=icc,
                  path=str(path), meta=meta)
+
+
+def frames_note(image: Image) -> str | None:
+    """The one-line note for a file holding more than the one picture that is read (a multi-page
+    TIFF, an animated PNG or WebP), or None."""
+    n = int(image.meta.get("pages", 1))
+    if n <= 1:
+        return None
+    if image.meta.get("format") == "tiff":
+        return f"multi-page TIFF ({n} pages); only page one is read"
+    return f"animated {str(image.meta.get('format', '')).upper()} ({n} frames); only the first frame is read"
 
 
 def to_integer(array: np.ndarray, bit_depth: int) -> np.ndarray:

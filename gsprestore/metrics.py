@@ -161,18 +161,29 @@ def image_scores(out: Tensor, gt: Tensor, space: str = "rgb") -> dict[str, Tenso
     * ``mse``: float output, not clipped, not rounded (feeds :func:`psnr_dataset_mse`);
     * ``psnr``: PSNR of that float output;
     * ``psnr_8bit``: PSNR of the output rounded and clipped to 8 bits (feeds :func:`psnr_mean`);
-    * ``ssim``: SSIM of the float output clipped to [0, 1].
+    * ``ssim``: SSIM of the float output clipped to [0, 1], only for images of at least
+      :data:`SSIM_WINDOW` pixels a side (:func:`has_ssim`; smaller ones have no ``ssim``).
 
     ``space`` ``"y"`` converts both images to BT.601 luma after those steps (the 2x task)."""
     _check_pair(out, gt)
     ref = to_space(gt, space)
     m = mse(to_space(out, space), ref)
-    return {
+    scores = {
         "mse": m,
         "psnr": psnr_from_mse(m),
         "psnr_8bit": psnr(to_space(quantize(out), space), ref),
-        "ssim": ssim(to_space(out.clamp(0.0, 1.0), space), ref),
     }
+    if has_ssim(*gt.shape[-2:]):
+        scores["ssim"] = ssim(to_space(out.clamp(0.0, 1.0), space), ref)
+    return scores
+
+
+SSIM_WINDOW = 11  # the Gaussian window of the protocol's SSIM (docs/protocol.md)
+
+
+def has_ssim(height: int, width: int) -> bool:
+    """Whether an image of this size has an SSIM (its window must fit inside)."""
+    return min(height, width) >= SSIM_WINDOW
 
 
 def restored_psnr(restorer: Callable, task: str, image: Any, pattern: str = "RGGB") -> float:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DatasetError, UsageError
+from .errors import DatasetError, GspError, UsageError
 
 #: File types read as training photos.
 SOURCE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
@@ -150,9 +150,12 @@ def use_downscale(path: Path, downscale: int, scope: str) -> int:
 
 
 def scan_sources(folders: list[str | Path], *, downscale: int = 1, scope: str = "all",
-                 check_test_sets: bool = True) -> dict[Path, list[Source]]:
+                 check_test_sets: bool = True, skipped: list[dict[str, str]] | None = None
+                 ) -> dict[Path, list[Source]]:
     """Every photo of every folder as a :class:`Source` (sizes read from headers), grouped by
-    folder in the given order. Refuses test sets unless ``check_test_sets`` is False."""
+    folder in the given order. Refuses test sets unless ``check_test_sets`` is False. A photo
+    whose header does not read is an error, or with a ``skipped`` list is left out and recorded
+    there (``{"file", "reason"}``)."""
     if downscale not in (1, 2):
         raise UsageError(f"--downscale must be 1 or 2, got {downscale}")
     if scope not in DOWNSCALE_SCOPES:
@@ -167,7 +170,13 @@ def scan_sources(folders: list[str | Path], *, downscale: int = 1, scope: str = 
     for folder, fs in files.items():
         out[folder] = []
         for f in fs:
-            h, w = _header_size(f)
+            try:
+                h, w = _header_size(f)
+            except GspError as exc:
+                if skipped is None:
+                    raise
+                skipped.append({"file": str(f), "reason": exc.reason})
+                continue
             d = use_downscale(f, downscale, scope)
             out[folder].append(Source(f, folder, (h // d, w // d), d))
     return out

@@ -70,6 +70,7 @@ class PngInfo:
     idat: bytes
     icc_profile: bytes | None = None
     text: dict[str, str] = field(default_factory=dict)
+    frames: int = 1  # an animated PNG's acTL frame count (only the default image is decoded)
 
     @property
     def channels(self) -> int:
@@ -85,6 +86,7 @@ def read_chunks(data: bytes) -> PngInfo:
     idat: list[bytes] = []
     icc = None
     text: dict[str, str] = {}
+    frames = 1
     seen_iend = False
     while pos < n:
         if pos + 8 > n:
@@ -112,6 +114,8 @@ def read_chunks(data: bytes) -> PngInfo:
             name_end = body.find(b"\0")
             if name_end >= 0 and name_end + 2 <= len(body):
                 icc = inflate_bounded(body[name_end + 2 :], MAX_ICC_BYTES, "iCCP chunk")
+        elif ctype == b"acTL" and length == 8:
+            frames = max(1, struct.unpack(">I", body[:4])[0])
         elif ctype == b"tEXt":
             key, _, value = body.partition(b"\0")
             text[key.decode("latin-1")] = value.decode("latin-1")
@@ -131,7 +135,7 @@ def read_chunks(data: bytes) -> PngInfo:
         raise ValueError("corrupt PNG (zero width or height)")
     if ctype_ not in _CHANNELS or depth not in (1, 2, 4, 8, 16) or compression or filt or interlace > 1:
         raise ValueError("corrupt PNG (invalid IHDR fields)")
-    return PngInfo(width, height, depth, ctype_, interlace, b"".join(idat), icc, text)
+    return PngInfo(width, height, depth, ctype_, interlace, b"".join(idat), icc, text, frames)
 
 
 def _unfilter_rows(ft: np.ndarray, data: np.ndarray, bpp: int) -> np.ndarray:

@@ -36,6 +36,8 @@ import numpy as np
 _TYPES = {1: ("B", 1), 2: ("c", 1), 3: ("H", 2), 4: ("I", 4), 5: ("II", 8), 6: ("b", 1), 7: ("B", 1),
           8: ("h", 2), 9: ("i", 4), 10: ("ii", 8), 11: ("f", 4), 12: ("d", 8), 13: ("I", 4)}
 
+_ARRAY_TYPES = {1: "u1", 3: "u2", 4: "u4", 6: "i1", 8: "i2", 9: "i4", 11: "f4", 12: "f8", 13: "u4"}
+
 WIDTH, HEIGHT, BITS, COMPRESSION, PHOTOMETRIC = 256, 257, 258, 259, 262
 STRIP_OFFSETS, SAMPLES, ROWS_PER_STRIP, STRIP_COUNTS, PLANAR = 273, 277, 278, 279, 284
 PREDICTOR, TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_COUNTS = 317, 322, 323, 324, 325
@@ -104,6 +106,8 @@ def read_ifd(data: bytes) -> TiffInfo:
             blob = data[off : off + total]
         if typ in (2, 7):
             tags[tag] = (bytes(blob),)
+        elif n > 16 and typ in _ARRAY_TYPES:  # strip / tile offsets: an array, not a tuple of Python ints
+            tags[tag] = np.frombuffer(blob, dtype=np.dtype(_ARRAY_TYPES[typ]).newbyteorder(bo))
         else:
             tags[tag] = struct.unpack(bo + code * n, blob)
 
@@ -120,7 +124,7 @@ def read_ifd(data: bytes) -> TiffInfo:
     if len(set(bits)) != 1 or len(set(fmt)) != 1:
         raise ValueError("unsupported TIFF (samples of different sizes or types)")
     icc = tags.get(ICC, (None,))[0]
-    return TiffInfo(
+    info = TiffInfo(
         width=one(WIDTH), height=one(HEIGHT), samples=samples, bits=int(bits[0]), sample_format=int(fmt[0]),
         photometric=one(PHOTOMETRIC, 1), compression=one(COMPRESSION, 1), predictor=one(PREDICTOR, 1),
         planar=one(PLANAR, 1), extra_samples=tuple(int(v) for v in tags.get(EXTRA_SAMPLES, ())),
@@ -128,6 +132,61 @@ def read_ifd(data: bytes) -> TiffInfo:
         orientation=one(ORIENTATION, 1) if one(ORIENTATION, 1) in range(1, 9) else 1,
         pages=count_pages(data, ifd, bo),
     )
+    check_layout(data, info)
+    return info
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the first image's data is cut: ``count`` strips or tiles of ``rows`` x ``cols`` pixels
+    (``across`` per row of tiles; strips: ``across`` = 1, ``cols`` = width) per plane."""
+
+    tiled: bool
+    rows: int
+    cols: int
+    across: int
+    down: int
+    planes: int
+
+    @property
+    def count(self) -> int:
+        return self.across * self.down * self.planes
+
+
+def layout(info: TiffInfo) -> Layout:
+    """The strip or tile grid the header declares (computed, nothing allocated)."""
+    w, h, tags = info.width, info.height, info.tags
+    planes = info.samples if info.planar == 2 else 1
+    if TILE_OFFSETS in tags:
+        if TILE_WIDTH not in tags or TILE_LENGTH not in tags:
+            raise ValueError("corrupt TIFF (tile offsets without a tile size)")
+        tw, tl = int(tags[TILE_WIDTH][0]), int(tags[TILE_LENGTH][0])
+        if tw <= 0 or tl <= 0 or tw % 16 or tl % 16:
+            raise ValueError(f"unsupported TIFF ({tw}x{tl} tiles; TIFF tiles are multiples of 16 pixels)")
+        return Layout(True, tl, tw, -(-w // tw), -(-h // tl), planes)
+    if STRIP_OFFSETS in tags:
+        rps = max(1, min(int(tags.get(ROWS_PER_STRIP, (h,))[0]), h))
+        return Layout(False, rps, w, 1, -(-h // rps), planes)
+    raise ValueError("corrupt TIFF (no strip or tile offsets)")
+
+
+def check_layout(data: bytes, info: TiffInfo) -> None:
+    """Refuse, before any decoder allocates the image, a TIFF whose strips or tiles do not cover
+    its declared size: fewer offsets or byte counts than the grid needs, or data outside the file
+    (a truncated file, or a tiny file declaring a huge image). Every reader goes through this,
+    the Pillow path included (libtiff would fill what is missing with zeros)."""
+    if info.width <= 0 or info.height <= 0:
+        raise ValueError("corrupt TIFF (zero width or height)")
+    grid = layout(info)
+    offsets = info.tags[TILE_OFFSETS if grid.tiled else STRIP_OFFSETS]
+    counts = info.tags.get(TILE_COUNTS if grid.tiled else STRIP_COUNTS, ())
+    what = "tile" if grid.tiled else "strip"
+    if len(offsets) < grid.count or len(counts) < grid.count:
+        raise ValueError(f"truncated TIFF ({min(len(offsets), len(counts))} {what} offsets for the {grid.count} "
+                         f"{what}s of a {info.width}x{info.height} image)")
+    ends = np.asarray(offsets[: grid.count], dtype=np.int64) + np.asarray(counts[: grid.count], dtype=np.int64)
+    if grid.count and int(ends.max()) > len(data):
+        raise ValueError("truncated TIFF (image data cut short)")
 
 
 def count_pages(data: bytes, first: int, bo: str) -> int:
@@ -254,24 +313,18 @@ def decode(data: bytes, info: TiffInfo) -> np.ndarray:
         raise ValueError("corrupt TIFF (zero width or height)")
     item = info.bits // 8
     tags = info.tags
-    planes = spp if info.planar == 2 else 1
+    grid = layout(info)  # checked against the file by read_ifd
+    planes = grid.planes
     pspp = 1 if info.planar == 2 else spp
     out = np.zeros((planes, h, w, pspp), dtype=info.dtype.newbyteorder("="))
-    if TILE_OFFSETS in tags:
-        tw, tl = int(tags[TILE_WIDTH][0]), int(tags[TILE_LENGTH][0])
-        offsets, counts = tags[TILE_OFFSETS], tags.get(TILE_COUNTS, ())
-        across, down = (w + tw - 1) // tw, (h + tl - 1) // tl
-        boxes = [(p, ty * tl, tx * tw, tl, tw) for p in range(planes) for ty in range(down) for tx in range(across)]
-    elif STRIP_OFFSETS in tags:
-        rps = min(int(tags.get(ROWS_PER_STRIP, (h,))[0]), h)
-        offsets, counts = tags[STRIP_OFFSETS], tags.get(STRIP_COUNTS, ())
-        per_plane = (h + rps - 1) // rps
-        boxes = [(p, s * rps, 0, min(rps, h - s * rps), w) for p in range(planes) for s in range(per_plane)]
-    else:
-        raise ValueError("corrupt TIFF (no strip or tile offsets)")
-    if len(offsets) < len(boxes) or len(counts) < len(boxes):
-        raise ValueError("corrupt TIFF (too few strip or tile offsets)")
-    for (p, y0, x0, rows, cols), off, cnt in zip(boxes, offsets, counts):
+    offsets = tags[TILE_OFFSETS if grid.tiled else STRIP_OFFSETS]
+    counts = tags[TILE_COUNTS if grid.tiled else STRIP_COUNTS]
+    for k in range(grid.count):
+        p, cell = divmod(k, grid.across * grid.down)
+        y0, x0 = (cell // grid.across) * grid.rows, (cell % grid.across) * grid.cols
+        rows = grid.rows if grid.tiled else min(grid.rows, h - y0)
+        cols = grid.cols
+        off, cnt = int(offsets[k]), int(counts[k])
         if off + cnt > len(data):
             raise ValueError("truncated TIFF (image data cut short)")
         need = rows * cols * pspp * item

@@ -120,7 +120,7 @@ def _candidates(sources, crop: int, method: str, progress: Callable[[int, int], 
         try:
             img = load_source(src, method)
         except (GspError, ValueError, OSError) as exc:
-            skipped.append({"file": str(src.path), "reason": str(exc)})
+            skipped.append({"file": str(src.path), "reason": getattr(exc, "reason", None) or str(exc)})
             if progress:
                 progress(i + 1, len(sources))
             continue
@@ -184,7 +184,8 @@ def make_pack(
 
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    groups = scan_sources(folders, downscale=2 if downscale_jpeg else 1, scope="jpeg")
+    skipped: list[dict[str, str]] = []  # photos that do not decode: named, never fatal
+    groups = scan_sources(folders, downscale=2 if downscale_jpeg else 1, scope="jpeg", skipped=skipped)
     train_src, val_src = split_by_image(groups, val_fraction, seed)
     budget = {"train": budget_mib * (1 - val_share) * 2**20, "val": budget_mib * val_share * 2**20}
     staging = out.with_name(out.name + ".partial")
@@ -193,7 +194,6 @@ def make_pack(
 
         shutil.rmtree(staging)
     crops: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
     totals: dict[str, dict[str, float]] = {}
     for split, sources, stream in (("train", train_src, _STREAM_TRAIN), ("val", val_src, _STREAM_VAL)):
         (staging / split).mkdir(parents=True, exist_ok=True)

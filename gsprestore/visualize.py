@@ -384,7 +384,8 @@ def compare_montage(
         row3.append(colorbar(0.0, vmax, min(200, thumb), "|error|, shared scale"))
     for n in names:
         sc = (scores or {}).get(n)
-        lines = [n] + ([f"PSNR {sc['psnr']:.2f} dB  SSIM {sc['ssim']:.4f}"] if sc else [])
+        lines = [n] + ([f"PSNR {sc['psnr']:.2f} dB" + (f"  SSIM {sc['ssim']:.4f}" if "ssim" in sc else "")]
+                       if sc else [])
         row1.append(labelled(full(rgb(results[n])), lines))
         wl = [n]
         if reference is not None:

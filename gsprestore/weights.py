@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_file
-from .errors import WeightsError
+from .errors import GspError, WeightsError
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -151,18 +151,51 @@ def _no_weights(method: str, task: str) -> WeightsError:
     )
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+_BOILERPLATE = ("Weights only load failed", "Please file an issue", "Check the documentation")
+
+
+def load_reason(exc: BaseException, limit: int = 160) -> str:
+    """Why ``torch.load(..., weights_only=True)`` refused a file, in a few words: for the safe
+    unpickler, the line that says what it met (``unsupported GLOBAL posix.system``: code that
+    would run), without torch's paragraphs of advice; else the error's first line. Never cut
+    inside a word."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith(_BOILERPLATE[0]):
+        found = [line for line in lines if not line.startswith(_BOILERPLATE)]
+        what = (found[0] if found else "not plain tensors and values").rstrip(".")
+        if "GLOBAL" in what or "global" in what:
+            return f"refused: it holds pickled code that would run on loading ({_shorten(what, limit)})"
+        return f"refused by the safe loader: {_shorten(what, limit)}"
+    return f"{type(exc).__name__}: {_shorten(lines[0] if lines else '', limit)}".rstrip(": ")
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def _read_file(path: str | Path) -> dict[str, Any]:
+    import warnings
+
     import torch
 
+    from .io import existing_file
+
+    path = Path(path)
+    if path.exists():  # a FIFO or a device would never end: refused before torch opens it
+        try:
+            existing_file(path, "a weights file")
+        except GspError as exc:
+            raise WeightsError(exc.reason, path) from None
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about the pickle it is about to refuse
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise WeightsError("no such weights file", path) from None
     except IsADirectoryError:
         raise WeightsError("is a folder, not a weights file", path) from None
     except Exception as exc:  # truncated zip, pickle with code (refused by weights_only), ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"not a readable weights file ({type(exc).__name__}: {reason[:120]})", path) from None
+        raise WeightsError(f"not a readable weights file ({load_reason(exc)})", path) from None
     if not isinstance(obj, dict) or any(k not in obj for k in FILE_KEYS):
         raise WeightsError(f"not a gsprestore weights file (expected keys {', '.join(FILE_KEYS)})", path)
     return obj
@@ -172,6 +205,30 @@ def file_method(path: str | Path) -> str:
     """The method (``uglr`` / ``ugtv``) a weights file was trained for, so that ``--weights FILE``
     alone picks its network (the default method may be a classical one)."""
     return str(_read_file(Path(path))["method"])
+
+
+def _check_shapes(prior: str, task: str, config: dict[str, Any], state: Any) -> None:
+    """Before the network is built for real: its configuration is within the architecture's
+    bounds (:func:`gsprestore.models.unrolled.check_config`), and the network it describes,
+    built on the ``meta`` device (no memory), has exactly the tensors ``state`` holds. A small
+    file whose ``config`` asks for a huge network is refused without allocating it."""
+    import torch
+
+    from .models.unrolled import UnrolledNet, check_config, default_config
+
+    check_config({**default_config(prior, task), **config})
+    if not isinstance(state, dict):
+        raise ValueError("state_dict is not a dict of tensors")
+    with torch.device("meta"):
+        wanted = UnrolledNet(prior, task, **config).state_dict()
+    missing, unexpected = sorted(set(wanted) - set(state)), sorted(set(state) - set(wanted))
+    if missing or unexpected:
+        raise ValueError(f"{len(missing)} tensors missing, {len(unexpected)} unexpected, e.g. "
+                         f"{', '.join((missing + unexpected)[:2])}")
+    for key, tensor in wanted.items():
+        got = tuple(getattr(state[key], "shape", ()))
+        if got != tuple(tensor.shape):
+            raise ValueError(f"{key} is {got} in the file but {tuple(tensor.shape)} in the network its config describes")
 
 
 def load_model(method: str, task: str, path: str | Path | None = None, *, verify: bool = True) -> "nn.Module":
@@ -223,11 +280,12 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
     if prior != method[1:] or ftask != task:
         raise WeightsError(f"config is for {prior!r}/{ftask!r}, not {method} ({task})", file)
     try:
+        _check_shapes(prior, task, config, obj["state_dict"])
         model = UnrolledNet(prior, task, **config)
         model.load_state_dict(obj["state_dict"], strict=True)
-    except (TypeError, ValueError, RuntimeError, KeyError) as exc:
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WeightsError(f"weights do not fit the {method} network ({reason[:160]})", file) from None
+        raise WeightsError(f"weights do not fit the {method} network ({_shorten(reason, 160)})", file) from None
     model.weights_meta = dict(obj.get("meta") or {})
     model.weights_file = str(file)
     return model.eval()

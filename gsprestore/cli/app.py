@@ -1,11 +1,16 @@
 """The ``gsprestore`` Typer app: a version callback and thin commands registered from one module
 per command family. Domain errors (:class:`gsprestore.errors.GspError`) become one line on stderr
-and the error's exit code (1, or 2 for usage). SIGTERM (and SIGHUP) are handled like Ctrl-C: the
-running write is abandoned through the same clean-up (its ``.NAME.part`` temp file and output
-claim are removed), then one line and exit code 128 + the signal number."""
+and the error's exit code (1, or 2 for usage); so does anything else that escapes a command (a
+failed system call such as a full disk or a standard output that takes nothing, exit code 1; any
+other exception, exit code 1, its traceback shown only with ``GSPRESTORE_TRACEBACK=1``). SIGTERM
+(and SIGHUP) are handled like Ctrl-C: the running write is abandoned through the same clean-up
+(its ``.NAME.part`` temp file and output claim are removed), then one line and exit code 128 +
+the signal number."""
 
 from __future__ import annotations
 
+import io
+import os
 import signal
 import sys
 from typing import Annotated, Optional
@@ -13,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from .._version import __version__
-from ..errors import GspError
+from ..errors import GspError, one_line
 
 app = typer.Typer(
     name="gsprestore",
@@ -88,21 +93,70 @@ def restore_signal_handlers(previous: dict) -> None:
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+def _stdout_fails() -> bool:
+    """True when standard output cannot take what is waiting to be written (a full device, a
+    closed pipe); it is then pointed at the null device, so that Python's own flush at exit
+    cannot add a second message."""
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, io.UnsupportedOperation):  # not a file (captured by a test): nothing to learn
+            return False
+        fd = None
+    else:
+        try:
+            os.write(fd, b"")  # a zero-byte write fails where the device refuses data (/dev/full)
+            return False
+        except OSError:
+            pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1 if fd is None else fd)
+    except OSError:
+        pass
+    return True
+
+
+def _os_error_line(exc: OSError) -> str:
+    """``FILE: reason`` of a failed system call; the file is standard output when that is what failed."""
+    where = exc.filename if exc.filename is not None else ("standard output" if _stdout_fails() else None)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return one_line(f"{where}: {reason}" if where is not None else reason)
+
+
 def main() -> None:
-    """Console entry point: Typer handles usage errors (exit 2); domain errors print one line."""
+    """Console entry point: Typer handles usage errors (exit 2); every error prints one line."""
     previous = install_signal_handlers()
     _register()
     try:
-        app()
+        try:
+            app()
+        except SystemExit as done:  # how Click ends every run
+            if _stdout_fails():  # what the command printed could not be written (e.g. --json > /dev/full)
+                typer.echo("error: standard output: cannot write the output", err=True)
+                sys.exit(done.code or 1)
+            raise
     except GspError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a system call no command turned into a GspError (disk full, stdout closed...)
+        if os.environ.get("GSPRESTORE_TRACEBACK") == "1":
+            raise
+        typer.echo(f"error: {_os_error_line(exc)}", err=True)
+        sys.exit(1)
     except Terminated as exc:
         typer.echo(f"terminated ({signal.Signals(exc.signum).name}); unfinished outputs removed", err=True)
         sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug: one line all the same (GSPRESTORE_TRACEBACK=1 shows where)
+        if os.environ.get("GSPRESTORE_TRACEBACK") == "1":
+            raise
+        text = str(exc).strip().splitlines()
+        typer.echo(f"error: unexpected {type(exc).__name__}" + (f": {one_line(text[0])}" if text else "")
+                   + " (a bug in gsprestore; GSPRESTORE_TRACEBACK=1 shows where)", err=True)
+        sys.exit(1)
     finally:
         restore_signal_handlers(previous)
 

@@ -52,11 +52,13 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
 
 
 def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
-    """``["ugtv=run/model.pt", ...]`` -> ``{"ugtv": {"weights": "run/model.pt"}}`` (usage errors exit 2)."""
+    """``["ugtv=run/model.pt", ...]`` -> ``{"ugtv": {"weights": "run/model.pt"}}`` (usage errors exit 2;
+    a file that is missing or cannot be read as weights, exit 1, before the first image)."""
     from pathlib import Path
 
     from ..errors import GspError, UsageError
     from ..restorers import METHODS
+    from ..weights import file_method
 
     options: dict[str, dict[str, str]] = {}
     for item in items:
@@ -68,8 +70,9 @@ def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, 
             raise UsageError(f"--weights is for learned methods (uglr, ugtv), not {method!r}")
         if method not in names:
             raise UsageError(f"--weights {method}=...: {method} is not among the benchmarked methods")
-        if not Path(path).is_file():
+        if not Path(path).exists():
             raise GspError("weights file not found", path)
+        file_method(path)  # and readable, before the first image: a damaged file is an error too
         options[method] = {"weights": path}
     return options
 

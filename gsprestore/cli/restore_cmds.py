@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
+from ..errors import one_line
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,10 +111,10 @@ class Reporter:
 
     def notice(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"note: {message}", markup=False)
+            self.console.print(f"note: {one_line(message)}", markup=False)
 
     def error(self, message: str) -> None:
-        self.console.print(f"error: {message}", markup=False)
+        self.console.print(f"error: {one_line(message)}", markup=False)
 
     def start(self, k: int, job: "Job") -> None:
         if self.progress is not None:
@@ -161,7 +162,7 @@ class Reporter:
             self.error(res.error or "failed")
         elif not self.quiet and self.progress is None:
             what = f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped" else f"{res.seconds:.2f} s"
-            self.console.print(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}", markup=False)
+            self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}"), markup=False)
 
 
 def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
@@ -245,11 +246,11 @@ def _run_batch(
     if as_json:
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
-        reporter.console.print(
+        reporter.console.print(one_line(
             f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
             f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
-               if summary.stopped and len(summary.results) < len(jobs) + len(failures) else ""),
+               if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
         )
     if summary.exit_code:
@@ -371,7 +372,7 @@ def _restore_batch(
                                            {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
     if method_given:
         method_spec(method, task)
-    check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap")
+    check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
     dev = resolve_device(device)
     check_precision(precision, dev)
     spec = method_spec(_chosen_method(method, weights, task, dev.type, prefer), task)
@@ -410,8 +411,9 @@ LONG_FILE_S = 10.0
 def _chosen_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
                    prefer: str | None = None) -> str:
     """``--method``, else the method of the ``--weights`` file, else the task's default on this kind
-    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.defaults.choose_default`)."""
-    from ..defaults import default_method
+    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.defaults.choose_default`; an unreadable
+    manifest is an error: :func:`gsprestore.file_restore.default_method`)."""
+    from ..file_restore import default_method
     from ..weights import file_method
 
     if method is not None:
@@ -570,15 +572,22 @@ def demo_cmd(
     """
     from pathlib import Path
 
-    from ..errors import GspError
-    from ..restorers import default_method, get_restorer, method_spec
+    from ..errors import GspError, WeightsError
+    from ..file_restore import default_method
+    from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
     from ..engine import resolve_device
 
     pattern = check_pattern(pattern)
     dev = resolve_device(device)
-    name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
+    try:
+        name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
+    except WeightsError as exc:
+        from ..file_restore import FALLBACK_METHOD
+
+        name = FALLBACK_METHOD["demosaic"]
+        print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
     replace = overwrite
     if out_path.exists() and not overwrite:

@@ -166,11 +166,14 @@ def train(
     from rich.console import Console
 
     from ..errors import UsageError
+    from ..models.unrolled import check_config
     from ..training import TrainConfig
     from ..training import train as run_training
     from ..training.progress import RichProgress, summary_table
 
     console = Console(stderr=True)
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads must be at least 1 (leave it out for torch's default), got {threads}")
     given = {name for name in ctx.params
              if (src := ctx.get_parameter_source(name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")}
     folders = list(data or []) + list(more_data or [])
@@ -193,6 +196,10 @@ def train(
             value = locals()[name]
             if value is not None:
                 model[key] = value
+        try:  # sizes within the architecture's bounds (--blocks 0 is no network)
+            check_config(model)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         if downscale_bsds:
             if "downscale" in given and downscale != 2:
                 raise UsageError("--downscale-bsds means --downscale 2")
@@ -261,6 +268,7 @@ def train_pack(
     `gsprestore train --data PACK` reads it. See docs/training.md."""
     from rich.console import Console
 
+    from ..errors import one_line
     from ..trainpack import make_pack
 
     console = Console(stderr=True)
@@ -282,5 +290,6 @@ def train_pack(
                    f"{t['bytes'] / 2**20:.1f} MiB, {t['bytes_per_pixel']} B/px, median texture "
                    f"{t['median_score_kept']} (all candidates {t['median_score_all']})")
     for bad in info["skipped"]:
-        console.print(f"skipped {bad['file']}: {bad['reason']}", highlight=False)
+        console.print(one_line(f"skipped {bad['file']}: {bad['reason']}"), highlight=False, markup=False,
+                      soft_wrap=True)
     typer.echo(f"wrote {out} in {info['seconds']} s")

@@ -116,7 +116,8 @@ def compare(
         typer.echo(json.dumps(info, indent=2))
     else:
         for m, sc in info["scores"].items():
-            typer.echo(f"{m:>18}  PSNR {sc['psnr']:.2f} dB  SSIM {sc['ssim']:.4f}")
+            typer.echo(f"{m:>18}  PSNR {sc['psnr']:.2f} dB" + (f"  SSIM {sc['ssim']:.4f}" if "ssim" in sc else
+                                                                 "  (no SSIM: the image is under 11x11)"))
         typer.echo(f"wrote {path} (window x,y,w,h = {','.join(map(str, info['window']))})")
 
 

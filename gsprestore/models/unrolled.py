@@ -60,6 +60,29 @@ CHECKPOINT_MODES: tuple[str, ...] = ("", "head", "block", "block+head")
 SIGNALS: tuple[str, ...] = ("rgb", "green-difference")
 
 
+#: What the architecture is built for, with room to grow (the paper's networks: 5 blocks, 4 heads
+#: x 12 features = a 48-wide 4-layer CNN, 5 ADMM x 10 CG or 50 CG iterations): a configuration
+#: outside these bounds, from a weights file or the ``train`` options, is refused before a single
+#: tensor is allocated (a 4096-wide network or 10^7 ADMM iterations are not a model, but gigabytes).
+CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
+    "blocks": (1, 32), "heads": (1, 64), "features": (1, 256), "width": (1, 512), "cnn_layers": (1, 32),
+    "cg_iters": (1, 500), "admm_iters": (1, 100), "channels": (1, 4),
+}
+
+
+def check_config(cfg: dict[str, Any]) -> None:
+    """Raise :class:`ValueError` (one line naming the option, its value and the bounds) for a
+    size option of ``cfg`` outside :data:`CONFIG_BOUNDS` or not a whole number."""
+    for key, (lo, hi) in CONFIG_BOUNDS.items():
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"model option {key} must be a whole number, got {value!r}")
+        if not lo <= value <= hi:
+            raise ValueError(f"model option {key} = {value} is outside what the architecture supports ({lo}..{hi})")
+
+
 def default_config(prior: str, task: str) -> dict[str, Any]:
     """The paper-size configuration of ``prior`` ("glr" | "gtv") for ``task``."""
     if prior not in PRIORS:
@@ -385,6 +408,7 @@ class UnrolledNet(nn.Module):
             raise TypeError(f"unknown {prior} model options: {', '.join(sorted(unknown))}")
         cfg.update(overrides)
         cfg["prior"], cfg["task"] = prior, task
+        check_config(cfg)
         if cfg["cnn_input"] not in CNN_INPUTS:
             raise ValueError(f"unknown cnn_input {cfg['cnn_input']!r}; expected one of {CNN_INPUTS}")
         self.config: dict[str, Any] = cfg
