@@ -251,11 +251,12 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
             if trace is not None:
                 trace(t + 1, x, g.neg())
         return x
-    if trace is None:
+    if trace is None and isinstance(apply_A, StencilOperator):
         from . import cg_adjoint
 
-        if cg_adjoint.applies(apply_A, b, x0, alphas, precond):  # training: the adjoint backward
-            return cg_adjoint.cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
+        op = (apply_A.w, apply_A.diag, apply_A.keep)
+        if cg_adjoint.applies(*op, b, x0, alphas, precond):  # training: the adjoint backward
+            return cg_adjoint.cg_unrolled_adjoint(*op, b, x0, alphas, betas, precond)
     x = x0
     g = apply_A(x0) - b
     v: Optional[Tensor] = None

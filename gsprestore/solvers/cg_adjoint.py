@@ -188,22 +188,22 @@ def cg_unrolled_adjoint(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tens
     return _UnrolledCG.apply(w, diag, keep, precond, b, x0, alphas, betas)
 
 
-def applies(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> bool:
-    """Whether :func:`cg_unrolled_adjoint` can take this problem: a stencil operator with
-    (B, K|1, 12, H, W) weights, every tensor of ``b``'s dtype and device and broadcasting to its
-    (B, K, C, H, W) shape, step tables (T,) or (T, K), and the setting on."""
-    from .cg import StencilOperator
-
-    if not backend.settings.cg_adjoint or not isinstance(op, StencilOperator) or b.dim() != 5:
+def applies(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tensor, x0: Tensor, alphas: Tensor,
+            precond: Optional[Tensor]) -> bool:
+    """Whether :func:`cg_unrolled_adjoint` can take this problem (the operator of a
+    :class:`~gsprestore.solvers.cg.StencilOperator`): (B, K|1, 12, H, W) weights, every tensor of
+    ``b``'s dtype and device and broadcasting to its (B, K, C, H, W) shape, step tables (T,) or
+    (T, K), and the setting on."""
+    if not backend.settings.cg_adjoint or b.dim() != 5:
         return False
-    if op.w.dim() != 5 or op.w.shape[1] not in (1, b.shape[1]) or alphas.dim() not in (1, 2):
+    if w.dim() != 5 or w.shape[1] not in (1, b.shape[1]) or alphas.dim() not in (1, 2):
         return False
     if alphas.dim() == 2 and alphas.shape[1] != b.shape[1]:
         return False
-    ts = [t for t in (op.w, op.diag, op.keep, x0, precond) if t is not None]
+    ts = [t for t in (w, diag, keep, x0, precond) if t is not None]
     if any(t.dtype != b.dtype or t.device != b.device for t in ts):
         return False
     try:
-        return all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:] + [op.w[:, :, :1]])
+        return all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:] + [w[:, :, :1]])
     except RuntimeError:
         return False
