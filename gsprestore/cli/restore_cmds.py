@@ -482,16 +482,14 @@ def demo_cmd(
     from pathlib import Path
 
     from ..errors import GspError, WeightsError
-    from ..file_restore import default_method
+    from ..file_restore import FALLBACK_METHOD, default_method
     from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
     pattern = check_pattern(pattern)
     try:
         name = method_spec(method, "demosaic").name if method else default_method("demosaic")
-    except WeightsError as exc:
-        from ..file_restore import FALLBACK_METHOD
-
+    except WeightsError as exc:  # an unreadable manifest: said, not silent
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     dev_name = device
@@ -511,7 +509,7 @@ def demo_cmd(
     from ..chart import chart_path
     from ..engine import resolve_device
     from ..io import write_image
-    from ..file_restore import FALLBACK_METHOD, chart_psnr, load_restorer, restore_chart
+    from ..file_restore import chart_psnr, load_restorer, restore_chart
 
     dev = resolve_device(dev_name)
     restorer = load_restorer(name, "demosaic", method_given=bool(method),
