@@ -573,7 +573,7 @@ def demo_cmd(
     from pathlib import Path
 
     from ..errors import GspError, WeightsError
-    from ..file_restore import default_method
+    from ..file_restore import FALLBACK_METHOD, default_method
     from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
@@ -583,9 +583,7 @@ def demo_cmd(
     dev = resolve_device(device)
     try:
         name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
-    except WeightsError as exc:
-        from ..file_restore import FALLBACK_METHOD
-
+    except WeightsError as exc:  # an unreadable manifest: said, not silent
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
@@ -603,7 +601,7 @@ def demo_cmd(
 
     from ..chart import chart_path
     from ..io import write_image
-    from ..file_restore import FALLBACK_METHOD, chart_psnr, load_restorer, restore_chart
+    from ..file_restore import chart_psnr, load_restorer, restore_chart
 
     restorer = load_restorer(name, "demosaic", method_given=bool(method),
                              fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
