@@ -53,6 +53,7 @@ from . import backend
 from .window import (DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions,
                      sum_to, zero_outside)
 from .window import band_rows, bands, directed_regions
+from .graph_setup import Degree, LbarWeights, ScaleEdges, degree_of, lbar_weights, scale_edges
 
 
 __all__ = [
@@ -273,45 +274,13 @@ def _euclidean_edge_distances(g: Tensor, exp: bool) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-def _degree(w: Tensor) -> Tensor:
-    B, K, _, H, W = w.shape
-    if backend.usable(w):
-        return backend.native().degree(backend.rows_contiguous(w), w.new_empty(B, K, 1, H, W))
-    deg = w.new_zeros(B, K, 1, H, W)
-    for k, P, Q in regions(H, W):
-        wk = w[:, :, k : k + 1, P[0], P[1]]
-        deg[..., P[0], P[1]].add_(wk)
-        deg[..., Q[0], Q[1]].add_(wk)
-    return deg
-
-
-class _Degree(torch.autograd.Function):
-    """deg_p = sum over p's in-image edges of w; backward ``gw[o, p] = gdeg_p + gdeg_{p+o}`` in one
-    buffer (plain autograd of the 24 slice updates would zero-fill and add 12 full weight-sized
-    tensors)."""
-
-    @staticmethod
-    def forward(ctx, w: Tensor):  # type: ignore[override]
-        ctx.w_shape = w.shape
-        return _degree(w)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, gdeg: Tensor):  # type: ignore[override]
-        B, K, _, H, W = ctx.w_shape
-        gw = gdeg.new_zeros(B, K, NU, H, W)
-        for k, P, Q in regions(H, W):
-            torch.add(gdeg[..., P[0], P[1]], gdeg[..., Q[0], Q[1]], out=gw[:, :, k : k + 1, P[0], P[1]])
-        return gw
-
-
 def degree(w: Tensor) -> Tensor:
     """Degrees ``D = diag(W 1)`` of the undirected graph ``w`` (B, K, 12, H, W) -> (B, K, 1, H, W).
     Custom autograd (saves nothing)."""
     check_weights(w, NU, "w")
     if backend.no_grad_usable(w) or not (torch.is_grad_enabled() and w.requires_grad):
-        return _degree(w)
-    return _Degree.apply(w)
+        return degree_of(w)
+    return Degree.apply(w)
 
 
 def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
@@ -406,40 +375,6 @@ def laplacian_apply(w: Tensor, x: Tensor, deg: Optional[Tensor] = None) -> Tenso
     return diag_minus_adjacency_apply(w, x, deg)
 
 
-def _scale_edges(w: Tensor, dis: Tensor, out: Tensor) -> Tensor:
-    """``out[o, p] = w[o, p] dis_p dis_{p+o}`` on the in-image edges (``out`` zero elsewhere)."""
-    for k, P, Q in regions(*w.shape[-2:]):
-        torch.mul(w[:, :, k : k + 1, P[0], P[1]], dis[..., P[0], P[1]], out=out[:, :, k : k + 1, P[0], P[1]])
-        out[:, :, k : k + 1, P[0], P[1]].mul_(dis[..., Q[0], Q[1]])
-    return out
-
-
-class _ScaleEdges(torch.autograd.Function):
-    """(w, dis) -> w_pq dis_p dis_q with a backward that writes each gradient once (plain
-    autograd of the 12 slice assignments zero-fills a full weight-sized tensor per slice)."""
-
-    @staticmethod
-    def forward(ctx, w: Tensor, dis: Tensor):  # type: ignore[override]
-        ctx.save_for_backward(w, dis)
-        return _scale_edges(w, dis, torch.zeros(torch.broadcast_shapes(w.shape, dis.shape[:2] + w.shape[2:]),
-                                                dtype=w.dtype, device=w.device))
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, gwn: Tensor):  # type: ignore[override]
-        w, dis = ctx.saved_tensors
-        gw = _scale_edges(gwn, dis, torch.zeros_like(gwn)) if ctx.needs_input_grad[0] else None
-        gdis = None
-        if ctx.needs_input_grad[1]:
-            gdis = torch.zeros(gwn.shape[:2] + dis.shape[2:], dtype=dis.dtype, device=dis.device)
-            for k, P, Q in regions(*w.shape[-2:]):
-                t = gwn[:, :, k : k + 1, P[0], P[1]] * w[:, :, k : k + 1, P[0], P[1]]
-                gdis[..., P[0], P[1]].addcmul_(t, dis[..., Q[0], Q[1]])
-                gdis[..., Q[0], Q[1]].addcmul_(t, dis[..., P[0], P[1]])
-            gdis = sum_to(gdis, dis.shape)
-        return None if gw is None else sum_to(gw, w.shape), gdis
-
-
 def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Weights of ``D^-1/2 W D^-1/2`` and the diagonal of ``D^-1/2 D D^-1/2`` (1 except at
     isolated nodes): returns ``(wn, a)`` so that ``L_n x = a * x - Wn x`` (Sec. 5.2)."""
@@ -447,12 +382,12 @@ def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor,
         deg = degree(w)
     dis = deg.clamp_min(_TINY).rsqrt()
     if torch.is_grad_enabled() and (w.requires_grad or dis.requires_grad):
-        return _ScaleEdges.apply(w, dis), deg * dis * dis
+        return ScaleEdges.apply(w, dis), deg * dis * dis
     if backend.no_grad_usable(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
         wn = backend.padded_planes(w, *w.shape).zero_()
     else:
         wn = torch.zeros_like(w)
-    return _scale_edges(w, dis, wn), deg * dis * dis
+    return scale_edges(w, dis, wn), deg * dis * dis
 
 
 def normalized_laplacian_apply(w: Tensor, x: Tensor) -> Tensor:
@@ -643,38 +578,8 @@ def incidence_laplacian_weights(wbar: Tensor) -> Tensor:
     if backend.no_grad_usable(wbar):
         return backend.native().incidence_laplacian_weights(wbar.contiguous(), backend.padded_planes(wbar, B, K, NU, H, W))
     if torch.is_grad_enabled() and wbar.requires_grad:
-        return _IncidenceLaplacianWeights.apply(wbar)
-    return _incidence_laplacian_weights(wbar)
-
-
-def _incidence_laplacian_weights(wbar: Tensor) -> Tensor:
-    B, K, _, H, W = wbar.shape
-    s = wbar.new_zeros(B, K, NU, H, W)
-    for k, P, Q in regions(H, W):
-        torch.mul(wbar[:, :, k, P[0], P[1]], wbar[:, :, k, P[0], P[1]], out=s[:, :, k, P[0], P[1]])
-        s[:, :, k, P[0], P[1]].addcmul_(wbar[:, :, NU + k, Q[0], Q[1]], wbar[:, :, NU + k, Q[0], Q[1]])
-    return s
-
-
-class _IncidenceLaplacianWeights(torch.autograd.Function):
-    """s_pq = wbar(p -> q)^2 + wbar(q -> p)^2; backward ``2 wbar gs`` written once per directed
-    edge (saves wbar)."""
-
-    @staticmethod
-    def forward(ctx, wbar: Tensor):  # type: ignore[override]
-        ctx.save_for_backward(wbar)
-        return _incidence_laplacian_weights(wbar)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, gs: Tensor):  # type: ignore[override]
-        (wbar,) = ctx.saved_tensors
-        gw = torch.zeros_like(wbar)
-        for k, P, Q in regions(*wbar.shape[-2:]):
-            g = gs[:, :, k, P[0], P[1]]
-            torch.mul(wbar[:, :, k, P[0], P[1]], g, out=gw[:, :, k, P[0], P[1]]).mul_(2.0)
-            torch.mul(wbar[:, :, NU + k, Q[0], Q[1]], g, out=gw[:, :, NU + k, Q[0], Q[1]]).mul_(2.0)
-        return gw
+        return LbarWeights.apply(wbar)
+    return lbar_weights(wbar)
 
 
 def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:
