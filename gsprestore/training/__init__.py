@@ -35,7 +35,8 @@ Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` 
 
 from __future__ import annotations
 
-from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, pick_device, set_mmap_threshold
+from .build import (adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, pick_device,
+                    set_mmap_threshold)
 from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
                           load_run_config, read_log, write_json)
 from .evaluation import evaluate, observe, score_space
@@ -48,7 +49,8 @@ from .stopping import Deadline, GracefulStop
 __all__ = [
     "CHECKPOINT_FORMAT", "LOSSES", "MAX_BAD_STEPS", "PRIORS", "RESUMABLE_CHANGES", "SCHEDULES", "Deadline",
     "GracefulStop", "JsonLog", "LRSchedule", "RichProgress", "TrainConfig", "TrainProgress", "TrainResult",
-    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate", "export_weights", "init_from",
+    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate",
+    "export_weights", "init_from",
     "load_checkpoint", "load_run_config", "make_loss", "model_factory", "observe", "pick_device", "read_log",
     "score_space", "set_mmap_threshold", "summary_table", "train", "write_json",
 ]
