@@ -82,7 +82,8 @@ def demosaic(
     **options: Any,
 ) -> Any:
     """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
-    ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device, :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
+    ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device,
+    :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
     mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto."""
     from .engine import restore_array
@@ -112,7 +113,8 @@ def upscale2x(
 ) -> Any:
     """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
-    ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device (:func:`gsprestore.restorers.default_method`);
+    ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device
+    (:func:`gsprestore.restorers.default_method`);
     ``bicubic`` needs no weights."""
     from .engine import restore_array
 

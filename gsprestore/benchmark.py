@@ -210,10 +210,10 @@ def weights_record(name: str, task: str, options: Mapping[str, Any], restorer: A
     return {"path": str(path), "sha256": digest, "shipped": digest is not None and digest == entry.get("sha256")}
 
 
-def row_label(name: str, record: Mapping[str, Any] | None) -> str:
-    """A row's ``method``: the method's name, or ``uglr@run/model.pt`` for weights that are not the
-    shipped ones (so shipped and own weights can sit in one table)."""
-    if record is None or record.get("shipped") or not record.get("path"):
+def row_label(name: str, record: Mapping[str, Any] | None, given: bool = True) -> str:
+    """A row's ``method``: the method's name, or ``uglr@run/model.pt`` for weights given by the
+    user (``given``) that are not the shipped ones (so shipped and own weights can sit in one table)."""
+    if not given or record is None or record.get("shipped") or not record.get("path"):
         return name
     return f"{name}@{record['path']}"
 
@@ -309,20 +309,23 @@ def run_benchmark(
                 progress(i + 1, len(ds), path.name)
 
     built = {r.name: r for r in methods_built}
-    records = {n: weights_record(n, task, (restorer_options or {}).get(n, {}), built.get(n)) for n in names}
+    options = restorer_options or {}
+    records = {n: weights_record(n, task, options.get(n, {}), built.get(n)) for n in names}
+    labels = {n: row_label(n, records[n], given=bool(options.get(n, {}).get("weights"))) for n in names}
     results = []
     for name in names:
         for sigma in sigmas:
             if name in skipped:
                 row: dict[str, Any] = {k: None for k in ROW_KEYS}
-                row.update(method=row_label(name, records[name]), weights=records[name], task=task, dataset=ds.name, images=0, kind=restorers.METHODS[name].kind,
+                row.update(method=labels[name], weights=records[name], task=task, dataset=ds.name,
+                           images=0, kind=restorers.METHODS[name].kind,
                            noise_sigma=sigma, skipped=skipped[name])
                 results.append(row)
                 continue
             r, recs = built[name], scores[(name, sigma)]
             seconds = sum(x["seconds"] for x in recs)
             row = {
-                "method": row_label(name, records[name]),
+                "method": labels[name],
                 "task": task,
                 "dataset": ds.name,
                 "images": len(recs),

@@ -432,22 +432,19 @@ def _rgb(a: np.ndarray) -> np.ndarray:
     return np.repeat(a, 3, axis=2) if a.shape[2] == 1 else a
 
 
-#: Relative spread (of the largest weight) below which an edge-weight map is drawn on [0, max].
-MIN_WEIGHT_SPREAD = 0.01
+MIN_WEIGHT_SPREAD = 0.01  # of the largest weight: a narrower edge-weight map is drawn on [0, max]
 
 
 def weight_scale(w: np.ndarray) -> tuple[float, float]:
     """The colour scale of an edge-weight map: its own 1st to 99th percentile, so that a map whose
     weights crowd in a narrow band (near 1 in iGTV's smooth regions; the fixed pixel-distance term
-    setting the level of each direction) still shows where the graph cuts. Falls back to
-    [0, max] when the weights are (nearly) constant: a spread under :data:`MIN_WEIGHT_SPREAD` of
-    the largest weight (iGTV's maps can sit within 0.1 % of 0.223: stretched, that is noise)."""
+    setting the level of each direction) still shows where the graph cuts. [0, max] when they are
+    (nearly) constant, within :data:`MIN_WEIGHT_SPREAD` (stretched, 0.223 to 0.223 is noise)."""
     finite = np.asarray(w, dtype=np.float64)[np.isfinite(w)]
     if finite.size == 0:
         return 0.0, 1.0
     lo, hi = np.percentile(finite, [1.0, 99.0])
-    top = float(np.abs(finite).max())
-    if hi - lo < max(1e-6, MIN_WEIGHT_SPREAD * top):
+    if hi - lo < max(1e-6, MIN_WEIGHT_SPREAD * float(np.abs(finite).max())):
         return 0.0, float(finite.max()) if finite.max() > 0 else 1.0
     return float(lo), float(hi)
 

@@ -176,6 +176,9 @@ def restore_file(
     written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
                           software=software, quality=quality)
     info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": written_depth(written, depth)}
+    if bit_depth and info["bit_depth"] < bit_depth:
+        _say(notice, f"{written}: {Path(written).suffix.lstrip('.').upper()} is 8-bit; --bit-depth {bit_depth} "
+                     "needs --ext png or tiff")
     return info | ({"orientation": orientation} if orientation != 1 else {})
 
 

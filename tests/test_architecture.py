@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                       "training.recipe", "training.checkpoints", "training.build", "training.evaluation",
                       "training.stopping", "training.loop", "training.report", "training.progress", "explain",
                       "visualize"}),
-    ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.models_cmd", "cli.benchmark_cmd",
+    ("command line", {"cli", "cli.app", "cli.commands", "cli.restore_cmds", "cli.method_choice", "cli.models_cmd", "cli.benchmark_cmd",
                       "cli.train_cmd", "cli.visual_cmds", "__main__", ""}),
 ]
 #: Lines a module may have. 600 is the rule; the modules above it may shrink, never grow, until

@@ -459,3 +459,23 @@ def test_an_unsupported_output_extension_is_an_error_not_a_folder(tmp_path, name
     assert not (tmp_path / name).exists()
     code, _, err = cli("mosaic", tmp_path / "a.png", "-o", tmp_path / name)
     assert code == 2 and not (tmp_path / name).exists()
+
+
+def test_no_silent_loss_of_bits_or_mosaic_samples(tmp_path):
+    """-o x.jpg --bit-depth 16 is refused (JPEG is 8-bit); --ext same + --bit-depth 16 on a JPEG says
+    so; a mosaic is never written lossy: -o x.jpg is refused, a JPEG input gives a PNG mosaic."""
+    from PIL import Image
+
+    rgb(tmp_path / "a.png", depth=16)
+    code, _, err = cli("upscale2x", tmp_path / "a.png", "-m", "bicubic", "-o", tmp_path / "x.jpg", "--bit-depth", "16")
+    assert code == 2 and "JPEG and WebP are 8-bit; use .png or .tif for --bit-depth 16" in err
+    Image.fromarray((np.random.default_rng(0).random((24, 32, 3)) * 255).astype(np.uint8)).save(tmp_path / "p.jpg")
+    code, _, err = cli("upscale2x", tmp_path / "p.jpg", "-m", "bicubic", "--bit-depth", "16")
+    assert code == 0 and "JPG is 8-bit; --bit-depth 16 needs --ext png or tiff" in err, err
+    code, _, err = cli("mosaic", tmp_path / "p.jpg", "-o", tmp_path / "m.jpg")
+    assert code == 2 and "a Bayer mosaic must be lossless" in err and not (tmp_path / "m.jpg").exists()
+    code, _, err = cli("mosaic", tmp_path / "p.jpg", "--ext", "webp")
+    assert code == 2 and "a Bayer mosaic must be lossless" in err
+    code, _, err = cli("mosaic", tmp_path / "p.jpg")
+    assert code == 0 and (tmp_path / "p-mosaic.png").is_file() and not (tmp_path / "p-mosaic.jpg").exists()
+    assert "1 JPEG / WebP input(s) give PNG mosaics (a Bayer mosaic must be lossless)" in err

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 
 from ..errors import one_line
+from .method_choice import chosen_method, fast_or_best, time_note
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,8 +203,11 @@ def _run_batch(
     setup: Callable[["Reporter"], Callable[["Job", int], dict | None]],
     meta: dict,
     extra_suffixes: tuple[str, ...] = (),
+    lossless: bool = False,
 ) -> None:
-    """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run."""
+    """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run.
+    ``lossless``: an output that ``--ext same`` would make JPEG / WebP is written as PNG (a note
+    says so)."""
     from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs
     from ..errors import GspError
     from ..io import TOOL_TAG
@@ -222,6 +226,14 @@ def _run_batch(
                      else (suffix or ""), ext=ext)
     jobs, own = drop_own_outputs(jobs)
     reporter = Reporter(quiet, len(jobs), verb)
+    if lossless:
+        from ..batch import Job
+
+        lossy = [j for j in jobs if j.output.suffix.lower() in (".jpg", ".jpeg", ".webp")]
+        if lossy:
+            jobs = [Job(j.input, j.output.with_suffix(".png")) if j in lossy else j for j in jobs]
+            reporter.notice(f"{len(lossy)} JPEG / WebP input(s) give PNG mosaics (a Bayer mosaic must be "
+                            f"lossless), e.g. {lossy[0].output.with_suffix('.png')}")
     own_files = found.skipped_own + [str(j.input) for j in own]
     for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
                         (f"`gsprestore {command}` output", own_files)):
@@ -303,8 +315,14 @@ def mosaic_cmd(
     """
     from ..sampling import check_pattern
 
+    from ..errors import UsageError
+
     pattern = check_pattern(pattern)
     _check_common(ext, bit_depth, overwrite, skip_existing, dng=True)
+    lossy = (".jpg", ".jpeg", ".webp")
+    if ext.lower().lstrip(".") in ("jpg", "jpeg", "webp") or (output is not None and output.lower().endswith(lossy)):
+        raise UsageError("a Bayer mosaic must be lossless (JPEG / WebP would smear the colour samples: 36.5 vs "
+                         "37.3 dB after demosaicking); write .png, .tif or .dng")
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from ..file_restore import mosaic_file
@@ -316,7 +334,7 @@ def mosaic_cmd(
         return work
 
     _run_batch(command="mosaic", verb="mosaic", inputs=inputs, output=output, suffix=suffix,
-               default_suffix="-mosaic", ext=ext, recursive=recursive, overwrite=overwrite,
+               default_suffix="-mosaic", ext=ext, recursive=recursive, overwrite=overwrite, lossless=True,
                skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, as_json=as_json,
                setup=setup, meta={"pattern": pattern})
 
@@ -367,6 +385,8 @@ def _restore_batch(
     if output is not None and output.lower().endswith(".dng"):
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
+    if bit_depth == 16 and output is not None and output.lower().endswith((".jpg", ".jpeg", ".webp")):
+        raise UsageError(f"-o {output}: JPEG and WebP are 8-bit; use .png or .tif for --bit-depth 16")
     method_given = method is not None
     how = "--method" if method_given else ("--weights" if weights is not None else
                                            {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
@@ -375,7 +395,7 @@ def _restore_batch(
     check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
     dev = resolve_device(device)
     check_precision(precision, dev)
-    spec = method_spec(_chosen_method(method, weights, task, dev.type, prefer), task)
+    spec = method_spec(chosen_method(method, weights, task, dev.type, prefer), task)
     if weights is not None and spec.kind != "learned":
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
 
@@ -385,7 +405,7 @@ def _restore_batch(
 
         restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best")
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
-        expect = None if weights is not None else _time_note(restorer.name, task, dev.type, how, reporter.notice)
+        expect = None if weights is not None else time_note(restorer.name, task, dev.type, how, reporter.notice)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
@@ -402,62 +422,6 @@ def _restore_batch(
                as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (),
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
                      **({"pattern": pattern} if task == "demosaic" else {})})
-
-
-#: A file expected to take longer than this (seconds, by the method's recorded speed) gets a note.
-LONG_FILE_S = 10.0
-
-
-def _chosen_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
-                   prefer: str | None = None) -> str:
-    """``--method``, else the method of the ``--weights`` file, else the task's default on this kind
-    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.defaults.choose_default`; an unreadable
-    manifest is an error: :func:`gsprestore.file_restore.default_method`)."""
-    from ..file_restore import default_method
-    from ..weights import file_method
-
-    if method is not None:
-        return method
-    return file_method(weights) if weights is not None else default_method(task, device, prefer)
-
-
-def _fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None) -> str | None:
-    """``--fast`` / ``--best`` as ``choose_default``'s ``prefer``, refused beside a named method."""
-    from ..errors import UsageError
-
-    if fast and best:
-        raise UsageError("--fast and --best exclude each other")
-    flag = "--fast" if fast else "--best" if best else None
-    if flag and (method is not None or weights is not None):
-        raise UsageError(f"{flag} chooses the method: leave out --method / --prior / --weights")
-    return "fast" if fast else "best" if best else None
-
-
-def _time_note(method: str, task: str, device: str, how: str,
-               notice: Callable[[str], None]) -> Callable[["Job", float], None]:
-    """``expect(job, megapixels)`` for the worker: the first file whose expected time (the method's
-    recorded speed on this kind of device) passes :data:`LONG_FILE_S` gets one line saying which
-    method runs, how it was chosen, about how long it takes and what is faster."""
-    from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
-    from ..heartbeat import clock
-
-    said = []
-
-    def expect(job: "Job", megapixels: float) -> None:
-        if said:
-            return
-        seconds = expected_seconds(method, task, device, megapixels)
-        if seconds is None or seconds < LONG_FILE_S:
-            return
-        said.append(True)
-        fast = CLASSICAL_DEFAULT[task]
-        where = speed_conditions(device)
-        notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {job.input.name} "
-               f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
-               + (f" on {where.split(':')[0]}" if where else "") + ")"
-               + ("" if method == fast else f"; --fast ({fast}) takes about a second"))
-
-    return expect
 
 
 @command("demosaic")
@@ -497,7 +461,7 @@ def demosaic_cmd(
     from ..sampling import check_pattern
 
     _restore_batch("demosaic", inputs=inputs, output=output, method=method,
-                   prefer=_fast_or_best(fast, best, method, weights), pattern_given=pattern is not None,
+                   prefer=fast_or_best(fast, best, method, weights), pattern_given=pattern is not None,
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
@@ -543,7 +507,8 @@ def upscale2x_cmd(
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
     _restore_batch("upscale2x", inputs=inputs, output=output, method=method,
-                   prefer=_fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile, overlap=overlap, device=device,
+                   prefer=fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile,
+                   overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
                    quiet=quiet, as_json=as_json, quality=quality)

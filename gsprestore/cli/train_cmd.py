@@ -132,7 +132,8 @@ def train(
                                      "options override single keys (e.g. more CG/ADMM iterations: a curriculum).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch (default: torch's; 1 on a busy machine).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch (default: torch's; "
+                                                   "1 on a busy machine).")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Threads decoding photos while cutting patches.")] = 0,
     max_steps: Annotated[
         Optional[int], typer.Option("--max-steps", help="Stop after this many steps in all (smoke runs; the "
