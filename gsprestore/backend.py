@@ -30,7 +30,7 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed", "settings",
+__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed", "pixel_grid", "settings",
            "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
 
 _MODES = ("auto", "torch", "native")
@@ -166,6 +166,18 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
     settings.gpu_fused = 0
     logging.getLogger("gsprestore").warning(
         "gsprestore: the fused Triton %s failed (%s: %s); using the PyTorch path", kernel, type(exc).__name__, exc)
+
+
+#: CUDA's limit on grid axes 1 and 2 (axis 0 takes up to 2^31 - 1 blocks)
+MAX_GRID_YZ = 65535
+
+
+def pixel_grid(pixels: int, block: int, planes: int) -> tuple[int, int]:
+    """The launch grid of the fused Triton kernels: the ``block``-pixel blocks of a plane on axis
+    0 (a 24-MP tile is ~94k blocks of 256, over axis 1's limit) and the ``planes`` on axis 1."""
+    if planes > MAX_GRID_YZ:
+        raise ValueError(f"{planes} image planes in one launch, more than CUDA's {MAX_GRID_YZ} on grid axis 1")
+    return -(-pixels // block), planes
 
 
 def _triton_importable() -> bool:

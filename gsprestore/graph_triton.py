@@ -45,11 +45,19 @@ def available() -> bool:
 if triton is not None:
 
     @triton.jit
-    def _dist(gp, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
-              BLOCK_SIZE: tl.constexpr):
-        """(|g_p - g_q|^2, whether q = p + (DY, DX) is in the image) for a block of pixels p."""
-        qi = i + DY
-        qj = j + DX
+    def window_offset(kk):
+        """:data:`graph.OFFSETS` ``[kk]`` for a run-time ``kk`` in 0..11: (0, 1), (0, 2), then the
+        rows dy = 1 and 2 with dx = -2 .. 2."""
+        r = tl.maximum(kk - 2, 0)
+        dy = tl.where(kk < 2, 0, r // 5 + 1)
+        dx = tl.where(kk < 2, kk + 1, r % 5 - 2)
+        return dy, dx
+
+    @triton.jit
+    def _dist(gp, i, j, dy, dx, H, W, HW, in_img, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        """(|g_p - g_q|^2, whether q = p + (dy, dx) is in the image) for a block of pixels p."""
+        qi = i + dy
+        qj = j + dx
         ok = in_img & (qi >= 0) & (qi < H) & (qj >= 0) & (qj < W)
         d = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
         for c in tl.static_range(F):
@@ -71,74 +79,48 @@ if triton is not None:
         return acc
 
     @triton.jit
-    def _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
-               NDY: tl.constexpr, NDX: tl.constexpr, KK: tl.constexpr, PASS: tl.constexpr,
+    def _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, PASS: tl.constexpr,
                BLOCK_SIZE: tl.constexpr):
-        """The undirected offset o = (DY, DX) = -(NDY, NDX) in both directions: edge KK (p -> p + o)
-        and edge 12 + KK (p -> p - o)."""
-        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, DY, DX, BLOCK_SIZE)
-        acc = _sweep_edge(acc, m, s, d, ok, op + KK * HW, i, j, W, in_img, PASS)
-        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, NDY, NDX, BLOCK_SIZE)
-        acc = _sweep_edge(acc, m, s, d, ok, op + (KK + 12) * HW, i, j, W, in_img, PASS)
-        return acc
-
-    @triton.jit
-    def _all_offsets(acc, m, s, gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, PASS: tl.constexpr,
-                     BLOCK_SIZE: tl.constexpr):
-        # graph.OFFSETS, in order, each with its negative
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 0, 1, 0, -1, 0, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 0, 2, 0, -2, 1, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, -2, -1, 2, 2, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, -1, -1, 1, 3, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 0, -1, 0, 4, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 1, -1, -1, 5, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 1, 2, -1, -2, 6, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, -2, -2, 2, 7, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, -1, -2, 1, 8, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 0, -2, 0, 9, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 1, -2, -1, 10, PASS, BLOCK_SIZE)
-        acc = _sweep(acc, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, 2, -2, -2, 11, PASS, BLOCK_SIZE)
+        """Softmax sweep PASS over the 24 directed edges: for each undirected offset o =
+        ``graph.OFFSETS[kk]``, edge kk (p -> p + o), then edge 12 + kk (p -> p - o). A run-time
+        loop: unrolled (3 sweeps x 24 edges x F features, ~1,700 inlined loads) the kernel took
+        Triton minutes to compile for sm_90; the order of the sums is the same."""
+        for kk in range(12):
+            dy, dx = window_offset(kk)
+            d, ok = _dist(gp, i, j, dy, dx, H, W, HW, in_img, F, BLOCK_SIZE)
+            acc = _sweep_edge(acc, m, s, d, ok, op + kk * HW, i, j, W, in_img, PASS)
+            d, ok = _dist(gp, i, j, -dy, -dx, H, W, HW, in_img, F, BLOCK_SIZE)
+            acc = _sweep_edge(acc, m, s, d, ok, op + (kk + 12) * HW, i, j, W, in_img, PASS)
         return acc
 
     @triton.jit
     def _program_pixels(g_ptr, out_ptr, H, W, F: tl.constexpr, N_OUT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        """This program's (b, k) plane and block of pixels: the feature and output planes' starts,
-        H W, the pixels' row and column and whether they are in the image."""
-        plane = tl.program_id(0).to(tl.int64)
+        """This program's block of pixels (grid axis 0: up to 2^31 - 1 blocks) and (b, k) plane
+        (axis 1): the feature and output planes' starts, H W, the pixels' row and column and
+        whether they are in the image."""
+        plane = tl.program_id(1).to(tl.int64)
         HW = H * W
-        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         return g_ptr + plane * F * HW, out_ptr + plane * N_OUT * HW, HW, offs // W, offs % W, offs < HW
 
-    @triton.jit
+    # the shapes are run-time values: specialised (1, or divisible by 16) each new tile shape
+    # would compile the kernel again
+    @triton.jit(do_not_specialize=["H", "W"])
     def _random_walk_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
         gp, op, HW, i, j, in_img = _program_pixels(g_ptr, out_ptr, H, W, F, 24, BLOCK_SIZE)
         zero = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        m = _all_offsets(zero + float("inf"), zero, zero, gp, op, i, j, H, W, HW, in_img, F, 0, BLOCK_SIZE)
-        s = _all_offsets(zero, m, zero, gp, op, i, j, H, W, HW, in_img, F, 1, BLOCK_SIZE)
+        m = _sweep(zero + float("inf"), zero, zero, gp, op, i, j, H, W, HW, in_img, F, 0, BLOCK_SIZE)
+        s = _sweep(zero, m, zero, gp, op, i, j, H, W, HW, in_img, F, 1, BLOCK_SIZE)
         s = tl.where(s > 0, s, 1.0)  # a node without in-image neighbours (a 1x1 image) keeps weights 0
-        _all_offsets(zero, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, BLOCK_SIZE)
+        _sweep(zero, m, s, gp, op, i, j, H, W, HW, in_img, F, 2, BLOCK_SIZE)
 
-    @triton.jit
-    def _edge_weight(gp, op, i, j, H, W, HW, in_img, F: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
-                     KK: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        d, ok = _dist(gp, i, j, H, W, HW, in_img, F, DY, DX, BLOCK_SIZE)
-        tl.store(op + KK * HW + i * W + j, tl.where(ok, tl.exp(-d), 0.0), mask=in_img)
-
-    @triton.jit
+    @triton.jit(do_not_specialize=["H", "W"])
     def _edge_weights_kernel(g_ptr, out_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
         gp, op, HW, i, j, in_img = _program_pixels(g_ptr, out_ptr, H, W, F, 12, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 1, 0, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 0, 2, 1, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, -2, 2, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, -1, 3, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 0, 4, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 1, 5, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 1, 2, 6, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, -2, 7, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, -1, 8, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 0, 9, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 1, 10, BLOCK_SIZE)
-        _edge_weight(gp, op, i, j, H, W, HW, in_img, F, 2, 2, 11, BLOCK_SIZE)
+        for kk in range(12):  # a run-time loop, as in _sweep
+            dy, dx = window_offset(kk)
+            d, ok = _dist(gp, i, j, dy, dx, H, W, HW, in_img, F, BLOCK_SIZE)
+            tl.store(op + kk * HW + i * W + j, tl.where(ok, tl.exp(-d), 0.0), mask=in_img)
 
 
 def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
@@ -163,7 +145,7 @@ def _launch(kernel, g: Tensor, n_out: int, out: Tensor | None) -> Tensor:
     gc = g.contiguous()
     if out is None:
         out = g.new_empty(B, K, n_out, H, W)
-    kernel[(B * K, triton.cdiv(H * W, BLOCK))](gc, out, H, W, F=F, BLOCK_SIZE=BLOCK)
+    kernel[backend.pixel_grid(H * W, BLOCK, B * K)](gc, out, H, W, F=F, BLOCK_SIZE=BLOCK)
     return out
 
 

@@ -1,40 +1,62 @@
-"""The prepared GPU job (issue #12): one command that fine-tunes all four shipped models on a lent
-GPU inside one short window, and brings back everything needed to decide whether to ship them.
+"""The prepared GPU job (issues #12, #20): one command that fine-tunes all four shipped models on a
+lent GPU inside one short window, and brings back everything needed to decide whether to ship them.
 
-Run it through ``tools/device-train.sh`` (which sets the environment). Stages, each recorded in
-``$OUT/summary.json`` as soon as it ends (so a killed job still reports what it did):
+Run it through ``tools/device-train.sh`` (which sets the environment). This process, the
+*driver*, never touches the GPU: it starts, watches and stops child processes, each with a hard
+deadline, and copies their results to ``$OUT`` as they arrive, so no stage can hold it past the
+job's end and a job stopped at any point still returns what was done. ``$OUT/summary.json`` is
+rewritten after every event.
 
-1. **sanity** - each shipped model's output on a small input, CUDA against the CPU (float32,
-   TF32 off); a difference above ``SANITY_TOL`` is recorded and warned about (not fatal: each
-   run's first validation on the GPU shows whether the shipped weights still score there).
-1b. **inference** - issue #16's GPU target, within ``INFER_BUDGET_S``: the shipped uGTV
+1. **pre** (a child, at most ``PRE_S``): *probe*, each model's peak GPU memory in one eager
+   training step at batch ``PROBE_BATCH``, which sets its batch (a model whose probe failed
+   trains at ``DEFAULT_BATCH``); *sanity*, each shipped model's output on a small input, CUDA
+   against the CPU (float32, TF32 off; a difference above ``SANITY_TOL`` is recorded, not fatal;
+   this forward also compiles the fused Triton kernels into the shared ``TRITON_CACHE_DIR`` that
+   the training runs then read). The child's exit frees all its GPU memory.
+2. **plan**: per model the batch that lets all of them train side by side in ``MEM_FRACTION`` of
+   the card (twice the eager peak per patch with CUDA graphs: the graph keeps its own pool), at
+   most ``BATCH_MAX``; epochs of ``EPOCH_PATCHES`` patches (validation after each).
+3. **train**: the ``gsprestore train --init <shipped> --time-budget ... --schedule cosine-time``
+   runs, ``STAGGER_S`` apart, the largest share first. uGTV demosaic (the default candidate) trains
+   until the end of the training window; each other model for ``SHARES`` of it, so uGTV demosaic
+   has the GPU to itself at the end. Each run validates its starting weights first (the floor of
+   what it exports). A run still alive ``GRACE_S`` after its window gets SIGTERM (it checkpoints),
+   then SIGKILL; as each run ends its ``model.pt`` (exported by the run, or by this driver from
+   ``best.pt`` when the run was stopped) is copied to ``$OUT/<method>_<task>.pt``.
+4. **infer** (a child, the ``INFER_S`` after training): issue #16's GPU target: the shipped uGTV
    demosaicker's PSNR on the pack's validation crops in fp32 and bf16, then MP/s through the tiled
-   engine on a synthetic ``INFER_MP``-megapixel mosaic in fp32 (the fused Triton CG), bf16, and fp32
-   without the Triton CG on a quarter of the size (the unfused PyTorch formulas, for the ratio).
-2. **probe** - per model, peak GPU memory of a training step at a small batch, the batch that
-   lets all models train side by side in ``MEM_FRACTION`` of the card, and patches/s at that batch,
-   eagerly and with the forward + backward replayed from a CUDA graph
-   (:mod:`gsprestore.graphed_step`, checked against the eager gradients); the faster is used.
-3. **plan** - how many patch passes fit each model's share of the remaining time
-   (``PARALLEL_SHARE``: the fraction of its solo speed a model keeps while the others run): the
-   size of an epoch (validation after each); the runs' ``cosine-time`` learning rate anneals over
-   the wall-clock budget, so a wrong guess costs validations, not a truncated schedule.
-4. **train** - the four ``gsprestore train --init <shipped> --time-budget ...`` runs in parallel
-   processes, each on the training pack (``PACK``), each validating its starting weights first.
-   A run that overruns its budget by ``GRACE_S`` gets SIGTERM (all at once), then SIGKILL.
-5. **collect** - each run's ``model.pt`` as ``$OUT/<method>_<task>.pt``, its validation PSNR
-   beside the shipped weights' on the same patches, logs in ``$OUT/logs.tar.gz``.
+   engine on a synthetic ``INFER_MP``-megapixel mosaic in fixed ``INFER_TILE`` tiles (extents
+   multiples of 16, the same tiles run once untimed first) in fp32 with the fused Triton kernels,
+   bf16, and fp32 without them on a quarter of the size; each records whether the fused kernels
+   really ran (calls counted; a fallback to the PyTorch path is not "fused").
+5. **collect**: every run's record in ``summary.json``, logs in ``$OUT/logs.tar.gz``.
 
-Environment: ``OUT`` (required), ``DRY_RUN=1`` (CPU, tiny budgets: the CI test), ``PACK``
-(default ``carry/pack``), ``BUDGET_S`` (whole job; 530 / 150 dry), ``MODELS`` (comma list of
+Time arithmetic, all from the job's start ``T0`` (``END = T0 + BUDGET_S``): the children are all
+gone by ``CLOSE = END - TAIL_S`` (exports, summary and the log archive take the tail); inference
+runs until ``CLOSE - KILL_WAIT_S`` and starts no later than ``INFER_S`` before it; training ends
+when inference starts (``TRAIN_END``), and is skipped when less than ``MIN_TRAIN_S`` is left for
+it. A run's ``--time-budget`` counts from its own start (``IMPORT_S`` after the spawn), so it is
+its window less the time already gone.
+
+Environment: ``OUT`` (required), ``DRY_RUN=1`` (CPU, tiny budgets: the CI test), ``PACK`` (default
+``carry/pack``), ``BUDGET_S`` (whole job; 530 / 360 dry), ``MODELS`` (comma list of
 ``method_task``), ``RUNS`` (run folders; default a temporary folder), ``LR``, ``BATCH_MAX``,
-``PATCH``, ``PARALLEL_SHARE``, ``SEED``. Files in ``$OUT``: at most 8 (the device tool's limit).
+``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
+(``model=fraction,...``),
+``INFER_S`` (0: no inference), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
+rehearsal, ``FAULTS`` (comma list) injects failures: ``sanity``, ``probe`` or ``infer`` (that stage
+raises), ``pre-hang`` (the pre child hangs until killed), ``compile`` (every Triton kernel launch
+fails, as a kernel that cannot compile; a dry run then runs the fused path under
+``TRITON_INTERPRET=1``), ``overrun:<model>`` (that run gets ten times its budget, and its window
+ends 3 s after its first validation: the driver stops it). Files in ``$OUT``: at most 8 (the device tool's limit).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,45 +68,90 @@ from pathlib import Path
 T0 = time.monotonic()
 REPO = Path(__file__).resolve().parents[1]
 DRY = os.environ.get("DRY_RUN", "0") not in ("", "0")
+
+
+def _num(name: str, gpu: float, dry: float) -> float:
+    return float(os.environ.get(name, dry if DRY else gpu))
+
+
 OUT = Path(os.environ["OUT"]).resolve()
 PACK = Path(os.environ.get("PACK", REPO / "carry" / "pack")).resolve()
-BUDGET_S = float(os.environ.get("BUDGET_S", 150 if DRY else 530))
+BUDGET_S = _num("BUDGET_S", 530, 360)  # a dry run ends early (MAX_STEPS); the rest absorbs a loaded CPU
+END = T0 + BUDGET_S
 MODELS = [m for m in os.environ.get("MODELS", "ugtv_demosaic,uglr_demosaic,ugtv_upscale2x,uglr_upscale2x").split(",") if m]
-RUNS = Path(os.environ.get("RUNS") or tempfile.mkdtemp(prefix="gsp-runs-"))
+#: fraction of the training window each model trains for (the rest: 0.7)
+SHARES = {m: 0.7 for m in MODELS} | {"ugtv_demosaic": 1.0} | {
+    k: float(v) for k, _, v in (s.partition("=") for s in os.environ.get("SHARES", "").split(",") if s)}
 LR = float(os.environ.get("LR", 4e-4))
-BATCH_MAX = int(os.environ.get("BATCH_MAX", 1 if DRY else 64))
+BATCH_MAX = int(_num("BATCH_MAX", 64, 1))
+DEFAULT_BATCH = int(_num("DEFAULT_BATCH", 32, 1))
 PROBE_BATCH = 1 if DRY else 8
-PATCH = int(os.environ.get("PATCH", 16 if DRY else 64))
-WARMUP_STEPS, TIMED_STEPS = (1, 1) if DRY else (2, 4)
-VAL_PATCHES = int(os.environ.get("VAL_PATCHES", 8 if DRY else 512))
-PATCHES_MAX = 64 if DRY else 16000
-PARALLEL_SHARE = float(os.environ.get("PARALLEL_SHARE", 0.3))
+PATCH = int(_num("PATCH", 64, 16))
+EPOCH_PATCHES = int(_num("EPOCH_PATCHES", 8192, 64))
+MAX_STEPS = int(_num("MAX_STEPS", 0, 3))  # 0: none (a dry run stops early, unless the window ends first)
+VAL_PATCHES = int(_num("VAL_PATCHES", 512, 8))
 MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
 USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
-INFER_MP = float(os.environ.get("INFER_MP", 0.02 if DRY else 24.0))
-INFER_BUDGET_S = float(os.environ.get("INFER_BUDGET_S", 60 if DRY else 80))
-GRACE_S = 25.0
-#: Seconds a training process needs before its first step (imports, CUDA, patch cutting, the
-#: starting weights' validation) and the job needs after the runs (collect, archive).
-STARTUP_S, TAIL_S = (25.0, 15.0) if DRY else (45.0, 20.0)
-#: The least time a training process is given (a dry run on a loaded CPU may have spent the rest).
-MIN_TRAIN_S = 45.0 if DRY else 60.0
+INFER_MP = _num("INFER_MP", 24.0, 0.01)
+#: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
+#: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
+INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
+# seconds (GPU / dry run)
+INFER_S = _num("INFER_S", 60, 30)  # inference after training
+PRE_S = _num("PRE_S", 75, 120)  # the pre child's hard limit
+TAIL_S = _num("TAIL_S", 15, 15)  # after every child is gone: exports, summary, archive
+KILL_WAIT_S = _num("KILL_WAIT_S", 10, 5)  # SIGTERM -> SIGKILL
+MIN_TRAIN_S = _num("MIN_TRAIN_S", 90, 30)  # less left: no training
+MIN_RUN_S = _num("MIN_RUN_S", 45, 10)  # a run's budget below this: not started
+IMPORT_S = _num("IMPORT_S", 8, 5)  # a training process's start before its budget counts
+GRACE_S = _num("GRACE_S", 5, 10)  # a run's overrun of its window before SIGTERM
+STAGGER_S = _num("STAGGER_S", 4, 0.5)
+PROGRESS_S = _num("PROGRESS_S", 20, 5)  # summary.json's training progress
+CLOSE = END - TAIL_S
+INFER_END = CLOSE - KILL_WAIT_S
+TRAIN_END = INFER_END - max(INFER_S, 0.0)
+FAULTS = [f for f in os.environ.get("FAULTS", "").split(",") if f]
 
-summary: dict = {"format": "gsprestore-device-train/1", "dry_run": DRY, "budget_s": BUDGET_S, "models": MODELS,
-                 "pack": str(PACK), "stages": {}}
+summary: dict = {"format": "gsprestore-device-train/2", "dry_run": DRY, "budget_s": BUDGET_S, "models": MODELS,
+                 "pack": str(PACK), "faults": FAULTS, "stages": {}}
+CHILDREN: list[subprocess.Popen] = []  # live child processes (stopped at the end, whatever happens)
+_log_file = None
+
+
+class Terminated(BaseException):
+    """SIGTERM / SIGINT reached the driver (the device tool's limit, or a user); not an
+    ``Exception``, so that no stage's guard swallows it."""
 
 
 def log(msg: str) -> None:
-    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+    line = f"[{time.monotonic() - T0:6.1f}s] {msg}"
+    with contextlib.suppress(OSError, ValueError):  # a closed pipe must not end the job
+        print(line, flush=True)
+    if _log_file is not None:
+        _log_file.write(line + "\n")
+        _log_file.flush()
+
+
+def left(at: float) -> float:
+    return at - time.monotonic()
+
+
+def write_json(obj, path: Path) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def save_summary() -> None:
     summary["elapsed_s"] = round(time.monotonic() - T0, 1)
-    tmp = OUT / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(OUT / "summary.json")
+    write_json(summary, OUT / "summary.json")
+
+
+def fault(name: str) -> None:
+    if name in FAULTS:
+        raise RuntimeError(f"injected fault: {name}")
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -100,329 +167,647 @@ def shipped(name: str):
     return model, Path(model.weights_file)
 
 
-def model_opts(model) -> dict:
-    cfg = dict(model.config)
-    cfg.pop("prior", None)
-    cfg.pop("task", None)
-    return cfg
+# ------------------------------------------------------------------------------------------------
+# child processes: the stages that use the GPU
+# ------------------------------------------------------------------------------------------------
 
 
-def stage_sanity(dev) -> None:
+@contextlib.contextmanager
+def fused_calls():
+    """Counts the fused Triton kernels' completed calls by name while active (a fallback to the
+    PyTorch path counts nothing)."""
+    from gsprestore import graph_triton
+    from gsprestore.solvers import admm_triton, cg_triton
+
+    calls: dict[str, int] = {}
+    saved = []
+    for mod, name in ((graph_triton, "random_walk_weights_from_projected"), (graph_triton, "edge_weights_from_projected"),
+                      (cg_triton, "cg_unrolled_triton"), (admm_triton, "edge_term_replayed_triton")):
+        real = getattr(mod, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            out = _real(*a, **k)
+            calls[_name] = calls.get(_name, 0) + 1
+            return out
+
+        saved.append((mod, name, real))
+        setattr(mod, name, counted)
+    try:
+        yield calls
+    finally:
+        for mod, name, real in saved:
+            setattr(mod, name, real)
+
+
+def _free(dev) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def sanity(dev, out: dict, save) -> None:
     """CUDA output == CPU output of each shipped model on a small input (dry run: CPU twice)."""
     import torch
 
     from gsprestore.training import observe
 
+    res = out["sanity"] = {}
+    fault("sanity")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    results = {}
-    g = torch.Generator().manual_seed(0)
-    gt = torch.rand(2, 3, PATCH, PATCH, generator=g)
+    gt = torch.rand(2, 3, PATCH, PATCH, generator=torch.Generator().manual_seed(0))
     for name in MODELS:
-        model, _ = shipped(name)
-        _, task = split_name(name)
-        with torch.no_grad():
-            ref = model(*observe(task, gt))
-            other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
-        diff = float((ref - other).abs().max())
-        results[name] = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL}
-        log(f"sanity {name}: max |cpu - {dev}| = {diff:.2e}")
-    summary["stages"]["sanity"] = results
-    torch.backends.cudnn.allow_tf32 = True
-    if not all(r["ok"] for r in results.values()):
-        # recorded, not fatal: the GPU window is short, and each run's first validation (on the GPU)
-        # shows whether the shipped weights still score there
-        log(f"WARNING: sanity check above tolerance {SANITY_TOL}: {results}")
+        t0 = time.perf_counter()
+        try:
+            model, _ = shipped(name)
+            _, task = split_name(name)
+            with torch.no_grad():
+                ref = model(*observe(task, gt))
+                with fused_calls() as calls:
+                    other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
+            diff = float((ref - other).abs().max())
+            res[name] = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL, "fused_calls": calls,
+                         "seconds": round(time.perf_counter() - t0, 1)}
+            print(f"sanity {name}: max |cpu - {dev}| = {diff:.2e}, fused calls {calls}, "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
+        except Exception as exc:  # noqa: BLE001 - recorded; the other models go on
+            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        _free(dev)
+        save()
 
 
-def stage_inference(dev) -> None:
+def probe(dev, out: dict, save) -> None:
+    """Each model's peak memory (and time) in an eager training step at ``PROBE_BATCH``."""
+    import torch
+
+    from gsprestore.training import make_loss, observe
+
+    res = out["probe"] = {}
+    fault("probe")
+    for name in MODELS:
+        try:
+            model, _ = shipped(name)
+            _, task = split_name(name)
+            model = model.to(dev).train()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+            loss_fn = make_loss("l1")
+            gt = torch.rand(PROBE_BATCH, 3, PATCH, PATCH, device=dev)
+            if dev.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(dev)
+            times = []
+            for _ in range(1 if DRY else 2):  # the first warms up (a dry run: only plumbing)
+                t0 = time.perf_counter()
+                loss = loss_fn(model(*observe(task, gt)), gt)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                times.append(time.perf_counter() - t0)
+            peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
+            res[name] = {"batch": PROBE_BATCH, "step_s": times[-1], "patches_per_s": PROBE_BATCH / times[-1],
+                         "peak_bytes": peak}
+            print(f"probe {name}: {times[-1]:.2f} s a step at batch {PROBE_BATCH}"
+                  + (f", peak {peak / 2**30:.2f} GiB" if peak else ""), flush=True)
+            del model, opt, gt, loss
+        except Exception as exc:  # noqa: BLE001 - this model trains with the defaults
+            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        _free(dev)
+        save()
+
+
+def infer(dev, out: dict, save, until: float) -> None:
     """Issue #16's GPU target (>= 10 MP/s for uGTV demosaicking of 24-MP images, fp32 and bf16 with
-    the PSNR change); each measurement is skipped once ``INFER_BUDGET_S`` is spent."""
+    the PSNR change). A measurement that would not end by ``until`` (time.time()) is skipped."""
     import torch
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_engine import synthetic_mosaic
     from precision_psnr import load_images, score
 
-    from gsprestore.backend import configure
+    from gsprestore import backend
     from gsprestore.engine import restore
     from gsprestore.restorers import get_restorer
 
-    t_start = time.monotonic()
-    out: dict = {"method": "ugtv", "task": "demosaic", "budget_s": INFER_BUDGET_S}
-    summary["stages"]["inference"] = out
+    fault("infer")
+    out.update({"method": "ugtv", "task": "demosaic", "tile": INFER_TILE, "overlap": INFER_OVERLAP})
     precisions = ["fp32", "bf16"] if dev.type == "cuda" else ["fp32"]
-    # PSNR on the validation crops, fp32 against bf16
-    model, _ = shipped("ugtv_demosaic")
-    model = model.to(dev).eval()
-    crops = load_images(PACK / "val", 4 if DRY else 64)
-    for prec in precisions:
-        out[f"val_psnr_{prec}"] = round(score(model, "demosaic", crops, dev, prec)[0], 3)
-    if "val_psnr_bf16" in out:
-        out["bf16_psnr_change_db"] = round(out["val_psnr_bf16"] - out["val_psnr_fp32"], 3)
-    out["val_crops"] = len(crops)
-    scores = ", ".join(f"{p} {out['val_psnr_' + p]}" for p in precisions)
-    log(f"inference: val PSNR {scores} on {len(crops)} crops")
+    try:  # PSNR on the validation crops, fp32 against bf16
+        model, _ = shipped("ugtv_demosaic")
+        model = model.to(dev).eval()
+        crops = load_images(PACK / "val", 2 if DRY else 64)
+        out["val_crops"] = len(crops)
+        for prec in precisions:
+            out[f"val_psnr_{prec}"] = round(score(model, "demosaic", crops, dev, prec)[0], 3)
+            save()
+        if "val_psnr_bf16" in out:
+            out["bf16_psnr_change_db"] = round(out["val_psnr_bf16"] - out["val_psnr_fp32"], 3)
+        print(f"inference: val PSNR {[out.get('val_psnr_' + p) for p in precisions]} on {len(crops)} crops", flush=True)
+        del model
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - load_images exits on an empty folder
+        out["val_error"] = f"{type(exc).__name__}: {exc}"
+    save()
     restorer = get_restorer("ugtv", "demosaic")
-    runs = [("fp32", 1, INFER_MP), ("bf16", 1, INFER_MP), ("fp32", 0, INFER_MP / 4)]
-    for prec, fused, mp in runs:
+    last_s = 0.0
+    for prec, fused, mp in [("fp32", 1, INFER_MP), ("bf16", 1, INFER_MP), ("fp32", 0, INFER_MP / 4)]:
         key = f"{prec}_{'fused' if fused else 'unfused'}"
         if prec not in precisions:
             out[key] = "skipped: not on CUDA"
             continue
-        if time.monotonic() - t_start > INFER_BUDGET_S:
-            out[key] = "skipped: inference budget spent"
+        if time.time() + 1.2 * last_s * (mp / INFER_MP) > until:
+            out[key] = "skipped: too little time left"
             continue
-        y = synthetic_mosaic(mp)
-        with configure(gpu_fused=fused):
-            restore(restorer, y[:, :512, :512], "RGGB", device=dev, precision=prec)  # warm-up (compile)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-                torch.cuda.reset_peak_memory_stats(dev)
-            t0 = time.perf_counter()
-            restore(restorer, y, "RGGB", device=dev, precision=prec)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            secs = time.perf_counter() - t0
-        megapixels = y.shape[-2] * y.shape[-1] / 1e6
-        out[key] = {"megapixels": round(megapixels, 2), "seconds": round(secs, 2),
-                    "megapixels_per_s": round(megapixels / secs, 3),
-                    "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
-        log(f"inference {key}: {megapixels:.1f} MP in {secs:.1f} s = {megapixels / secs:.2f} MP/s")
-        save_summary()
-    out["seconds"] = round(time.monotonic() - t_start, 1)
+        t_all = time.perf_counter()
+        try:
+            y = synthetic_mosaic(mp)
+            kw = {"device": dev, "precision": prec, "tile": INFER_TILE, "overlap": INFER_OVERLAP}
+            with backend.configure(gpu_fused=fused), fused_calls() as calls:
+                t0 = time.perf_counter()
+                restore(restorer, y, "RGGB", **kw)  # warm-up: the same tiles (compiles, cuDNN plans)
+                warm = time.perf_counter() - t0
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                    torch.cuda.reset_peak_memory_stats(dev)
+                timed_calls = dict(calls)
+                t0 = time.perf_counter()
+                restore(restorer, y, "RGGB", **kw)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                secs = time.perf_counter() - t0
+                timed_calls = {k: v - timed_calls.get(k, 0) for k, v in calls.items()}
+                fused_ran = bool(timed_calls) and backend.settings.gpu_fused == 1
+            megapixels = y.shape[-2] * y.shape[-1] / 1e6
+            out[key] = {"megapixels": round(megapixels, 2), "seconds": round(secs, 2), "warmup_s": round(warm, 2),
+                        "megapixels_per_s": round(megapixels / secs, 3), "fused_ran": fused_ran,
+                        "fused_calls": timed_calls,
+                        "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
+            print(f"inference {key}: {megapixels:.1f} MP in {secs:.2f} s = {megapixels / secs:.2f} MP/s "
+                  f"(fused kernels ran: {fused_ran})", flush=True)
+        except Exception as exc:  # noqa: BLE001 - recorded; the next measurement goes on
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+        last_s = time.perf_counter() - t_all
+        _free(dev)
+        save()
 
 
-def _probe_steps(name: str, dev, batch: int, steps: int, graph: bool = False) -> dict:
-    """Time ``steps`` training steps (forward, backward, clipping, Adam) at ``batch`` after the
-    warm-ups; ``graph``: forward + backward replayed from a checked CUDA graph (None if refused)."""
+def child_main(stage: str, until: float) -> int:
+    """A stage in its own process: results in ``RUNS/<stage>.json``, rewritten after each step."""
     import torch
 
-    from gsprestore.graphed_step import capture_training_step
-    from gsprestore.training import make_loss, observe
+    runs = Path(os.environ["RUNS"])
+    out: dict = {}
 
-    model, _ = shipped(name)
-    _, task = split_name(name)
-    model = model.to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
-    loss_fn = make_loss("l1")
-    gt = torch.rand(batch, 3, PATCH, PATCH, device=dev)
+    def save() -> None:
+        write_json(out, runs / f"{stage}.json")
+
+    dev = torch.device("cuda" if torch.cuda.is_available() and not DRY else "cpu")
+    out.update({"device": str(dev), "torch": torch.__version__, "cuda_available": torch.cuda.is_available()})
     if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    graphed = None
-    if graph:
-        graphed, info = capture_training_step(model, task, loss_fn, gt, observe)
-        if graphed is None:
-            log(f"probe {name}: no CUDA graph ({info['reason']})")
-            return {"batch": batch, "graph": info}
-    times = []
-    for i in range(steps + WARMUP_STEPS):
-        t0 = time.perf_counter()
-        if graphed is not None:
-            loss = graphed(gt)
-        else:
-            loss = loss_fn(model(*observe(task, gt)), gt)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        if i >= WARMUP_STEPS:
-            times.append(time.perf_counter() - t0)
-    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
-    del model, opt, gt, graphed
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
-    step_s = sorted(times)[len(times) // 2]
-    out = {"batch": batch, "step_s": step_s, "patches_per_s": batch / step_s, "peak_bytes": peak}
-    if graph:
-        out["graph"] = info
-    return out
+        props = torch.cuda.get_device_properties(dev)
+        out.update({"device_name": props.name, "total_memory": props.total_memory})
+    save()
+    if stage == "pre":
+        if "pre-hang" in FAULTS:
+            time.sleep(1e6)
+        for part in (probe, sanity):  # the probe first: the batches matter more than the check
+            try:
+                part(dev, out, save)
+            except Exception as exc:  # noqa: BLE001 - recorded; the next part goes on
+                out.setdefault(part.__name__, {})["error"] = f"{type(exc).__name__}: {exc}"
+                print(f"{part.__name__} failed: {type(exc).__name__}: {exc}", flush=True)
+            save()
+    elif stage == "infer":
+        try:
+            infer(dev, out, save, until)
+        except BaseException as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            save()
+            raise
+    save()
+    return 0
 
 
-def stage_probe(dev) -> dict:
-    """Memory at a small batch -> the batch each model gets -> its patches/s at that batch."""
-    import torch
-
-    out = {}
-    total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
-    for name in MODELS:
-        small = _probe_steps(name, dev, PROBE_BATCH, 1) if total is not None else None
-        batch = BATCH_MAX
-        if small is not None and small["peak_bytes"]:
-            per_patch = small["peak_bytes"] / PROBE_BATCH
-            fit = int(MEM_FRACTION * total / len(MODELS) / per_patch)
-            batch = max(PROBE_BATCH, min(BATCH_MAX, fit // 8 * 8 or PROBE_BATCH))
-        speed = _probe_steps(name, dev, batch, TIMED_STEPS)
-        log(f"probe {name}: batch {batch}, {speed['patches_per_s']:.1f} patches/s alone (eager)"
-            + (f", peak {speed['peak_bytes'] / 2**30:.1f} GiB" if speed["peak_bytes"] else ""))
-        graphed = _probe_steps(name, dev, batch, TIMED_STEPS, graph=True) if dev.type == "cuda" and USE_GRAPHS \
-            else None
-        use_graph = bool(graphed and graphed.get("patches_per_s", 0) > speed["patches_per_s"])
-        if graphed and "patches_per_s" in graphed:
-            log(f"probe {name}: {graphed['patches_per_s']:.1f} patches/s alone (CUDA graph, grads within "
-                f"{graphed['graph']['max_rel_grad_diff']:.1e} of eager)")
-        best = graphed if use_graph else speed
-        out[name] = {"probe_small": small, "eager": speed, "cuda_graph": graphed, "use_cuda_graph": use_graph,
-                     "batch": batch, "patches_per_s": best["patches_per_s"], "peak_bytes": best["peak_bytes"]}
-    summary["stages"]["probe"] = out
-    return out
+# ------------------------------------------------------------------------------------------------
+# the driver
+# ------------------------------------------------------------------------------------------------
 
 
-def stage_plan(probe: dict) -> dict:
-    """Patches per model from its predicted share of the time (at most ``PATCHES_MAX``: one epoch
-    between validations); epochs are open-ended, the ``cosine-time`` schedule anneals by the
-    deadline whatever the speed turns out to be."""
-    train_s = max(MIN_TRAIN_S, BUDGET_S - (time.monotonic() - T0) - TAIL_S)
+def stop(procs: list[subprocess.Popen], kill_at: float) -> None:
+    """SIGTERM to each live process (all at once, so each gets the same time to checkpoint), then
+    SIGKILL at ``kill_at``."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signal.SIGTERM)
+    while any(p.poll() is None for p in live) and time.monotonic() < kill_at:
+        time.sleep(0.2)
+    for p in live:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+            p.wait()
+
+
+def run_child(stage: str, deadline: float) -> int | None:
+    """``--stage stage`` until ``deadline`` (monotonic), then SIGTERM, SIGKILL. Its exit code
+    (negative: killed by that signal)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", stage,
+           "--until", repr(time.time() + left(deadline))]
+    with open(RUNS / f"{stage}.log", "w") as logf:
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
+        CHILDREN.append(p)
+        if stage == "pre":  # meanwhile, what collect needs (an export from best.pt is then quick)
+            with contextlib.suppress(Exception):
+                import gsprestore.models  # noqa: F401
+                import gsprestore.training.build  # noqa: F401
+        while p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if p.poll() is None:
+            log(f"{stage}: still running at its deadline; stopped")
+            stop([p], deadline + KILL_WAIT_S)
+        CHILDREN.remove(p)
+    return p.returncode
+
+
+def child_result(stage: str, code: int | None, budget: float) -> dict:
+    res: dict = {}
+    path = RUNS / f"{stage}.json"
+    if path.is_file():
+        with contextlib.suppress(ValueError):
+            res = json.loads(path.read_text())
+    res.update({"exit_code": code, "budget_s": round(budget, 1)})
+    if code != 0:
+        why = (f"stopped at its {budget:.0f} s deadline" if code is not None and code < 0
+               else f"exit code {code}") + f"; see {stage}.log in logs.tar.gz"
+        res["error"] = f"{res['error']} ({why})" if "error" in res else why
+    return res
+
+
+def stage_pre() -> dict:
+    deadline = min(time.monotonic() + PRE_S, TRAIN_END - MIN_TRAIN_S - KILL_WAIT_S - 1.0)
+    budget = left(deadline)
+    if budget < 5:
+        return {"error": "skipped: no time left"}
+    res = child_result("pre", run_child("pre", deadline), budget)
+    for part in ("sanity", "probe"):
+        summary["stages"][part] = res.get(part) or {"error": res.get("error", "not run")}
+    bad = {m: r for m, r in (res.get("sanity") or {}).items() if isinstance(r, dict) and not r.get("ok")}
+    if bad:  # recorded, not fatal: each run's first validation (on the GPU) shows whether the weights score
+        log(f"WARNING: sanity check failed or above tolerance {SANITY_TOL}: {bad}")
+    log(f"pre: exit {res['exit_code']}, device {res.get('device_name', res.get('device'))}"
+        + (f"; {res['error']}" if "error" in res else ""))
+    summary["stages"]["pre"] = {k: v for k, v in res.items() if k not in ("sanity", "probe")}
+    return res
+
+
+def stage_plan(pre: dict) -> dict:
+    """Batch (from the probe's memory, else ``DEFAULT_BATCH``), epoch size, CUDA graph."""
+    total = pre.get("total_memory")
+    cuda = not DRY
     plans = {}
     for name in MODELS:
-        pps = probe[name]["patches_per_s"] * PARALLEL_SHARE
-        passes = max(probe[name]["batch"], int(pps * max(train_s - STARTUP_S, 1.0)))
-        patches = max(probe[name]["batch"], min(PATCHES_MAX, passes))
-        epochs = 1000  # the time budget ends the run
-        patches = max(probe[name]["batch"], patches // probe[name]["batch"] * probe[name]["batch"])  # whole batches
-        plans[name] = {"time_budget_s": round(train_s, 1), "predicted_patch_passes": passes, "patches": patches,
-                       "epochs": epochs, "batch": probe[name]["batch"], "lr": LR,
-                       "cuda_graph": probe[name]["use_cuda_graph"]}
-        log(f"plan {name}: {passes} patch passes predicted -> epochs of {patches} patches, "
-            f"budget {train_s:.0f} s")
+        p = (pre.get("probe") or {}).get(name)
+        graph = USE_GRAPHS and cuda  # the run checks the graph against an eager step, else trains eagerly
+        if not isinstance(p, dict) or "step_s" not in p:
+            batch, why = DEFAULT_BATCH, "probe failed: default batch"
+        elif p.get("peak_bytes") and total:
+            per_patch = p["peak_bytes"] / p["batch"] * (2 if graph else 1)
+            fit = int(MEM_FRACTION * total / len(MODELS) / per_patch)
+            batch, why = max(PROBE_BATCH, min(BATCH_MAX, fit // 8 * 8 or PROBE_BATCH)), "probe"
+        else:
+            batch, why = BATCH_MAX, "probe (no memory figure)"
+        patches = max(batch, EPOCH_PATCHES // batch * batch)
+        plans[name] = {"batch": batch, "patches": patches, "epochs": 1000, "lr": LR, "cuda_graph": graph,
+                       "share": SHARES.get(name, 0.7), "from": why}
+        log(f"plan {name}: batch {batch}, epochs of {patches} patches, "
+            f"{'CUDA graph' if graph else 'eager'}, share {plans[name]['share']} ({why})")
     summary["stages"]["plan"] = plans
     return plans
 
 
-def train_command(name: str, plan: dict, init: Path, opts: dict, dev) -> list[str]:
+def train_command(name: str, plan: dict, budget: float) -> list[str]:
+    from gsprestore.weights import manifest_entry, weights_dir
+
     method, task = split_name(name)
+    entry = manifest_entry(method, task)  # the shipped weights (the driver does not load torch for this)
+    init = weights_dir() / entry["file"]
     cmd = [sys.executable, "-m", "gsprestore", "train", "--task", task, "--prior", method[1:],
            "--data", str(PACK), "--out", str(RUNS / name), "--patch-size", str(PATCH),
            "--patches", str(plan["patches"]), "--val-patches", str(VAL_PATCHES), "--epochs", str(plan["epochs"]),
            "--batch-size", str(plan["batch"]), "--lr", repr(plan["lr"]), "--schedule", "cosine-time",
            "--warmup-steps", "2" if DRY else "20", "--grad-clip", "1.0", "--loss", "l1", "--seed", str(SEED),
-           "--init", str(init), "--device", str(dev), "--time-budget", str(plan["time_budget_s"]),
+           "--init", str(init), "--device", "cpu" if DRY else "cuda", "--time-budget", f"{budget:.1f}",
            "--no-progress", "--log-every", "1" if DRY else "20",
            "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS))), "--workers", "2" if DRY else "4"]
-    for key, value in sorted(opts.items()):
+    cfg = dict(entry["config"])
+    cfg.pop("prior", None)
+    cfg.pop("task", None)
+    for key, value in sorted(cfg.items()):
         cmd += ["--model-opt", f"{key}={json.dumps(value)}"]
     if plan["cuda_graph"]:
         cmd.append("--cuda-graph")
+    if MAX_STEPS and f"overrun:{name}" not in FAULTS:
+        cmd += ["--max-steps", str(MAX_STEPS)]
     return cmd
 
 
-def stage_train(plans: dict, dev) -> dict:
-    procs = {}
-    for name in MODELS:
-        model, init = shipped(name)
-        cmd = train_command(name, plans[name], init, model_opts(model), dev)
-        logf = open(RUNS / f"{name}.log", "w")
-        logf.write(" ".join(cmd) + "\n")
-        logf.flush()
-        procs[name] = (subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO), logf)
-        log(f"started {name} (pid {procs[name][0].pid})")
-    hard = time.monotonic() + max(p["time_budget_s"] for p in plans.values()) + GRACE_S
-    while any(p.poll() is None for p, _ in procs.values()) and time.monotonic() < hard:
-        time.sleep(1.0)
-    running = [p for p, _ in procs.values() if p.poll() is None]
-    if running:  # all at once, so each gets the same grace to write its checkpoint
-        log(f"deadline: SIGTERM to {len(running)} run(s)")
-        for p in running:
-            p.send_signal(signal.SIGTERM)
-        t_kill = time.monotonic() + 10.0
-        while any(p.poll() is None for p in running) and time.monotonic() < t_kill:
-            time.sleep(0.5)
-        for p in running:
-            if p.poll() is None:
-                p.kill()
-    codes = {}
-    for name, (p, logf) in procs.items():
-        codes[name] = p.wait()
-        logf.close()
-        log(f"{name} exited {codes[name]}")
-    return codes
+def read_log(run: Path) -> list[dict]:
+    path = run / "log.jsonl"
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
 
 
-def stage_collect(codes: dict) -> None:
-    import shutil
+def export_best(run: Path, status: str) -> dict:
+    """``model.pt`` from the run's ``best.pt`` (a run stopped by a signal only checkpoints); returns
+    the checkpoint's ``best`` record."""
+    from gsprestore.training.build import build_network
+    from gsprestore.training.checkpoints import load_checkpoint, load_run_config
+    from gsprestore.training.evaluation import score_space
+    from gsprestore.training.recipe import without_init
+    from gsprestore.weights import save_weights
 
-    results = {}
-    for name in MODELS:
-        run = RUNS / name
-        rec: dict = {"exit_code": codes.get(name)}
+    cfg = load_run_config(run)
+    ck = load_checkpoint(run / "best.pt")
+    model = build_network(without_init(cfg))
+    model.load_state_dict(ck["model"])
+    model.eval()
+    best = ck["best"]
+    save_weights(run / "model.pt", model, {
+        "method": cfg.method, "task": cfg.task, "pattern": "RGGB" if cfg.task == "demosaic" else None,
+        "command": cfg.command(run), "recipe": cfg.to_json(), "data": list(cfg.data), "status": status,
+        "best_epoch": best.get("epoch"), "best_step": best.get("step"), "val_psnr": best.get("psnr"),
+        "val_space": score_space(cfg.task), "exported_from": "best.pt by tools/device_train.py"})
+    return best
+
+
+def collect_run(name: str, code: int | None) -> None:
+    """A run that ended: its record, its ``model.pt`` (exported from ``best.pt`` if the run did not)
+    copied to ``$OUT``."""
+    rec = summary["stages"]["train"][name]
+    run = RUNS / name
+    rec["exit_code"] = code
+    rec["ended_s"] = round(time.monotonic() - T0, 1)
+    try:
+        records = read_log(run)
+        init = next((r for r in records if r.get("event") == "init-val"), {})
+        steps = max((r.get("step") or 0 for r in records), default=0)
+        rec.update({"status": "stopped" if code != 0 else "unknown", "steps": steps, "init_val_psnr": init.get("val_psnr")})
         if (run / "summary.json").is_file():
             s = json.loads((run / "summary.json").read_text())
             rec.update({k: s.get(k) for k in ("status", "steps", "epochs_done", "patches_per_s", "train_time_s",
                                               "init_val_psnr", "best_val_psnr", "best_epoch", "best_is_init",
                                               "val_space", "device")})
-            if rec["steps"] is not None and rec["patches_per_s"]:
-                rec["patch_passes"] = int(round(rec["patches_per_s"] * (rec["train_time_s"] or 0.0)))
-            rec["gain_db"] = (None if rec["init_val_psnr"] is None or rec["best_val_psnr"] is None
-                              else rec["best_val_psnr"] - rec["init_val_psnr"])
-            rec["improved"] = bool(rec["gain_db"] and rec["gain_db"] > 0 and not rec["best_is_init"])
+        if not (run / "model.pt").is_file() and (run / "best.pt").is_file():
+            best = export_best(run, rec["status"])
+            rec.update({"exported_from": "best.pt", "best_val_psnr": best.get("psnr"), "best_epoch": best.get("epoch"),
+                        "best_is_init": bool(best.get("init"))})
         if (run / "model.pt").is_file():
-            shutil.copyfile(run / "model.pt", OUT / f"{name}.pt")
+            tmp = OUT / f".{name}.pt.tmp"
+            shutil.copyfile(run / "model.pt", tmp)
+            tmp.replace(OUT / f"{name}.pt")
             rec["model_file"] = f"{name}.pt"
-        results[name] = rec
-        log(f"{name}: {rec.get('status')}, {rec.get('steps')} steps, val {rec.get('init_val_psnr')} -> "
-            f"{rec.get('best_val_psnr')} ({'improved' if rec.get('improved') else 'not improved'})")
-    summary["stages"]["train"] = results
-    total_pps = sum((r.get("patches_per_s") or 0.0) for r in results.values())
-    summary["aggregate_patches_per_s"] = total_pps
+        cg = next((r for r in records if r.get("event") == "cuda-graph"), None)
+        rec["cuda_graph_used"] = None if cg is None else cg.get("used")
+        rec["patch_passes"] = (rec.get("steps") or 0) * rec["batch"]
+        init_v, best_v = rec.get("init_val_psnr"), rec.get("best_val_psnr")
+        rec["gain_db"] = None if init_v is None or best_v is None else best_v - init_v
+        rec["improved"] = bool(rec["gain_db"] and rec["gain_db"] > 0 and not rec.get("best_is_init"))
+    except Exception as exc:  # noqa: BLE001 - recorded; the other runs are collected all the same
+        rec["collect_error"] = f"{type(exc).__name__}: {exc}"
+    rec["collected"] = True
+    log(f"{name}: exit {code}, {rec.get('status')}, {rec.get('steps')} steps, val {rec.get('init_val_psnr')} -> "
+        f"{rec.get('best_val_psnr')} ({'improved' if rec.get('improved') else 'not improved'})"
+        + (f", model in $OUT/{rec['model_file']}" if rec.get("model_file") else ", NO MODEL"))
+    save_summary()
+
+
+def progress(names) -> None:
+    """The latest step / validation of each running run, into summary.json."""
+    for name in names:
+        records = read_log(RUNS / name)
+        last = next((r for r in reversed(records) if r.get("event") in ("step", "epoch")), None)
+        val = next((r for r in reversed(records) if r.get("event") in ("epoch", "init-val")), None)
+        summary["stages"]["train"][name]["progress"] = {
+            "at_s": round(time.monotonic() - T0, 1), "step": None if last is None else last.get("step"),
+            "patches_per_s": None if last is None else last.get("patches_per_s"),
+            "val_psnr": None if val is None else val.get("val_psnr")}
+
+
+def stage_train(plans: dict) -> None:
+    runs = summary["stages"]["train"] = {}
+    procs: dict[str, tuple[subprocess.Popen, float]] = {}
+    t_first = time.monotonic()
+    order = sorted(MODELS, key=lambda m: -plans[m]["share"])
+    try:
+        for i, name in enumerate(order):
+            if i:
+                time.sleep(STAGGER_S)
+            plan = plans[name]
+            now = time.monotonic()
+            window_end = t_first + plan["share"] * (TRAIN_END - t_first)
+            budget = window_end - now - IMPORT_S
+            if budget < MIN_RUN_S:
+                runs[name] = {"status": f"skipped: a {budget:.0f} s budget", "batch": plan["batch"]}
+                log(f"{name}: not started (budget {budget:.0f} s)")
+                continue
+            if f"overrun:{name}" in FAULTS:
+                budget *= 10  # the driver has to stop it at its window's end
+            cmd = train_command(name, plan, budget)
+            logf = open(RUNS / f"{name}.log", "w")
+            logf.write(" ".join(cmd) + "\n")
+            logf.flush()
+            p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
+            logf.close()
+            CHILDREN.append(p)
+            procs[name] = (p, window_end)
+            runs[name] = {"status": "running", "batch": plan["batch"], "time_budget_s": round(budget, 1),
+                          "started_s": round(now - T0, 1), "window_end_s": round(window_end - T0, 1)}
+            log(f"started {name} (pid {p.pid}), budget {budget:.0f} s, window ends at {window_end - T0:.0f} s")
+            save_summary()
+        last_progress = time.monotonic()
+        while any(not runs[n].get("collected") for n in procs):
+            now = time.monotonic()
+            for name, (p, window_end) in procs.items():
+                if runs[name].get("collected"):
+                    continue
+                if f"overrun:{name}" in FAULTS and "overrun_at_s" not in runs[name]:
+                    window_end = INFER_END
+                    if (RUNS / name / "best.pt").is_file():  # it has weights to export: its window ends
+                        procs[name] = (p, now + 3.0)
+                        runs[name]["overrun_at_s"] = round(now - T0, 1)
+                term_at = min(window_end + GRACE_S, INFER_END)
+                if p.poll() is not None:
+                    CHILDREN.remove(p)
+                    collect_run(name, p.returncode)
+                elif now > term_at and "sigterm_s" not in runs[name]:
+                    log(f"{name}: past its window; SIGTERM")
+                    runs[name]["sigterm_s"] = round(now - T0, 1)
+                    p.send_signal(signal.SIGTERM)
+                elif now > term_at + KILL_WAIT_S:
+                    log(f"{name}: SIGKILL")
+                    p.kill()
+                    p.wait()
+            if now - last_progress > PROGRESS_S:
+                progress([n for n in procs if not runs[n].get("collected")])
+                save_summary()
+                last_progress = now
+            time.sleep(0.5)
+    finally:  # stopped early (a signal): the runs checkpoint, then their best weights are exported
+        live = [n for n in procs if not runs[n].get("collected")]
+        if live:
+            stop([procs[n][0] for n in live], min(time.monotonic() + KILL_WAIT_S, CLOSE))
+            for n in live:
+                if procs[n][0] in CHILDREN:
+                    CHILDREN.remove(procs[n][0])
+                collect_run(n, procs[n][0].returncode)
+    ok = [n for n, r in runs.items() if r.get("model_file")]
+    summary["aggregate_patches_per_s"] = sum((r.get("patches_per_s") or 0.0) for r in runs.values())
+    log(f"training: {len(ok)} of {len(MODELS)} models back in $OUT")
+
+
+def stage_infer() -> None:
+    budget = left(INFER_END)
+    if INFER_S <= 0 or budget < min(INFER_S, 10.0):
+        summary["stages"]["inference"] = {"skipped": f"{budget:.0f} s left"}
+        return
+    started = round(time.monotonic() - T0, 1)
+    res = child_result("infer", run_child("infer", INFER_END), budget)
+    res["started_s"] = started
+    summary["stages"]["inference"] = res
+    log("inference: " + ", ".join(f"{k} {v['megapixels_per_s']} MP/s (fused ran: {v['fused_ran']})"
+                                  for k, v in res.items() if isinstance(v, dict) and "megapixels_per_s" in v)
+        + (f"; {res['error']}" if "error" in res else ""))
+
+
+def toolchain() -> dict:
+    """What Triton needs to build its launcher at the first launch (a C compiler, Python.h)."""
+    import importlib.metadata
+    import sysconfig
+
+    include = Path(sysconfig.get_paths().get("include") or "")
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    return {"python": sys.executable, "python_version": sys.version.split()[0], "gcc": shutil.which("gcc"),
+            "cc": os.environ.get("CC") or shutil.which("cc"),
+            "python_h": str(include / "Python.h") if (include / "Python.h").is_file() else None,
+            "triton": triton, "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR"), "cpu_count": os.cpu_count()}
+
+
+def setup_faults() -> None:
+    """``FAULTS=compile``: every Triton launch in the child processes raises, as a kernel that
+    fails to compile would (a ``sitecustomize`` on their path)."""
+    if "compile" not in FAULTS:
+        return
+    site = RUNS / "fault-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "# tools/device_train.py FAULTS=compile: every Triton kernel launch fails\n"
+        "def _fail(*a, **k):\n"
+        "    raise RuntimeError('injected fault: the Triton kernel failed to compile')\n"
+        "try:\n"
+        "    import triton.runtime.jit as _jit\n"
+        "    _jit.JITFunction.run = _fail\n"
+        "    import triton.runtime.interpreter as _interp\n"
+        "    _interp.InterpretedFunction.run = _fail\n"
+        "except ImportError:\n"
+        "    pass\n", encoding="utf-8")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    if DRY:  # CPU tensors take the fused path only under Triton's interpreter
+        os.environ["TRITON_INTERPRET"] = "1"
 
 
 def archive_logs() -> None:
     with tarfile.open(OUT / "logs.tar.gz", "w:gz") as tar:
         for path in sorted(RUNS.rglob("*")):
-            if path.is_file() and path.suffix in (".json", ".jsonl", ".log"):
+            if path.is_file() and path.suffix in (".json", ".jsonl", ".log") and "fault-site" not in path.parts:
                 tar.add(path, arcname=str(path.relative_to(RUNS)))
 
 
+def _terminate(signum, frame) -> None:  # noqa: ARG001
+    for s in (signal.SIGTERM, signal.SIGINT):  # once: the driver now winds down
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signal.Signals(signum).name)
+
+
 def main() -> int:
+    global _log_file
     OUT.mkdir(parents=True, exist_ok=True)
     RUNS.mkdir(parents=True, exist_ok=True)
+    _log_file = open(OUT / "driver.log", "w", encoding="utf-8")
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
+    os.environ["RUNS"] = str(RUNS)
     os.environ.setdefault("GSPRESTORE_NATIVE", "0")
-    import torch
-
-    from gsprestore.trainpack import read_pack
-
-    dev = torch.device("cuda" if torch.cuda.is_available() and not DRY else "cpu")
-    summary.update({"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-                    "torch": torch.__version__, "python": sys.version.split()[0], "cpu_count": os.cpu_count()})
-    if dev.type != "cuda" and not DRY:
-        summary["error"] = "no CUDA device (set DRY_RUN=1 for the CPU rehearsal)"
-        save_summary()
-        return 3
-    pack = read_pack(PACK)
-    summary["pack_totals"] = pack["totals"]
+    # one compiled-kernel cache for every process: the training runs reuse what pre compiled
+    os.environ.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "gsp-triton-cache"))
+    Path(os.environ["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+    setup_faults()
+    summary["toolchain"] = tc = toolchain()
+    summary["times"] = {"end_s": BUDGET_S, "close_s": round(CLOSE - T0, 1), "infer_end_s": round(INFER_END - T0, 1),
+                        "train_end_s": round(TRAIN_END - T0, 1)}
+    log(f"job: budget {BUDGET_S:.0f} s (training until {TRAIN_END - T0:.0f} s, inference until "
+        f"{INFER_END - T0:.0f} s, children gone by {CLOSE - T0:.0f} s); python {tc['python_version']} "
+        f"({tc['python']}), gcc {tc['gcc']}, cc {tc['cc']}, Python.h {tc['python_h']}, triton {tc['triton']}, "
+        f"TRITON_CACHE_DIR {tc['triton_cache_dir']}")
+    if tc["triton"] and not (tc["cc"] or tc["gcc"]) or tc["triton"] and not tc["python_h"]:
+        log("WARNING: no C compiler or Python.h: Triton cannot build its launcher; the PyTorch path will run")
+    save_summary()
     status = 0
     try:
-        stage_sanity(dev)
+        pre = stage_pre()
         save_summary()
-        try:
-            stage_inference(dev)
-        except Exception as exc:  # noqa: BLE001 - a measurement, not the job: record and go on to training
-            summary["stages"].setdefault("inference", {})["error"] = f"{type(exc).__name__}: {exc}"
-            log(f"inference stage failed: {type(exc).__name__}: {exc}")
+        if pre.get("cuda_available") is False and not DRY:
+            summary["error"] = "no CUDA device (set DRY_RUN=1 for the CPU rehearsal)"
+            status = 3
+            return status
+        plans = stage_plan(pre)
         save_summary()
-        probe = stage_probe(dev)
+        if left(TRAIN_END) < MIN_TRAIN_S:
+            summary["stages"]["train"] = {"skipped": f"{left(TRAIN_END):.0f} s left for training"}
+            log(f"training skipped: {left(TRAIN_END):.0f} s left")
+            status = 1
+        else:
+            stage_train(plans)
+            runs = summary["stages"]["train"]
+            status = 0 if all(r.get("model_file") and r.get("exit_code") == 0 for r in runs.values()) else 1
         save_summary()
-        plans = stage_plan(probe)
-        save_summary()
-        codes = stage_train(plans, dev)
-        stage_collect(codes)
-        status = 0 if all(c == 0 for c in codes.values()) else 1
-    except SystemExit as exc:
-        summary["error"] = str(exc)
+        stage_infer()
+    except Terminated as exc:
+        summary["terminated"] = str(exc)
+        log(f"{exc}: winding down")
         status = 2
-    except Exception as exc:  # noqa: BLE001 - report whatever broke, then still archive
+    except Exception as exc:  # noqa: BLE001 - report whatever broke, then still collect and archive
         summary["error"] = f"{type(exc).__name__}: {exc}"
+        log(f"job error: {type(exc).__name__}: {exc}")
         status = 2
-        raise
     finally:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        stop(list(CHILDREN), min(time.monotonic() + KILL_WAIT_S, END))
         summary["exit_code"] = status
         save_summary()
-        archive_logs()
-        log(f"done: exit {status}, files in {OUT}: {sorted(p.name for p in OUT.iterdir())}")
+        with contextlib.suppress(Exception):
+            archive_logs()
+        log(f"done: exit {status}, files in {OUT}: {sorted(p.name for p in OUT.iterdir() if not p.name.startswith('.'))}")
+        save_summary()
     return status
 
 
+RUNS = Path(os.environ.get("RUNS") or tempfile.mkdtemp(prefix="gsp-runs-"))
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--stage":
+        sys.exit(child_main(sys.argv[2], float(sys.argv[4])))
     sys.exit(main())

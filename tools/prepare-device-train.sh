@@ -17,4 +17,4 @@ pack=$(du -sb carry/pack | cut -f1)
 total=$(( tree + ${others:-0} + pack ))
 echo "travels: tree $((tree >> 20)) MiB + untracked $(( ${others:-0} >> 20 )) MiB + pack $((pack >> 20)) MiB = $((total >> 20)) MiB (limit 64)"
 [ "$total" -lt $((64 << 20)) ] || { echo "too large for the device tool" >&2; exit 1; }
-DRY_RUN=1 OUT="${DRY_OUT:-/tmp/gsp-dry}" PYTHON="$PY" BUDGET_S=120 bash tools/device-train.sh
+DRY_RUN=1 OUT="${DRY_OUT:-/tmp/gsp-dry}" PYTHON="$PY" bash tools/device-train.sh

@@ -20,9 +20,13 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .. import backend
+
 try:  # optional, as in cg_triton.py
     import triton
     import triton.language as tl
+
+    from ..graph_triton import window_offset
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None
@@ -63,14 +67,14 @@ if triton is not None:
         return psf, msf, dlf, psr, msr, dlr
 
     @triton.jit
-    def _pair_term(x1, x2, x3, x4, wp, pi, pj, H, W, HW, valid, hi, DY: tl.constexpr, DX: tl.constexpr,
-                   KK: tl.constexpr, S: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        """e_KK(p) of the edge pair (p -> q, q -> p), q = p + (DY, DX), at pixels p = (pi, pj)."""
-        qi = pi + DY
-        qj = pj + DX
+    def _pair_term(x1, x2, x3, x4, wp, pi, pj, dy, dx, kk, H, W, HW, valid, hi, S: tl.constexpr,
+                   BLOCK_SIZE: tl.constexpr):
+        """e_kk(p) of the edge pair (p -> q, q -> p), q = p + (dy, dx), at pixels p = (pi, pj)."""
+        qi = pi + dy
+        qj = pj + dx
         ok = valid & (pi >= 0) & (pi < H) & (pj >= 0) & (pj < W) & (qi >= 0) & (qi < H) & (qj >= 0) & (qj < W)
-        wf = tl.load(wp + KK * HW + pi * W + pj, mask=ok, other=0.0)
-        wr = tl.load(wp + (KK + 12) * HW + qi * W + qj, mask=ok, other=0.0)
+        wf = tl.load(wp + kk * HW + pi * W + pj, mask=ok, other=0.0)
+        wr = tl.load(wp + (kk + 12) * HW + qi * W + qj, mask=ok, other=0.0)
         hf = 0.5 * wf
         hr = -0.5 * wr
         z = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
@@ -84,20 +88,13 @@ if triton is not None:
         e = 2.0 * wf * (dlf - 0.25 * msf) - 2.0 * wr * (dlr - 0.25 * msr)
         return tl.where(ok, e, 0.0)
 
-    @triton.jit
-    def _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, DY: tl.constexpr, DX: tl.constexpr,
-                   KK: tl.constexpr, S: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        """acc + e_KK(p) - e_KK(p - o): the pair starting at p, and the pair ending at p."""
-        acc += _pair_term(x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, DY, DX, KK, S, BLOCK_SIZE)
-        acc -= _pair_term(x1, x2, x3, x4, wp, i - DY, j - DX, H, W, HW, in_img, hi, DY, DX, KK, S, BLOCK_SIZE)
-        return acc
-
-    @triton.jit
+    # the shapes are run-time values (specialised, each new tile shape would compile again)
+    @triton.jit(do_not_specialize=["C", "KW", "KH", "KG", "H", "W"])
     def _replay_kernel(x1_ptr, x2_ptr, x3_ptr, x4_ptr, w_ptr, g_ptr, base_ptr, n_ptr, C, KW, KH, KG, H, W,
                        S: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        plane = tl.program_id(0)  # (b, k, c) flattened
+        plane = tl.program_id(1)  # (b, k, c) flattened; axis 0: the pixel blocks (backend.pixel_grid)
         HW = H * W
-        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         in_img = offs < HW
         i = offs // W
         j = offs % W
@@ -111,19 +108,12 @@ if triton is not None:
         x3 = x3_ptr + base
         x4 = x4_ptr + base
         acc = tl.load(base_ptr + base + offs, mask=in_img, other=0.0)
-        # graph.OFFSETS, in order
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 0, 1, 0, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 0, 2, 1, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 1, -2, 2, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 1, -1, 3, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 1, 0, 4, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 1, 1, 5, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 1, 2, 6, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 2, -2, 7, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 2, -1, 8, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 2, 0, 9, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 2, 1, 10, S, BLOCK_SIZE)
-        acc = _both_ends(acc, x1, x2, x3, x4, wp, i, j, H, W, HW, in_img, hi, 2, 2, 11, S, BLOCK_SIZE)
+        # graph.OFFSETS in order, a run-time loop (unrolled, the 12 x 2 pair terms compiled slowly):
+        # + e_kk(p), the pair starting at p, - e_kk(p - o), the pair ending at p
+        for kk in range(12):
+            dy, dx = window_offset(kk)
+            acc += _pair_term(x1, x2, x3, x4, wp, i, j, dy, dx, kk, H, W, HW, in_img, hi, S, BLOCK_SIZE)
+            acc -= _pair_term(x1, x2, x3, x4, wp, i - dy, j - dx, dy, dx, kk, H, W, HW, in_img, hi, S, BLOCK_SIZE)
         tl.store(n_ptr + base + offs, acc, mask=in_img)
 
 
@@ -147,6 +137,6 @@ def edge_term_replayed_triton(xs: Sequence[Tensor], wbar: Tensor, gamma: Tensor,
     gk = gamma.reshape(-1).to(torch.float32).contiguous()
     base_c = torch.zeros(shape, dtype=x.dtype, device=x.device) if base is None else base.expand(shape).contiguous()
     n = torch.empty(shape, dtype=x.dtype, device=x.device)
-    _replay_kernel[(B * K * C, triton.cdiv(H * W, BLOCK))](*planes, wc, gk, base_c, n, C, wc.shape[1], K, gk.numel(),
+    _replay_kernel[backend.pixel_grid(H * W, BLOCK, B * K * C)](*planes, wc, gk, base_c, n, C, wc.shape[1], K, gk.numel(),
                                                           H, W, S=S, BLOCK_SIZE=BLOCK)
     return n

@@ -27,6 +27,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import backend
+
 try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
     import triton
     import triton.language as tl
@@ -64,14 +66,16 @@ if triton is not None:
         vb = tl.load(v_ptr + bi * W + bj, mask=bwd, other=0.0)
         return acc + wf * vf + wb * vb
 
-    @triton.jit
+    # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
+    # and each new tile shape would compile the kernel again
+    @triton.jit(do_not_specialize=["t", "C", "KW", "KH", "H", "W"])
     def _cg_step_kernel(w_ptr, diag_ptr, keep_ptr, pre_ptr, v_ptr, x_ptr, g_ptr, vn_ptr, b_ptr,
                         alpha_ptr, beta_ptr, t, C, KW, KH, H, W,
                         HAS_KEEP: tl.constexpr, HAS_PRE: tl.constexpr, START: tl.constexpr,
                         LAST: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-        plane = tl.program_id(0)  # (b, k, c) flattened
+        plane = tl.program_id(1)  # (b, k, c) flattened; axis 0: the pixel blocks (backend.pixel_grid)
         HW = H * W
-        offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         in_img = offs < HW
         k = (plane // C) % KH
         base = plane.to(tl.int64) * HW
@@ -144,7 +148,7 @@ def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tenso
     g, v, v2 = torch.empty_like(bc), torch.empty_like(bc), torch.empty_like(bc)
     al = alphas.detach().to(torch.float32).reshape(T, -1).expand(T, K).contiguous()
     be = betas.detach().to(torch.float32).reshape(T, -1).expand(T, K).contiguous()
-    grid = (B * K * C, triton.cdiv(H * W, BLOCK))
+    grid = backend.pixel_grid(H * W, BLOCK, B * K * C)
     dummy = bc  # stands in for absent optional tensors (never read: the constexpr flags skip them)
 
     def launch(vin: Tensor, vout: Tensor, t: int, start: bool, last: bool) -> None:
