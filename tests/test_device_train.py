@@ -101,7 +101,8 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     assert summary["dry_run"] and summary["exit_code"] == 0 and "error" not in summary
     assert summary["toolchain"]["python_version"] and "python_h" in summary["toolchain"]
     stages = summary["stages"]
-    assert all(stages["sanity"][m]["ok"] for m in MODELS)
+    assert all(stages["sanity"][m]["ok"] and stages["sanity"][m]["grad_ok"] for m in MODELS)
+    assert summary["cg_backward"] == {"path": "adjoint"}
     assert all(stages["probe"][m]["patches_per_s"] > 0 for m in MODELS)
     assert not any(stages["plan"][m]["from"].startswith("probe failed") for m in MODELS)
     for m in MODELS:
@@ -121,17 +122,19 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
 
 @pytest.mark.slow
 def test_dry_run_with_injected_faults_still_returns_every_model(job):
-    """The probe and the inference raise, every Triton launch fails as a kernel that cannot
+    """The gradient check fails, the probe and the inference raise, every Triton launch fails as a kernel that cannot
     compile would (the fused path runs under the interpreter here), and one run overruns its window
     (ten times its budget, the window ended after its first validation): the driver stops it and
     exports its best weights."""
     models = ["ugtv_demosaic", "uglr_upscale2x"]
-    proc, out, runs = job("faults", FAULTS="probe,infer,compile,overrun:uglr_upscale2x", MODELS=",".join(models))
+    proc, out, runs = job("faults", FAULTS="probe,infer,compile,grad,overrun:uglr_upscale2x", MODELS=",".join(models))
     log = _finish(proc)
     assert proc.returncode == 1, log[-3000:]  # a run ended by a signal
     summary = _check_models_and_summary(out, models)
     stages = summary["stages"]
     assert "injected fault: probe" in stages["probe"]["error"]
+    # the gradient check failed: the runs differentiate CG by plain autograd, and the summary says so
+    assert summary["cg_backward"]["path"] == "autograd" and "differ" in summary["cg_backward"]["why"]
     assert all(stages["plan"][m]["batch"] == 1 and not stages["plan"][m]["cuda_graph"] for m in models)
     assert "injected fault: infer" in json.dumps(stages["inference"])
     stopped = stages["train"]["uglr_upscale2x"]

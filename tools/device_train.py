@@ -44,7 +44,8 @@ Environment: ``OUT`` (required), ``DRY_RUN=1`` (CPU, tiny budgets: the CI test),
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
 ``INFER_S`` (0: no inference), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
-rehearsal, ``FAULTS`` (comma list) injects failures: ``sanity``, ``probe`` or ``infer`` (that stage
+rehearsal, ``FAULTS`` (comma list) injects failures: ``grad`` (the sanity stage's gradient check
+fails: training falls back to plain autograd through CG), ``sanity``, ``probe`` or ``infer`` (that stage
 raises), ``pre-hang`` (the pre child hangs until killed), ``compile`` (every Triton kernel launch
 fails, as a kernel that cannot compile; a dry run then runs the fused path under
 ``TRITON_INTERPRET=1``), ``overrun:<model>`` (that run gets ten times its budget, and its window
@@ -94,6 +95,9 @@ MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
 USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
+#: the largest relative difference of the CUDA training gradients from the CPU's before training
+#: falls back from the adjoint CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0)
+GRAD_TOL = 1e-3
 INFER_MP = _num("INFER_MP", 24.0, 0.01)
 #: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
 #: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
@@ -231,13 +235,36 @@ def sanity(dev, out: dict, save) -> None:
                     other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
             diff = float((ref - other).abs().max())
             res[name] = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL, "fused_calls": calls,
-                         "seconds": round(time.perf_counter() - t0, 1)}
+                         **grad_check(model, task, gt, dev), "seconds": round(time.perf_counter() - t0, 1)}
             print(f"sanity {name}: max |cpu - {dev}| = {diff:.2e}, fused calls {calls}, "
                   f"{time.perf_counter() - t0:.1f} s", flush=True)
         except Exception as exc:  # noqa: BLE001 - recorded; the other models go on
             res[name] = {"error": f"{type(exc).__name__}: {exc}"}
         _free(dev)
         save()
+
+
+def grad_check(model, task: str, gt, dev) -> dict:
+    """The training gradients on ``dev`` (the adjoint unrolled CG of issue 2/6, the path training
+    takes) against the CPU's, all parameters together: ``grad_rel_diff`` = |g_dev - g_cpu| / |g_cpu|,
+    ``grad_ok`` when at most ``GRAD_TOL`` (``FAULTS=grad`` makes it fail: the rehearsal of the
+    fallback to plain autograd)."""
+    import torch
+
+    from gsprestore.training import observe
+
+    grads = []
+    for d in (torch.device("cpu"), dev):
+        m = model.to(d)
+        m.zero_grad(set_to_none=True)
+        known, mask = (t.to(d) for t in observe(task, gt))
+        (m(known, mask) - gt.to(d)).abs().mean().backward()
+        grads.append(torch.cat([p.grad.detach().flatten().cpu() for p in m.parameters() if p.grad is not None]))
+        m.zero_grad(set_to_none=True)
+    rel = float((grads[1] - grads[0]).norm() / grads[0].norm().clamp_min(1e-30))
+    if "grad" in FAULTS:
+        rel = float("inf")
+    return {"grad_rel_diff": rel, "grad_ok": rel <= GRAD_TOL}
 
 
 def probe(dev, out: dict, save) -> None:
@@ -457,6 +484,13 @@ def stage_pre() -> dict:
     for part in ("sanity", "probe"):
         summary["stages"][part] = res.get(part) or {"error": res.get("error", "not run")}
     bad = {m: r for m, r in (res.get("sanity") or {}).items() if isinstance(r, dict) and not r.get("ok")}
+    bad_grad = sorted(m for m, r in (res.get("sanity") or {}).items() if isinstance(r, dict) and r.get("grad_ok") is False)
+    if bad_grad:  # the runs inherit the driver's environment
+        os.environ["GSPRESTORE_CG_ADJOINT"] = "0"
+        summary["cg_backward"] = {"path": "autograd", "why": f"gradients on the device differ from the CPU's: {bad_grad}"}
+        log(f"WARNING: {summary['cg_backward']['why']}; training differentiates CG by plain autograd")
+    else:
+        summary["cg_backward"] = {"path": "adjoint" if os.environ.get("GSPRESTORE_CG_ADJOINT", "1") != "0" else "autograd"}
     if bad:  # recorded, not fatal: each run's first validation (on the GPU) shows whether the weights score
         log(f"WARNING: sanity check failed or above tolerance {SANITY_TOL}: {bad}")
     log(f"pre: exit {res['exit_code']}, device {res.get('device_name', res.get('device'))}"
