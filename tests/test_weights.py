@@ -244,3 +244,9 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
     assert entry["training"][0]["steps"] == 7
     assert entry["scores"]["mcm"]["rows"] == [{k: rows[0][k] for k in tool.ROW_KEYS}]
     assert entry["scores"]["mcm"]["command"] == "gsprestore benchmark ..."
+    # one more stage on top of what is shipped (train --init the shipped file): both records kept
+    W.save_weights(tmp_path / "m2.pt", build_model("ugtv", "demosaic", **TINY), {"steps": 9})
+    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--scores", f"mcm={tmp_path / 'b.json'}",
+                      "--folder", str(tmp_path / "w")]) == 0
+    entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
+    assert [t["steps"] for t in entry["training"]] == [7, 9]

@@ -9,7 +9,8 @@ Usage (from the repository root)::
 
 ``--stage`` lists the weight files of every training stage in order (a curriculum is several
 runs chained with ``--init``); each one's ``meta`` (recipe, command, data, steps, validation PSNR,
-speed, device) goes into the manifest's ``training`` list. ``--scores NAME=FILE`` takes the JSON
+speed, device) goes into the manifest's ``training`` list. ``--after-shipped``: the model is one
+more stage on top of the weights shipped now, whose recorded stages are kept before it. ``--scores NAME=FILE`` takes the JSON
 written by ``gsprestore benchmark --json FILE --weights METHOD=...`` and keeps, for this model's
 method, every row (PSNR both ways, SSIM, seconds per image, noise level) with the protocol and
 the benchmark command given by ``--command NAME=...``.
@@ -79,13 +80,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", action="append", default=[], help="weights file of a training stage (in order)")
     ap.add_argument("--scores", action="append", default=[], help="NAME=benchmark.json")
     ap.add_argument("--command", action="append", default=[], help="NAME=the benchmark command line")
+    ap.add_argument("--after-shipped", action="store_true",
+                    help="the model is a further stage of the weights shipped now (train --init them): keep their "
+                         "training records before the --stage ones")
     ap.add_argument("--notes", default=None)
     ap.add_argument("--folder", default=None, help="weights folder (default: the package's gsprestore/weights/)")
     args = ap.parse_args(argv)
 
-    method = _read_file(args.model)["method"]
+    obj = _read_file(args.model)
+    method = obj["method"]
     stages = [dict(_read_file(p).get("meta") or {}, file=os.path.basename(os.path.dirname(os.path.abspath(p))))
               for p in args.stage] or None
+    if args.after_shipped:
+        from gsprestore.weights import manifest_entry, manifest_path, read_manifest
+
+        path = os.path.join(args.folder, "manifest.json") if args.folder else manifest_path()
+        shipped = manifest_entry(method, obj["task"], read_manifest(path)) if os.path.exists(path) else None
+        before = (shipped or {}).get("training") or []
+        stages = list(before) + (stages or [dict(obj.get("meta") or {})])
     commands = _pairs(args.command, "--command")
     scores = {}
     for name, path in _pairs(args.scores, "--scores").items():
