@@ -194,6 +194,17 @@ def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -
     return cg_triton.available()
 
 
+def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> bool:
+    """The adjoint backward (:mod:`.cg_adjoint`) applies: the setting on, a stencil problem of one
+    dtype and device (:func:`_stencil_tensors`), step tables (T,) or (T, K)."""
+    if not backend.settings.cg_adjoint:
+        return False
+    ts = _stencil_tensors(op, b, x0, precond)
+    if ts is None or any(t.device != b.device for t in ts):
+        return False
+    return alphas.dim() == 1 or (alphas.dim() == 2 and alphas.shape[1] == b.shape[1])
+
+
 def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,
                 precond: Optional[Tensor] = None, trace: Optional[Trace] = None) -> Tensor:
     """Unrolled CG with learned step sizes (appendix "Parameters Learning in CG") for
@@ -251,12 +262,10 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
             if trace is not None:
                 trace(t + 1, x, g.neg())
         return x
-    if trace is None and isinstance(apply_A, StencilOperator):
-        from . import cg_adjoint
+    if trace is None and _adjoint_ok(apply_A, b, x0, alphas, precond):  # training: the adjoint backward
+        from .cg_adjoint import cg_unrolled_adjoint
 
-        op = (apply_A.w, apply_A.diag, apply_A.keep)
-        if cg_adjoint.applies(*op, b, x0, alphas, precond):  # training: the adjoint backward
-            return cg_adjoint.cg_unrolled_adjoint(*op, b, x0, alphas, betas, precond)
+        return cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
     x = x0
     g = apply_A(x0) - b
     v: Optional[Tensor] = None

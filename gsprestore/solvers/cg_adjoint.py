@@ -39,7 +39,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import backend
 from .. import graph as G
 from ..window import sum_to
 
@@ -186,24 +185,3 @@ def cg_unrolled_adjoint(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tens
     other tensors broadcast against it (``w`` (B, K|1, 12, H, W)). Same value as the autograd form,
     gradients equal to rounding (tested)."""
     return _UnrolledCG.apply(w, diag, keep, precond, b, x0, alphas, betas)
-
-
-def applies(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tensor, x0: Tensor, alphas: Tensor,
-            precond: Optional[Tensor]) -> bool:
-    """Whether :func:`cg_unrolled_adjoint` can take this problem (the operator of a
-    :class:`~gsprestore.solvers.cg.StencilOperator`): (B, K|1, 12, H, W) weights, every tensor of
-    ``b``'s dtype and device and broadcasting to its (B, K, C, H, W) shape, step tables (T,) or
-    (T, K), and the setting on."""
-    if not backend.settings.cg_adjoint or b.dim() != 5:
-        return False
-    if w.dim() != 5 or w.shape[1] not in (1, b.shape[1]) or alphas.dim() not in (1, 2):
-        return False
-    if alphas.dim() == 2 and alphas.shape[1] != b.shape[1]:
-        return False
-    ts = [t for t in (w, diag, keep, x0, precond) if t is not None]
-    if any(t.dtype != b.dtype or t.device != b.device for t in ts):
-        return False
-    try:
-        return all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:] + [w[:, :, :1]])
-    except RuntimeError:
-        return False
