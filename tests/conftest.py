@@ -47,3 +47,22 @@ def built_wheel(tmp_path_factory):
         pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1:]}")
     (wheel,) = tmp.glob("gsprestore-*.whl")
     return wheel
+
+
+@pytest.fixture
+def slowed(monkeypatch):
+    """``slowed(module, name, seconds=0.6)``: ``module.name`` made to sleep before it runs, with
+    progress lines every 0.15 s (``GSPRESTORE_PROGRESS_INTERVAL``): a long run in a short test."""
+    import time
+
+    def slow_down(module, name: str, seconds: float = 0.6) -> None:
+        real = getattr(module, name)
+
+        def slow(*args, **kwargs):
+            time.sleep(seconds)
+            return real(*args, **kwargs)
+
+        monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
+        monkeypatch.setattr(module, name, slow)
+
+    return slow_down

@@ -426,21 +426,12 @@ def test_a_missing_single_input_is_named(tmp_path):
     assert not out.exists()
 
 
-def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path, slowed):
     """Without a terminal (a log, a pipe) a file that takes long still says, by the clock, that it is
     going: '[1/1] demosaic FILE: 0:01 elapsed' every interval (30 s; shortened here)."""
-    import time
-
     from gsprestore import file_restore
 
-    real = file_restore.restore_file
-
-    def slow(*args, **kwargs):
-        time.sleep(0.6)
-        return real(*args, **kwargs)
-
-    monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
-    monkeypatch.setattr(file_restore, "restore_file", slow)
+    slowed(file_restore, "restore_file")
     raw(tmp_path / "r.png")
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "o.png")
     assert code == 0, err

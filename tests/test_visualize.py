@@ -392,19 +392,10 @@ def test_explain_follows_the_model_green_difference_and_jacobi(tmp_path: Path, m
 
 
 def test_a_long_explain_prints_progress_lines_when_stderr_is_not_a_terminal(rgb_file: Path, tmp_path: Path,
-                                                                             monkeypatch):
-    import time
-
+                                                                             slowed):
     from gsprestore import explain as explain_module
 
-    real = explain_module.explain
-
-    def slow(*args, **kwargs):
-        time.sleep(0.6)
-        return real(*args, **kwargs)
-
-    monkeypatch.setenv("GSPRESTORE_PROGRESS_INTERVAL", "0.15")
-    monkeypatch.setattr(explain_module, "explain", slow)
+    slowed(explain_module, "explain")
     code, _, err = cli("explain", rgb_file, "-m", "igtv", "-o", tmp_path / "e", "--crop", "0,0,16,16")
     assert code == 0, err
     beats = [line for line in err.splitlines() if line.startswith("explain: running igtv on ")]
