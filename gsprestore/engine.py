@@ -16,8 +16,9 @@
 * **Memory**: the image stays on the CPU; one tile at a time is moved to the device and its output
   is accumulated into a CPU buffer (the whole image is never on the GPU). ``tile=0`` picks the tile
   size from available memory (CPU: ``/proc/meminfo`` or ``os.sysconf``; CUDA: a probe tile and
-  ``torch.cuda.mem_get_info``); on out-of-memory in that automatic mode the tile size is halved and
-  the image restarted.
+  ``torch.cuda.mem_get_info``): the whole image in one tile when it fits, else the tiles that
+  compute the fewest pixels (cores plus overlaps) within the budget (:func:`choose_tile`); on
+  out-of-memory in that automatic mode the tile size is halved and the image restarted.
 * **Output size**: the result is assembled in one CPU buffer; an output that cannot fit in the
   available memory with one tile beside it is refused before the first tile
   (:func:`check_output_memory`), and automatic tiles are sized from what the output leaves.
@@ -56,7 +57,15 @@ DEFAULT_OVERLAP = 32
 #: Working-set estimate per *output* pixel when a method does not say (``restorer.info["bytes_per_pixel"]``);
 #: measured CPU peaks: menon ~40 B, iGLR ~0.5 KB, iGTV ~3-4 KB per pixel.
 DEFAULT_BYTES_PER_PIXEL = {"classical": 512, "graph": 8192, "learned": 8192}
-CPU_BUDGET_CAP = 1 << 30  # the automatic CPU tile never plans for more than 1 GiB of working set
+#: The automatic CPU tile plans for at most this share of the available memory (and half of what
+#: the output leaves, :func:`check_output_memory`) ...
+CPU_MEMORY_FRACTION = 0.25
+#: ... and never for more than this working set, however much memory the machine has.
+CPU_BUDGET_CAP = 8 << 30
+#: The cap before issue 24 (kept for ``benchmarks/bench_tiling.py --rules``, which times the old
+#: rule beside the new): 1 GiB gave the learned 2x models ~112-pixel cores with 32-pixel overlaps,
+#: computing each output pixel about 2.3 times.
+LEGACY_CPU_BUDGET_CAP = 1 << 30
 
 ProgressFn = Callable[[int, int], None]
 
@@ -285,10 +294,55 @@ def bytes_per_pixel(restorer: "Restorer") -> int:
 
 
 def tile_for_budget(budget: float, bpp: float, overlap: int, scale: int) -> int:
-    """Largest even core size whose tile (core + 2 overlap, in output pixels) fits ``budget``."""
+    """Largest even core size whose square tile (core + 2 overlap, in output pixels) fits
+    ``budget``, whatever the image: the rule before issue 24 (still the floor :func:`job_bytes`
+    plans for through :data:`MIN_TILE`); :func:`choose_tile` is the automatic rule now."""
     side = math.isqrt(max(1, int(budget / max(bpp, 1.0)))) // scale
     core = side - 2 * overlap
     return max(MIN_TILE, core - core % 16)
+
+
+def axis_windows(n: int, tile: int, overlap: int) -> list[int]:
+    """The input-window lengths (core plus the context each side, clipped to the image) of the
+    tiles :func:`plan_axis` cuts along an axis of ``n`` pixels with ``tile`` and ``overlap``."""
+    return [min(n, c1 + overlap) - max(0, c0 - overlap) for c0, c1 in split_axis(n, tile)]
+
+
+def choose_tile(height: int, width: int, budget: float, bpp: float, overlap: int, scale: int) -> int:
+    """The automatic tile size of an ``height x width`` input: the whole image (one tile, no
+    context computed twice) when its working set (``bpp`` bytes per output pixel) fits ``budget``;
+    otherwise, of the tile sizes whose largest window fits, the one that computes the fewest pixels
+    in all (cores plus their ``overlap`` context, clipped to the image), the larger on a tie. Never
+    below :data:`MIN_TILE` nor twice ``overlap`` (the floor is returned when nothing fits: the
+    out-of-memory retry halves from there)."""
+    floor = max(MIN_TILE, _even_up(2 * overlap + 2))
+    limit = budget / max(float(bpp), 1.0) / (scale * scale)  # input pixels one window may hold
+    if height * width <= limit:
+        return max(floor, _even_up(max(height, width)))
+    candidates = set()
+    for side in (height, width):  # every tile size that gives k cores on an axis, k = 1, 2, ...
+        for k in range(1, side // floor + 2):
+            t = _even_up(math.ceil(side / k))
+            if t >= floor:
+                candidates.add(t)
+    best: tuple[int, int] | None = None
+    for t in sorted(candidates, reverse=True):
+        rows, cols = axis_windows(height, t, overlap), axis_windows(width, t, overlap)
+        if max(rows) * max(cols) > limit:
+            continue
+        cost = sum(rows) * sum(cols)
+        if best is None or cost < best[0]:
+            best = (cost, t)
+    return floor if best is None else best[1]
+
+
+def cpu_tile_budget(room: float | None = None) -> float:
+    """Bytes one automatic CPU tile may plan for: :data:`CPU_MEMORY_FRACTION` of the available
+    memory, at most :data:`CPU_BUDGET_CAP`, and at most half the ``room`` the output leaves."""
+    budget = min(CPU_MEMORY_FRACTION * available_memory(), CPU_BUDGET_CAP)
+    if room is not None:
+        budget = min(budget, 0.5 * room)
+    return budget
 
 
 def _measure_cuda_bpp(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
@@ -312,8 +366,11 @@ def _measure_cuda_bpp(restorer: "Restorer", y: "torch.Tensor", pattern: str, dev
 
 def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "torch.device",
               autocast: "torch.dtype | None", overlap: int, room: float | None = None) -> int:
-    """Tile size for ``tile=0``: the largest that fits the memory budget of the device (on the
-    CPU also half the ``room`` the output leaves), and more than twice ``overlap``."""
+    """Tile size for ``tile=0`` (:func:`choose_tile`): the whole image when it fits the device's
+    memory budget, else the tiles that compute the fewest pixels within it. CPU: the method's
+    working set per pixel (:func:`bytes_per_pixel`) against :func:`cpu_tile_budget` (a share of the
+    available memory, capped, and half the ``room`` the output leaves); CUDA: a probe tile's
+    measured peak against 60 % of the free device memory."""
     import torch
 
     scale = SCALE[restorer.task]
@@ -329,10 +386,8 @@ def auto_tile(restorer: "Restorer", y: "torch.Tensor", pattern: str, device: "to
         budget = 0.6 * (free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
     else:
         bpp = bytes_per_pixel(restorer)
-        budget = min(0.25 * available_memory(), CPU_BUDGET_CAP)
-        if room is not None:  # what the output leaves (check_output_memory)
-            budget = min(budget, 0.5 * room)
-    return max(tile_for_budget(budget, bpp, overlap, scale), _even_up(2 * overlap + 2))
+        budget = cpu_tile_budget(room)
+    return choose_tile(y.shape[-2], y.shape[-1], budget, bpp, overlap, scale)
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -259,6 +259,65 @@ def test_automatic_tile_fits_the_budget():
     assert engine.available_memory() > 0
 
 
+def _computed_pixels(h: int, w: int, tile: int, overlap: int) -> tuple[int, int]:
+    """(pixels computed in all, pixels of the largest window) of a plan, in input pixels."""
+    rows, cols = engine.axis_windows(h, tile, overlap), engine.axis_windows(w, tile, overlap)
+    return sum(rows) * sum(cols), max(rows) * max(cols)
+
+
+def test_automatic_tile_is_the_whole_image_when_it_fits():
+    """Issue 24's case: a 384x260 image through a learned 2x model (8 KB/pixel planned). The old
+    1 GiB cap cut it into 12 tiles (~112-pixel cores, each output pixel computed ~2.3 times); with
+    a quarter of 23 GB it is one tile."""
+    old = engine.tile_for_budget(engine.LEGACY_CPU_BUDGET_CAP, 8192, 32, 2)
+    assert old == 112 and len(engine.make_plan(260, 384, old, 32, 16, 2)) == 12
+    new = engine.choose_tile(260, 384, 0.25 * 23e9, 8192, 32, 2)
+    assert len(engine.make_plan(260, 384, new, 32, 16, 2)) == 1
+    assert engine.choose_tile(8, 8, 1e9, 8192, 32, 1) == 66  # never below twice the overlap
+
+
+@pytest.mark.parametrize("shape", [(260, 384), (512, 768), (4000, 6000), (300, 5000), (96, 1000)])
+@pytest.mark.parametrize("budget", [2**26, 2**28, 2**30, 2**32])
+@pytest.mark.parametrize("scale", [1, 2])
+def test_automatic_tile_fits_the_budget_and_computes_no_more_than_the_square_rule(shape, budget, scale):
+    h, w = shape
+    bpp, overlap = 8192, 32
+    tile = engine.choose_tile(h, w, budget, bpp, overlap, scale)
+    assert tile % 2 == 0 and tile >= 2 * overlap + 2
+    computed, window = _computed_pixels(h, w, tile, overlap)
+    floor = engine.tile_for_budget(budget, bpp, overlap, scale)
+    if floor > engine.MIN_TILE:  # the budget holds more than the smallest tile: the new one fits it
+        assert window * scale * scale * bpp <= budget
+        assert computed <= _computed_pixels(h, w, floor, overlap)[0]  # the old rule's tiles, same budget
+    if h * w * scale * scale * bpp <= budget:
+        assert len(engine.split_axis(h, tile)) == len(engine.split_axis(w, tile)) == 1
+
+
+def test_cpu_budget_is_bounded(monkeypatch):
+    monkeypatch.setattr(engine, "available_memory", lambda: 1 << 40)  # a huge machine: the cap holds
+    assert engine.cpu_tile_budget() == engine.CPU_BUDGET_CAP
+    assert engine.cpu_tile_budget(room=1 << 30) == 1 << 29  # half what the output leaves
+    monkeypatch.setattr(engine, "available_memory", lambda: 1 << 30)
+    assert engine.cpu_tile_budget() == engine.CPU_MEMORY_FRACTION * (1 << 30)
+
+
+@pytest.mark.parametrize("memory,one", [(1 << 34, True), (40 << 20, False)])
+def test_automatic_tiles_follow_available_memory_and_match_one_pass(rng, monkeypatch, memory, one):
+    """Plenty of memory: one tile; little: several, within the budget; the same pixels either way."""
+    r = box_demosaic(radius=2)  # halo 6
+    r.info["bytes_per_pixel"] = 4096
+    y = torch.rand(1, 200, 240, generator=rng)
+    whole = engine.restore(r, y, tile=10**6, overlap=6)
+    monkeypatch.setattr(engine, "available_memory", lambda: memory)
+    totals, calls = [], []
+    r.fn = box_demosaic(radius=2, calls=calls).fn
+    out = engine.restore(r, y, tile=0, overlap=6, progress=lambda done, total: totals.append(total))
+    assert (totals[-1] == 1) == one and len(calls) == totals[-1]
+    budget = engine.cpu_tile_budget()
+    assert all(s[-2] * s[-1] * 4096 <= budget for s, _p in calls)
+    assert torch.equal(out, whole)  # overlap == halo: tiles are cropped, bit-identical
+
+
 def test_argument_checks(rng):
     y = torch.rand(1, 16, 16, generator=rng)
     with pytest.raises(UsageError, match="single-channel"):
