@@ -10,6 +10,19 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_tiling.py ~/datasets/kodak24/kodim01.png \\
         --method ugtv [--weights weights/ugtv_demosaic.pt] --tile 256 --overlap 32
+
+``--rules`` (issue 24) instead times the automatic tile size (``--tile 0``) under the rule before
+issue 24 (a 1 GiB cap on the planned working set: square tiles from the budget, whatever the image)
+against the current one (:func:`gsprestore.engine.choose_tile`: the whole image when it fits, else
+the tiles computing the fewest pixels within a share of the available memory), in the same run:
+each rule in its own child process (same engine path, ``engine.auto_tile`` swapped), which reports
+the tile size and count, the seconds of ``engine.restore`` and its peak resident memory; then the
+old/new time ratio and the largest difference between the two outputs. Without images it makes a
+dead-leaves ground truth whose observation is ``--size`` (default 384x260, issue 24's photo)::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_tiling.py --rules --method uglr --task upscale2x
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_tiling.py --rules --method ugtv --task demosaic \\
+        --size 768x512
 """
 
 from __future__ import annotations
@@ -35,19 +48,140 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
+def legacy_auto_tile(restorer, y, pattern, device, autocast, overlap, room=None) -> int:
+    """The CPU rule before issue 24: a square core from min(1/4 of available memory, 1 GiB, half
+    the room the output leaves) at the method's bytes per pixel, whatever the image's size."""
+    scale = engine.SCALE[restorer.task]
+    budget = min(0.25 * engine.available_memory(), engine.LEGACY_CPU_BUDGET_CAP)
+    if room is not None:
+        budget = min(budget, 0.5 * room)
+    tile = engine.tile_for_budget(budget, engine.bytes_per_pixel(restorer), overlap, scale)
+    return max(tile, engine._even_up(2 * overlap + 2))
+
+
+def _observation(path: str | None, task: str, size: tuple[int, int], seed: int) -> torch.Tensor:
+    """The (1, C, H, W) observation of an image file's ground truth, or of a dead-leaves one whose
+    observation is ``size`` = (width, height)."""
+    if path:
+        return make_observation(task, load_ground_truth(path))
+    from gsprestore.deadleaves import dead_leaves
+
+    scale = engine.SCALE[task]
+    w, h = scale * size[0], scale * size[1]
+    gt = dead_leaves(max(w, h), seed=seed, supersample=1)[:h, :w]
+    return make_observation(task, torch.from_numpy(gt).permute(2, 0, 1)[None].contiguous())
+
+
+def _status_mb(key: str) -> float:
+    """``VmRSS`` / ``VmHWM`` (peak) of this process in MB from /proc (not ``ru_maxrss``, which a
+    child inherits across exec from its parent's high-water mark)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def worker(args) -> int:
+    """One rule in this (child) process: restore with ``tile=0`` and print a JSON line."""
+    import numpy as np
+
+    opts = {"weights": args.weights} if args.weights else {}
+    r = get_restorer(args.method, args.task, **opts)
+    y = torch.from_numpy(np.load(args.images[0]))  # the observation the parent saved
+    chosen = []
+    rule = legacy_auto_tile if args.worker == "old" else engine.auto_tile
+
+    def record(*a, **k):
+        chosen.append(rule(*a, **k))
+        return chosen[-1]
+
+    engine.auto_tile = record
+    totals = []
+    before = _status_mb("VmHWM")
+    t0 = time.perf_counter()
+    out = engine.restore(r, y, "RGGB", tile=0, overlap=args.overlap, device="cpu",
+                         progress=lambda done, total: totals.append(total))
+    seconds = time.perf_counter() - t0
+    peak = _status_mb("VmHWM")
+    np.save(args.out, out.numpy())
+    print(json.dumps({"rule": args.worker, "input": list(y.shape[-2:]), "tile": chosen[0], "tiles": totals[-1],
+                      "seconds": seconds, "peak_rss_mb": peak, "peak_rss_before_mb": before,
+                      "available_gb": engine.available_memory() / 1e9, "threads": torch.get_num_threads()}))
+    return 0
+
+
+def compare_rules(args) -> int:
+    """Both rules, each in a child process, in this run; seconds, ratio and output difference."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    script = os.path.abspath(__file__)
+    images = args.images or [None]
+    size = tuple(int(v) for v in args.size.lower().split("x"))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in images:
+            obs = os.path.join(tmp, "observation.npy")
+            np.save(obs, _observation(path, args.task, size, args.seed)[0].numpy())
+            runs = {}
+            for rule in ("old", "new"):
+                out = os.path.join(tmp, f"{rule}.npy")
+                cmd = [sys.executable, script, "--worker", rule, "--out", out, "--method", args.method,
+                       "--task", args.task, obs]
+                cmd += ["--overlap", str(args.overlap)] if args.overlap is not None else []
+                cmd += ["--weights", args.weights] if args.weights else []
+                res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if res.returncode:
+                    sys.stderr.write(res.stderr)
+                    return res.returncode
+                runs[rule] = json.loads(res.stdout.strip().splitlines()[-1])
+                runs[rule]["output"] = np.load(out)
+            old, new = runs["old"], runs["new"]
+            diff = float(np.abs(old.pop("output").astype(np.float64) - new.pop("output")).max())
+            name = os.path.basename(path) if path else f"dead-leaves, observation {args.size}"
+            row = {"image": name, "method": args.method, "task": args.task, "old": old, "new": new,
+                   "ratio_old_over_new": old["seconds"] / new["seconds"], "max_abs_diff": diff}
+            rows.append(row)
+            print(f"{name}, {args.method} {args.task}, input {old['input'][1]}x{old['input'][0]}, "
+                  f"{old['available_gb']:.1f} GB available, {old['threads']} thread(s):")
+            for rule, rec in (("old rule (1 GiB cap)", old), ("new rule", new)):
+                print(f"  {rule:22s} tile {rec['tile']:5d}  {rec['tiles']:3d} tiles  {rec['seconds']:8.1f} s  "
+                      f"peak RSS {rec['peak_rss_mb']:6.0f} MB ({rec['peak_rss_before_mb']:.0f} MB before the run)")
+            print(f"  old / new time: {row['ratio_old_over_new']:.2f}x; max |old - new| = {diff:.2e}", flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("images", nargs="+")
+    ap.add_argument("images", nargs="*")
+    ap.add_argument("--rules", action="store_true", help="time the old and the new automatic tile rule")
+    ap.add_argument("--size", default="384x260", help="--rules without images: the observation's WxH")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", choices=("old", "new"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--method", default="ugtv")
     ap.add_argument("--task", default="demosaic", choices=("demosaic", "upscale2x"))
     ap.add_argument("--weights", default=None)
     ap.add_argument("--tile", type=int, default=256)
-    ap.add_argument("--overlap", type=int, default=32)
+    ap.add_argument("--overlap", type=int, default=None, help="default: 32 (--rules: the method's own)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.worker:
+        return worker(args)
+    if args.rules:
+        return compare_rules(args)
+    if not args.images:
+        ap.error("give images (or --rules)")
+    args.overlap = 32 if args.overlap is None else args.overlap
     opts = {"weights": args.weights} if args.weights else {}
     r = get_restorer(args.method, args.task, **opts)
     rows = []
