@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import restorers
+from . import paper, restorers
 from ._version import __version__
 from .atomic import atomic_file
 from .datasets import Dataset, find_dataset
@@ -60,7 +60,7 @@ ROW_KEYS = (
     "seconds_per_image", "megapixels_per_second", "params",
 )
 CSV_KEYS = ("method", "kind", "task", "dataset", "noise_sigma", *ROW_KEYS[3:], "skipped", "weights_path",
-            "weights_sha256")
+            "weights_sha256", "paper_psnr", "paper_ssim", "image")
 
 
 def default_methods(task: str) -> list[str]:
@@ -248,6 +248,9 @@ def run_benchmark(
     per_image: bool = False,
     download: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
+    limit: int | None = None,
+    save_outputs: str | Path | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Score ``methods`` (default: every method of the task) on ``dataset`` for ``task``.
 
@@ -270,14 +273,25 @@ def run_benchmark(
     pattern = sampling.check_pattern(pattern)
     sigmas = parse_sigmas(noise_sigma)
     dev = resolve_device(device)  # engine.py: auto | cpu | cuda | cuda:N
+    limit = check_limit(limit)
     if isinstance(dataset, Dataset):
         ds = dataset
     else:
         ds = find_dataset(dataset, data_dir, download_missing=download)
     if len(ds) == 0:
         raise GspError("data set has no images", ds.root)
+    full_size = len(ds)
+    ds = limit_dataset(ds, limit)
     methods_built, skipped = _build(names, task, restorer_options or {}, dev)
     space = CHANNEL_SPACE[task]
+    options = restorer_options or {}
+    built = {r.name: r for r in methods_built}
+    records = {n: weights_record(n, task, options.get(n, {}), built.get(n)) for n in names}
+    labels = {n: row_label(n, records[n], given=bool(options.get(n, {}).get("weights"))) for n in names}
+    save_dir = None if save_outputs is None else Path(save_outputs)
+    if save_dir is not None:  # every output path is checked before the first image
+        check_output_paths(save_dir, task, [labels[r.name] for r in methods_built], sigmas, ds.files,
+                           overwrite=overwrite)
 
     # per (method, sigma), one record per image
     scores: dict[tuple[str, float], list[dict[str, Any]]] = {(r.name, s): [] for r in methods_built for s in sigmas}
@@ -305,13 +319,12 @@ def run_benchmark(
                     sc = {k: float(v[0]) for k, v in image_scores(out.float(), gt, space).items()}
                     scores[(r.name, sigma)].append({"file": path.name, **sc, "seconds": dt,
                                                     "pixels": gt.shape[-2] * gt.shape[-1]})
+                    if save_dir is not None:
+                        _save_output(out, output_path(save_dir, task, labels[r.name], sigma, path), overwrite)
             if progress is not None:
                 progress(i + 1, len(ds), path.name)
 
-    built = {r.name: r for r in methods_built}
-    options = restorer_options or {}
-    records = {n: weights_record(n, task, options.get(n, {}), built.get(n)) for n in names}
-    labels = {n: row_label(n, records[n], given=bool(options.get(n, {}).get("weights"))) for n in names}
+    registered = ds.spec is not None
     results = []
     for name in names:
         for sigma in sigmas:
@@ -319,7 +332,8 @@ def run_benchmark(
                 row: dict[str, Any] = {k: None for k in ROW_KEYS}
                 row.update(method=labels[name], weights=records[name], task=task, dataset=ds.name,
                            images=0, kind=restorers.METHODS[name].kind,
-                           noise_sigma=sigma, skipped=skipped[name])
+                           noise_sigma=sigma, skipped=skipped[name],
+                           paper=paper.reference(task, ds.name, name, sigma, pattern) if registered else None)
                 results.append(row)
                 continue
             r, recs = built[name], scores[(name, sigma)]
@@ -339,12 +353,97 @@ def run_benchmark(
                 "noise_sigma": sigma,
                 "skipped": None,
                 "weights": records[name],
+                "paper": paper.reference(task, ds.name, name, sigma, pattern) if registered else None,
             }
             if per_image:
                 row["per_image"] = recs
             results.append(row)
     proto_sigma: float | list[float] = sigmas if len(sigmas) > 1 else sigmas[0]
-    return {"protocol": protocol(task, ds, pattern, proto_sigma, seed, str(dev)), "results": results}
+    proto = protocol(task, ds, pattern, proto_sigma, seed, str(dev))
+    proto["limit"] = limit
+    proto["dataset_images"] = full_size
+    if registered:
+        proto["paper"] = (f"{paper.CITATION}: {paper.TABLE_NAMES[task]} (and Table 2 for noisy McM demosaicking), "
+                          "dataset-MSE PSNR and SSIM over the whole data set"
+                          + (f" (these rows score only the first {len(ds)} of its {full_size} images)"
+                             if len(ds) < full_size else ""))
+    if save_dir is not None:
+        proto["outputs"] = {"folder": str(save_dir), "layout": "<task>/<method>[/sigma-<s>]/<image stem>.png",
+                            "format": "8-bit PNG, outputs clipped to [0, 1] and rounded (what psnr_mean scores)"}
+    return {"protocol": proto, "results": results}
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``--limit``: None (every image) or a whole number >= 1 (:class:`UsageError` otherwise)."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"--limit must be a whole number >= 1, got {limit!r}")
+    return limit
+
+
+def limit_dataset(ds: Dataset, limit: int | None) -> Dataset:
+    """The data set's first ``limit`` images in its sorted order (all of them for None)."""
+    import dataclasses
+
+    limit = check_limit(limit)
+    return ds if limit is None or limit >= len(ds) else dataclasses.replace(ds, files=tuple(ds.files[:limit]))
+
+
+def _safe_name(label: str) -> str:
+    """A method label as one folder name: ``ugtv@runs/ft/model.pt`` -> ``ugtv@runs_ft_model.pt``."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9@._+-]+", "_", label).strip("._") or "method"
+    return name[:120]
+
+
+def output_path(folder: str | Path, task: str, label: str, sigma: float, image: Path) -> Path:
+    """Where ``--save-outputs`` puts ``label``'s output of ``image`` at noise ``sigma``:
+    ``folder/<task>/<method>[/sigma-<s>]/<image stem>.png``."""
+    path = Path(folder) / task / _safe_name(label)
+    if sigma:
+        path = path / f"sigma-{sigma:g}"
+    return path / f"{Path(image).stem}.png"
+
+
+def check_output_paths(folder: Path, task: str, labels: list[str], sigmas: list[float], files: Iterable[Path], *,
+                       overwrite: bool = False) -> list[Path]:
+    """Create the output folders and refuse (:class:`GspError`, before any image runs) a target
+    that exists without ``overwrite``, a folder in its place, two images with the same stem, or a
+    folder that takes no file (probed with a temporary file)."""
+    import tempfile
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise GspError("--save-outputs names a file, not a folder", folder)
+    files = list(files)
+    stems = [Path(f).stem for f in files]
+    dup = next((s for s in stems if stems.count(s) > 1), None)
+    if dup is not None:
+        raise GspError(f"two images are named {dup}.* : their outputs would collide", folder)
+    targets = [output_path(folder, task, lab, s, f) for lab in labels for s in sigmas for f in files]
+    for t in targets:
+        if t.is_dir():
+            raise GspError("output path is a folder", t)
+        if t.exists() and not overwrite:
+            raise GspError("output exists (pass --overwrite to replace it)", t)
+    for parent in dict.fromkeys(t.parent for t in targets):
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".probe-", suffix=".tmp"):
+                pass
+        except OSError as exc:
+            raise GspError(f"cannot write in the output folder ({exc.strerror or exc})", parent) from None
+    return targets
+
+
+def _save_output(out: "torch.Tensor", path: Path, overwrite: bool) -> None:  # noqa: F821
+    """One output image ``(1, 3, H, W)`` as an 8-bit PNG, atomically (:func:`gsprestore.io.write_image`)."""
+    from .io import write_image
+
+    write_image(path, out[0].detach().float().cpu().permute(1, 2, 0).numpy(), 8, overwrite=overwrite,
+                software=f"gsprestore {__version__} benchmark")
 
 
 def _write_text(text: str, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -385,18 +484,83 @@ def check_report_path(path: str | Path, *, overwrite: bool = False, probe: bool 
     return path
 
 
-def to_csv(result: Mapping[str, Any]) -> str:
+def to_csv(result: Mapping[str, Any], *, per_image: bool = False) -> str:
     """The rows as CSV (columns :data:`CSV_KEYS`), preceded by ``# key: value`` comment lines
-    holding the protocol (nested values as JSON)."""
+    holding the protocol (nested values as JSON). With ``per_image`` each method's row is followed
+    by one row per image (``image`` set: the same columns over that image alone, ``images`` 1;
+    data-set rows have an empty ``image``)."""
     buf = io.StringIO()
     for k, v in result["protocol"].items():
         buf.write(f"# {k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}\n")
     w = csv.DictWriter(buf, fieldnames=CSV_KEYS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in result["results"]:
-        flat = {**row, **{f"weights_{k}": v for k, v in (row.get("weights") or {}).items()}}
+        ref = row.get("paper") or {}
+        flat = {**row, **{f"weights_{k}": v for k, v in (row.get("weights") or {}).items()},
+                "paper_psnr": ref.get("psnr"), "paper_ssim": ref.get("ssim"), "image": None}
         w.writerow({k: ("" if flat.get(k) is None else flat.get(k)) for k in CSV_KEYS})
+        if per_image:
+            for rec in row.get("per_image") or []:
+                w.writerow({k: ("" if v is None else v) for k, v in image_row(row, rec).items()})
     return buf.getvalue()
+
+
+def image_row(row: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A data-set row's columns (:data:`CSV_KEYS`) computed over one image's record ``rec``
+    (``per_image``): PSNR of the float output, 8-bit PSNR, SSIM, its seconds and MP/s."""
+    seconds = rec.get("seconds")
+    return {
+        **{k: row.get(k) for k in ("method", "kind", "task", "dataset", "noise_sigma", "params")},
+        "images": 1, "psnr_dataset_mse": rec.get("psnr"), "psnr_mean": rec.get("psnr_8bit"),
+        "ssim_mean": rec.get("ssim"), "seconds_per_image": seconds,
+        "megapixels_per_second": rec["pixels"] / 1e6 / seconds if seconds else None,
+        "skipped": None, "weights_path": (row.get("weights") or {}).get("path"),
+        "weights_sha256": (row.get("weights") or {}).get("sha256"), "paper_psnr": None, "paper_ssim": None,
+        "image": rec.get("file"),
+    }
+
+
+def dataset_megapixels(files: Iterable[str | Path]) -> tuple[float, int]:
+    """Output megapixels of scoring these ground-truth images (sizes cropped to even, read from the
+    file headers without decoding) and how many headers could not be read (left out)."""
+    from PIL import Image
+
+    total, unread = 0, 0
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                w, h = im.size
+        except Exception:  # an unreadable header: the run itself will say why
+            unread += 1
+            continue
+        total += (w // 2 * 2) * (h // 2 * 2)
+    return total / 1e6, unread
+
+
+def estimate_seconds(task: str, methods: Iterable[str], megapixels: float, device: str = "cpu", *,
+                     levels: int = 1, images: int = 1, manifest: Mapping[str, Any] | None = None,
+                     ) -> dict[str, Any]:
+    """About how long scoring ``methods`` on ``megapixels`` of output takes on ``device`` (a kind,
+    ``cpu`` / ``cuda``): each method's recorded speed (:func:`gsprestore.defaults.recorded_speed`,
+    what ``gsprestore models`` shows; a label ``ugtv@file`` takes ``ugtv``'s) times the megapixels,
+    ``levels`` noise levels, plus one image's warm-up. Returns ``{"seconds": total of the
+    recorded ones, "per_method": {method: s or None}, "unrecorded": [methods], "megapixels"}``."""
+    from . import defaults
+
+    if manifest is None:
+        try:
+            manifest = defaults._shipped_manifest()
+        except WeightsError:
+            manifest = {}
+    kind = str(device).split(":")[0]
+    per_method: dict[str, float | None] = {}
+    for m in methods:
+        speed = defaults.recorded_speed(m.split("@", 1)[0], task, kind, dict(manifest))
+        warmup = megapixels / max(images, 1)
+        per_method[m] = None if not speed else (megapixels * levels + warmup) / speed
+    known = [v for v in per_method.values() if v is not None]
+    return {"seconds": sum(known), "per_method": per_method, "megapixels": megapixels,
+            "unrecorded": [m for m, v in per_method.items() if v is None], "device": kind}
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -420,24 +584,31 @@ def to_markdown(result: Mapping[str, Any]) -> str:
         f"- gsprestore {p['gsprestore_version']}, torch {p['torch_version']}, Python {p['python_version']}, "
         f"device {p['device']}, {p['date']}; checksums verified: {p['checksums_verified']}",
         "",
-        "| method | noise sigma | PSNR (dB) | mean PSNR (dB) | SSIM | s/image | MP/s | params |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    has_paper = any(r.get("paper") for r in result["results"])
+    if p.get("paper") and has_paper:
+        lines.insert(-1, f"- paper: {p['paper']}")
+    extra = " paper PSNR (dB) | paper SSIM |" if has_paper else ""
+    lines += [f"| method | noise sigma | PSNR (dB) | mean PSNR (dB) | SSIM | s/image | MP/s | params |{extra}",
+              "|---|---|---|---|---|---|---|---|" + ("---|---|" if has_paper else "")]
     for r in result["results"]:
+        ref = r.get("paper") or {}
+        tail = f" {_fmt(ref.get('psnr'), '.2f')} | {_fmt(ref.get('ssim'), '.4f')} |" if has_paper else ""
         if r.get("skipped"):
-            lines.append(f"| {r['method']} | {r['noise_sigma']:g} | skipped: {r['skipped']} | | | | | |")
+            lines.append(f"| {r['method']} | {r['noise_sigma']:g} | skipped: {r['skipped']} | | | | | |{tail}")
             continue
         lines.append(
             f"| {r['method']} | {r['noise_sigma']:g} | {_fmt(r['psnr_dataset_mse'], '.2f')} | "
             f"{_fmt(r['psnr_mean'], '.2f')} | {_fmt(r['ssim_mean'], '.4f')} | {_fmt(r['seconds_per_image'], '.3f')} | "
-            f"{_fmt(r['megapixels_per_second'], '.2f')} | {_fmt(r['params'], ',')} |"
+            f"{_fmt(r['megapixels_per_second'], '.2f')} | {_fmt(r['params'], ',')} |{tail}"
         )
     return "\n".join(lines) + "\n"
 
 
-def write_csv(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+def write_csv(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False,
+              per_image: bool = False) -> Path:
     """:func:`to_csv` written atomically; no overwrite without ``overwrite``."""
-    return _write_text(to_csv(result), path, overwrite=overwrite)
+    return _write_text(to_csv(result, per_image=per_image), path, overwrite=overwrite)
 
 
 def write_markdown(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
@@ -456,7 +627,10 @@ __all__ = [
     "CSV_KEYS",
     "ROW_KEYS",
     "add_noise",
+    "check_limit",
+    "dataset_megapixels",
     "default_methods",
+    "estimate_seconds",
     "load_ground_truth",
     "make_observation",
     "parse_methods",
