@@ -473,3 +473,159 @@ def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsy
     code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
                         str(parent), "--methods", "ugtv", "--weights", f"ugtv={tmp_path / 'none.pt'}")
     assert code == 1 and "weights file not found" in err
+
+
+# --------------------------------------------------------------------------- issue 24: for research
+
+
+def test_paper_numbers_have_one_source():
+    """make_results.py and the benchmark's paper columns read the same tables (gsprestore.paper)."""
+    from gsprestore import paper
+
+    mr = _load_script("make_results")
+    assert mr.PAPER_TABLES is paper.PAPER_TABLES and mr.PAPER_TABLE2 is paper.PAPER_TABLE2
+    assert paper.reference("demosaic", "kodak", "ugtv") == {"table": "Table 1", "label": "uGTV", "psnr": 39.11,
+                                                             "ssim": 0.9855}
+    assert paper.reference("demosaic", "kodak", "ugtv@runs/x.pt")["psnr"] == 39.11  # own weights: same method
+    assert paper.reference("upscale2x", "mcm", "bicubic-halfpixel")["psnr"] == 29.01
+    assert paper.reference("demosaic", "mcm", "uglr", 20.0) == {"table": "Table 2", "label": "uGLR", "psnr": 22.84,
+                                                                 "ssim": None}
+    assert paper.reference("demosaic", "mcm", "menon", 20.0) is None  # not in Table 2
+    assert paper.reference("demosaic", "kodak", "menon", pattern="GBRG") is None  # the paper's is RGGB
+    assert paper.reference("upscale2x", "kodak", "bicubic") is None  # the grid-aligned one is ours only
+
+
+def test_paper_columns_in_rows_csv_markdown_and_table(tiny_kodak, monkeypatch, capsys):
+    import csv
+    import io
+
+    parent, _ = tiny_kodak
+    res = benchmark.run_benchmark("demosaic", "kodak", "bilinear,fake-fill", parent)
+    rows = {r["method"]: r for r in res["results"]}
+    assert rows["bilinear"]["paper"] == {"table": "Table 1", "label": "Bilinear", "psnr": 28.22, "ssim": 0.8898}
+    assert rows["fake-fill"]["paper"] is None and "Table 1" in res["protocol"]["paper"]
+    text = benchmark.to_csv(res)
+    got = list(csv.DictReader(io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.startswith("#")))))
+    assert [(r["method"], r["paper_psnr"], r["paper_ssim"]) for r in got] == [("bilinear", "28.22", "0.8898"),
+                                                                              ("fake-fill", "", "")]
+    md = benchmark.to_markdown(res)
+    assert "paper PSNR (dB) | paper SSIM |" in md and md.count("| 28.22 | 0.8898 |") == 1
+    monkeypatch.setenv("COLUMNS", "160")  # the whole table on one line per row
+    code, stdout, _ = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                           str(parent), "--methods", "bilinear")
+    assert code == 0 and "paper PSNR" in stdout and "28.22" in stdout and "0.8898" in stdout
+    custom = benchmark.run_benchmark("demosaic", None, "bilinear", parent / "kodak24")  # not the paper's data
+    assert custom["results"][0]["paper"] is None and "paper" not in custom["protocol"]
+
+
+def test_limit_scores_the_first_images(tiny_kodak, monkeypatch, capsys, tmp_path):
+    parent, _ = tiny_kodak
+    res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, limit=2, per_image=True)
+    (row,) = res["results"]
+    assert row["images"] == 2 and [r["file"] for r in row["per_image"]] == ["kodim01.png", "kodim02.png"]
+    p = res["protocol"]
+    assert p["images"] == 2 and p["limit"] == 2 and p["dataset_images"] == 3 and "first 2 of its 3" in p["paper"]
+    full = benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, per_image=True)
+    assert full["results"][0]["per_image"][:2] == [{**a, "seconds": b["seconds"]} for a, b in
+                                                   zip(row["per_image"], full["results"][0]["per_image"])]
+    for bad in (0, -1, 1.5):
+        with pytest.raises(UsageError, match="--limit"):
+            benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, limit=bad)
+    code, stdout, _ = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                           str(parent), "--methods", "fake-fill", "--limit", "1", "--json", str(tmp_path / "r.json"))
+    assert code == 0 and "first 1 of 3 images" in stdout
+    assert json.loads((tmp_path / "r.json").read_text())["results"][0]["images"] == 1
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir",
+                        str(parent), "--methods", "fake-fill", "--limit", "0")
+    assert code == 2 and "--limit" in err
+
+
+def test_per_image_scores_in_json_and_csv(tiny_kodak, monkeypatch, capsys, tmp_path):
+    import csv
+    import io
+
+    parent, _ = tiny_kodak
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
+                        "--methods", "fake-fill", "--noise-sigma", "0,10", "--json", str(tmp_path / "r.json"),
+                        "--csv", str(tmp_path / "r.csv"), "--per-image")
+    assert code == 0, err
+    res = json.loads((tmp_path / "r.json").read_text())
+    for row in res["results"]:  # the JSON always has every image's scores
+        recs = row["per_image"]
+        assert [r["file"] for r in recs] == ["kodim01.png", "kodim02.png", "kodim03.png"]
+        assert row["psnr_dataset_mse"] == pytest.approx(10 * np.log10(1 / np.mean([r["mse"] for r in recs])))
+        assert row["psnr_mean"] == pytest.approx(np.mean([r["psnr_8bit"] for r in recs]))
+    text = (tmp_path / "r.csv").read_text()
+    got = list(csv.DictReader(io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.startswith("#")))))
+    assert [(r["noise_sigma"], r["image"]) for r in got] == [
+        (s, f) for s in ("0.0", "10.0") for f in ("", "kodim01.png", "kodim02.png", "kodim03.png")]
+    for r in got[1:4]:
+        rec = next(x for x in res["results"][0]["per_image"] if x["file"] == r["image"])
+        assert r["images"] == "1" and float(r["psnr_dataset_mse"]) == pytest.approx(rec["psnr"])
+        assert float(r["psnr_mean"]) == pytest.approx(rec["psnr_8bit"]) and float(r["ssim_mean"]) == pytest.approx(
+            rec["ssim"])
+    plain = benchmark.to_csv(res)  # without --per-image: the data-set rows only
+    assert plain.count("kodim01.png") == 0 and len([ln for ln in plain.splitlines() if ln.startswith("fake")]) == 2
+
+
+def test_save_outputs_writes_each_methods_images(tiny_kodak, monkeypatch, capsys, tmp_path):
+    from gsprestore.metrics import quantize
+
+    parent, arrays = tiny_kodak
+    out = tmp_path / "outs"
+    res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill,bilinear", parent, noise_sigma="0,10",
+                                  save_outputs=out, warmup=False)
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert files == sorted(f"demosaic/{m}/{s}kodim0{i}.png" for m in ("fake-fill", "bilinear")
+                           for s in ("", "sigma-10/") for i in (1, 2, 3))
+    assert res["protocol"]["outputs"]["folder"] == str(out)
+    # the saved pixels are the output rounded and clipped to 8 bits (what psnr_mean scores)
+    a = arrays["kodim02.png"][:26, :32].astype(np.float32) / 255
+    gt = torch.from_numpy(a).permute(2, 0, 1)[None]
+    want = quantize(_fill(benchmark.make_observation("demosaic", gt, "RGGB"), "RGGB"))[0].permute(1, 2, 0).numpy()
+    saved = np.asarray(Image.open(out / "demosaic" / "fake-fill" / "kodim02.png")).astype(np.float32) / 255
+    np.testing.assert_allclose(saved, want, atol=1e-6)
+    # existing outputs: an error before the first image, nothing run, nothing replaced
+    seen = []
+    before = (out / "demosaic" / "fake-fill" / "kodim01.png").stat().st_mtime_ns
+    with pytest.raises(GspError, match="--overwrite"):
+        benchmark.run_benchmark("demosaic", "kodak", "fake-fill,fake-record", parent, save_outputs=out,
+                                restorer_options={"fake-record": {"seen": seen}})
+    assert seen == [] and (out / "demosaic" / "fake-fill" / "kodim01.png").stat().st_mtime_ns == before
+    benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent, save_outputs=out, overwrite=True)
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temporary files left
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
+                        "--methods", "fake-fill", "--save-outputs", str(out))
+    assert code == 1 and "--overwrite" in err and err.count("\n") == 1
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
+                        "--methods", "fake-fill", "--save-outputs", str(out), "--overwrite", "--limit", "1")
+    assert code == 0 and "wrote the outputs under" in err
+    assert benchmark.output_path(out, "demosaic", "ugtv@runs/ft/model.pt", 0, parent / "a.png") == (
+        out / "demosaic" / "ugtv@runs_ft_model.pt" / "a.png")
+
+
+def test_time_estimate_from_recorded_speeds(tiny_kodak, monkeypatch, capsys):
+    from gsprestore.cli import benchmark_cmd
+
+    parent, _ = tiny_kodak
+    ds = datasets.find_dataset("kodak", parent)
+    mp, unread = benchmark.dataset_megapixels(ds.files)
+    assert unread == 0 and mp == pytest.approx((24 * 32 + 26 * 32 + 32 * 20) / 1e6)
+    manifest = {"baselines": {"speed": {"cpu": {"demosaic": {"menon": 2.0, "bilinear": 4.0}}}}}
+    est = benchmark.estimate_seconds("demosaic", ["menon", "bilinear", "fake-fill"], 12.0, "cpu", levels=2,
+                                     images=3, manifest=manifest)
+    assert est["per_method"] == {"menon": (24 + 4) / 2.0, "bilinear": (24 + 4) / 4.0, "fake-fill": None}
+    assert est["seconds"] == 14 + 7 and est["unrecorded"] == ["fake-fill"]
+    # the command prints it before a long run (fake-fill recorded at 1e-5 MP/s: (mp + mp / 3) / 1e-5 = 294 s),
+    # not before a short one
+    from gsprestore import defaults
+
+    real = defaults.recorded_speed
+    monkeypatch.setattr(defaults, "recorded_speed",
+                        lambda m, t, d, man: 1e-5 if m == "fake-fill" else real(m, t, d, man))
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
+                        "--methods", "fake-fill,bilinear")
+    assert code == 0 and "estimate: about 5 min in all for 3 images (0.00224 MP" in err and "fake-fill 5 min" in err
+    code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
+                        "--methods", "bilinear")
+    assert code == 0 and "estimate" not in err and benchmark_cmd.ESTIMATE_NOTE_SECONDS == 30

@@ -76,7 +76,7 @@ def estimate_line(estimates: list[tuple[str, dict[str, Any]]], images: int) -> s
         parts.append(f"{t} {dur(e['seconds'])}: " + ", ".join(f"{m} {dur(v)}" for v, m in slow))
         unrecorded += [m for m in e["unrecorded"] if m not in unrecorded]
     mp = estimates[0][1]["megapixels"] if estimates else 0.0
-    line = (f"estimate: about {dur(total)} in all for {images} images ({mp:.1f} MP per method and level), from the "
+    line = (f"estimate: about {dur(total)} in all for {images} images ({mp:.3g} MP per method and level), from the "
             f"recorded speeds on {estimates[0][1]['device'] if estimates else 'cpu'} (gsprestore models): "
             + "; ".join(parts))
     if unrecorded:
@@ -242,7 +242,8 @@ def benchmark(
 
     err = Console(stderr=True)
     # the data set once (downloaded and verified first with --download), limited, for every task
-    ds = limit_dataset(find_dataset(dataset, data_dir, download_missing=download), limit)
+    whole = find_dataset(dataset, data_dir, download_missing=download)
+    ds = limit_dataset(whole, limit)
     if save_outputs is not None:  # every image path, before the first image
         for t, names in plan:
             labels = [row_label(n, weights_record(n, t, restorer_options.get(n, {})),
@@ -254,11 +255,11 @@ def benchmark(
     if sum(e["seconds"] for _t, e in estimates) >= ESTIMATE_NOTE_SECONDS:
         err.print(estimate_line(estimates, len(ds)), markup=False, highlight=False, soft_wrap=True)
     run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, per_image=True,
-               save_outputs=save_outputs, overwrite=overwrite)
+               save_outputs=save_outputs, overwrite=overwrite, limit=limit)
     for t, names in plan:
         options = {n: o for n, o in restorer_options.items() if n in names}
         with BenchmarkProgress(err, f"{t} on {dataset}") as step:
-            result = run_benchmark(t, ds, names, data_dir, progress=step, restorer_options=options, **run)
+            result = run_benchmark(t, whole, names, data_dir, progress=step, restorer_options=options, **run)
         Console().print(results_table(result))
         if save_outputs is not None:
             err.print(f"wrote the outputs under {save_outputs / t}", markup=False, highlight=False)
