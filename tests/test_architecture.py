@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
-                     "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
+                     "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry", "paper"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
                                 "camera_raw"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
     ("registry, tiling engine", {"restorers", "engine"}),
-    ("applications", {"api", "file_restore", "batch", "benchmark", "patches", "trainpack", "training",
+    ("applications", {"api", "file_restore", "batch", "benchmark", "benchmark_plan", "patches", "trainpack", "training",
                       "training.recipe", "training.checkpoints", "training.build", "training.evaluation",
                       "training.stopping", "training.loop", "training.report", "training.progress", "explain",
                       "visualize"}),
