@@ -14,8 +14,10 @@ Usage (from the repository root)::
 ``--rules`` (issue 24) instead times the automatic tile size (``--tile 0``) under the rule before
 issue 24 (a 1 GiB cap on the planned working set: square tiles from the budget, whatever the image)
 against the current one (:func:`gsprestore.engine.choose_tile`: the whole image when it fits, else
-the tiles computing the fewest pixels within a share of the available memory), in the same run:
-each rule in its own child process (same engine path, ``engine.auto_tile`` swapped), which reports
+the tiles computing the fewest pixels within a share of the available memory), in the same run,
+also the new tile rule without the engine's allocator setting (``tiles``: glibc keeps freed
+memory in the heap, :func:`gsprestore.memory.keep_freed_heap_memory`, which the old engine did
+not ask for): each in its own child process (same engine path, ``engine.auto_tile`` swapped), which reports
 the tile size and count, the seconds of ``engine.restore`` and its peak resident memory; then the
 old/new time ratio and the largest difference between the two outputs. ``--repeat N`` runs each
 rule N times, alternating old and new, and keeps the fastest of each (on a shared machine the
@@ -48,6 +50,11 @@ from gsprestore.restorers import get_restorer  # noqa: E402
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     mse = float(((a.double() - b.double()) ** 2).mean())
     return math.inf if mse == 0 else 10 * math.log10(1.0 / mse)
+
+
+#: old: the tile rule and allocator before issue 24; tiles: the new tile rule alone; new: the engine
+#: now (new tile rule, freed memory kept in the heap: gsprestore.memory.keep_freed_heap_memory).
+RULES = ("old", "tiles", "new")
 
 
 def legacy_auto_tile(restorer, y, pattern, device, autocast, overlap, room=None) -> int:
@@ -93,6 +100,8 @@ def worker(args) -> int:
     y = torch.from_numpy(np.load(args.images[0]))  # the observation the parent saved
     chosen = []
     rule = legacy_auto_tile if args.worker == "old" else engine.auto_tile
+    if args.worker != "new":  # before issue 24 the allocator was left alone
+        engine.CPU_KEEP_FREED_MEMORY = False
 
     def record(*a, **k):
         chosen.append(rule(*a, **k))
@@ -129,8 +138,8 @@ def compare_rules(args) -> int:
             obs = os.path.join(tmp, "observation.npy")
             np.save(obs, _observation(path, args.task, size, args.seed)[0].numpy())
             runs: dict[str, dict] = {}
-            times: dict[str, list[float]] = {"old": [], "new": []}
-            order = [("old", "new") if i % 2 == 0 else ("new", "old") for i in range(args.repeat)]
+            times: dict[str, list[float]] = {rule: [] for rule in RULES}
+            order = [RULES if i % 2 == 0 else RULES[::-1] for i in range(args.repeat)]
             for rule in [r for pair in order for r in pair]:  # alternating, so load drifts hit both
                 out = os.path.join(tmp, f"{rule}.npy")
                 cmd = [sys.executable, script, "--worker", rule, "--out", out, "--method", args.method,
@@ -145,23 +154,27 @@ def compare_rules(args) -> int:
                 runs[rule] = json.loads(res.stdout.strip().splitlines()[-1])
                 runs[rule]["output"] = np.load(out)
                 times[rule].append(runs[rule]["seconds"])
-            for rule in ("old", "new"):  # the fastest of the repeats: the least disturbed by other jobs
+            for rule in RULES:  # the fastest of the repeats: the least disturbed by other jobs
                 runs[rule]["seconds"] = min(times[rule])
                 runs[rule]["all_seconds"] = times[rule]
             old, new = runs["old"], runs["new"]
-            diff = float(np.abs(old.pop("output").astype(np.float64) - new.pop("output")).max())
+            diff = float(np.abs(old["output"].astype(np.float64) - new["output"]).max())
+            for rec in runs.values():
+                rec.pop("output")
             name = os.path.basename(path) if path else f"dead-leaves, observation {args.size}"
-            row = {"image": name, "method": args.method, "task": args.task, "old": old, "new": new,
-                   "ratio_old_over_new": old["seconds"] / new["seconds"], "max_abs_diff": diff}
+            row = {"image": name, "method": args.method, "task": args.task, **runs,
+                   "ratio_old_over_new": old["seconds"] / new["seconds"],
+                   "ratio_old_over_tiles_only": old["seconds"] / runs["tiles"]["seconds"], "max_abs_diff": diff}
             rows.append(row)
             print(f"{name}, {args.method} {args.task}, input {old['input'][1]}x{old['input'][0]}, "
                   f"{old['available_gb']:.1f} GB available, {old['threads']} thread(s):")
-            for rule, rec in (("old rule (1 GiB cap)", old), ("new rule", new)):
+            for rule, rec in (("old (1 GiB cap)", old), ("new tiles only", runs["tiles"]), ("new (tiles + heap)", new)):
                 runs_s = ", ".join(f"{t:.1f}" for t in rec["all_seconds"])
                 print(f"  {rule:22s} tile {rec['tile']:5d}  {rec['tiles']:3d} tiles  {rec['seconds']:8.1f} s "
                       f"(fastest of {runs_s})  peak RSS {rec['peak_rss_mb']:6.0f} MB "
                       f"({rec['peak_rss_before_mb']:.0f} MB before the run)")
-            print(f"  old / new time: {row['ratio_old_over_new']:.2f}x; max |old - new| = {diff:.2e}", flush=True)
+            print(f"  old / new time: {row['ratio_old_over_new']:.2f}x (tiles alone: "
+                  f"{row['ratio_old_over_tiles_only']:.2f}x); max |old - new| = {diff:.2e}", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2)
@@ -175,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="384x260", help="--rules without images: the observation's WxH")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="--rules: runs of each rule, alternating (fastest kept)")
-    ap.add_argument("--worker", choices=("old", "new"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=RULES, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--method", default="ugtv")
     ap.add_argument("--task", default="demosaic", choices=("demosaic", "upscale2x"))

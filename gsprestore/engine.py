@@ -19,6 +19,10 @@
   ``torch.cuda.mem_get_info``): the whole image in one tile when it fits, else the tiles that
   compute the fewest pixels (cores plus overlaps) within the budget (:func:`choose_tile`); on
   out-of-memory in that automatic mode the tile size is halved and the image restarted.
+* **Allocator**: on the CPU the engine asks glibc to keep freed memory in the heap
+  (:func:`gsprestore.memory.keep_freed_heap_memory`, once per process; ``GSPRESTORE_KEEP_FREED_MEMORY=0``
+  leaves the allocator alone): the learned models free and allocate the same large tensors in
+  every layer, which otherwise come back from the OS as fresh zero pages each time.
 * **Output size**: the result is assembled in one CPU buffer; an output that cannot fit in the
   available memory with one tile beside it is refused before the first tile
   (:func:`check_output_memory`), and automatic tiles are sized from what the output leaves.
@@ -66,6 +70,8 @@ CPU_BUDGET_CAP = 8 << 30
 #: rule beside the new): 1 GiB gave the learned 2x models ~112-pixel cores with 32-pixel overlaps,
 #: computing each output pixel about 2.3 times.
 LEGACY_CPU_BUDGET_CAP = 1 << 30
+#: Keep freed memory in the heap while restoring on the CPU (:func:`gsprestore.memory.keep_freed_heap_memory`).
+CPU_KEEP_FREED_MEMORY = os.environ.get("GSPRESTORE_KEEP_FREED_MEMORY", "1") != "0"
 
 ProgressFn = Callable[[int, int], None]
 
@@ -485,6 +491,10 @@ def restore(
     room = check_output_memory(restorer, Hp, Wp, y.shape[0], tile, overlap, dev)
     y = _extend(y.float().cpu(), Hp, Wp)
 
+    if dev.type == "cpu" and CPU_KEEP_FREED_MEMORY:
+        from .memory import keep_freed_heap_memory
+
+        keep_freed_heap_memory()
     restorer.to(dev)
     if restorer.module is not None and hasattr(restorer.module, "eval"):
         restorer.module.eval()
