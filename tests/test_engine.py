@@ -318,6 +318,22 @@ def test_automatic_tiles_follow_available_memory_and_match_one_pass(rng, monkeyp
     assert torch.equal(out, whole)  # overlap == halo: tiles are cropped, bit-identical
 
 
+def test_cpu_restore_keeps_freed_memory_in_the_heap(rng, monkeypatch):
+    """The CPU engine asks glibc once to keep freed memory (the learned models' time halves);
+    ``CPU_KEEP_FREED_MEMORY`` off (GSPRESTORE_KEEP_FREED_MEMORY=0) leaves the allocator alone."""
+    from gsprestore import memory
+
+    assert memory.keep_freed_heap_memory() is memory.keep_freed_heap_memory()  # once per process
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_heap_memory", lambda: calls.append(1) or True)
+    y = torch.rand(1, 16, 16, generator=rng)
+    engine.restore(box_demosaic(), y, device="cpu")
+    assert calls == [1]
+    monkeypatch.setattr(engine, "CPU_KEEP_FREED_MEMORY", False)
+    engine.restore(box_demosaic(), y, device="cpu")
+    assert calls == [1]
+
+
 def test_argument_checks(rng):
     y = torch.rand(1, 16, 16, generator=rng)
     with pytest.raises(UsageError, match="single-channel"):
