@@ -26,7 +26,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from scatter_png import PAPER, Panel, Point, scatter_png  # noqa: E402
 
-from gsprestore.paper import NOISE_SIGMAS, PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLES  # noqa: E402,F401
+from gsprestore.paper import NOISE_SIGMAS, PAPER_TABLE2, PAPER_TABLES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("mcm", "kodak", "urban100")
