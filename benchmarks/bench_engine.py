@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's gsprestore, not an installed one
+
 
 def rss_mb() -> float:
     with open("/proc/self/status") as fh:
@@ -129,7 +131,11 @@ def run_cli(args: argparse.Namespace) -> None:
         if args.weights:
             cmd += ["--weights", args.weights]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        import os
+
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         seconds = time.perf_counter() - t0
         if proc.returncode:
             sys.exit(f"gsprestore failed ({proc.returncode}): {proc.stderr.strip()}")
