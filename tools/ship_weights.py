@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gsprestore.weights import _read_file, ship_weights  # noqa: E402
+from gsprestore.weights import _read_file, sha256_file, ship_weights  # noqa: E402
 
 ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
             "seconds_per_image", "megapixels_per_second")
@@ -90,6 +90,14 @@ def measured_speed(spec: str, method: str, task: str) -> dict:
                           f"(overlap {data.get('overlap')}), after an untimed run on the same tiles"}
 
 
+def _scores_this(row: dict, method: str, sha: str) -> bool:
+    """A benchmark row of this model: the method's own row (the benchmark ran the weights being
+    shipped), or one labelled ``method@FILE`` (``--weights method=FILE``) whose file has this
+    model's SHA-256."""
+    name, at, _ = str(row.get("method")).partition("@")
+    return name == method and (not at or (row.get("weights") or {}).get("sha256") == sha)
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -137,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     for device, spec in _pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, method, obj["task"])
     commands = _pairs(args.command, "--command")
+    sha = sha256_file(args.model)
     scores = {}
     for name, path in _pairs(args.scores, "--scores").items():
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if r["method"] == method]
+        rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if _scores_this(r, method, sha)]
         if not rows or any(r["psnr_dataset_mse"] is None for r in rows):
             raise SystemExit(f"{path}: no scored {method} row")
         scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
