@@ -261,6 +261,21 @@ def orient(image: np.ndarray, flip: int) -> np.ndarray:
     return np.ascontiguousarray(out)
 
 
+def balanced_mosaic(frame: RawFrame, wb: str = "camera", notice: Callable[[str], None] | None = None) -> np.ndarray:
+    """The (H, W) float32 mosaic of ``frame`` with the white-balance gains of ``wb`` applied per
+    site and clipped to [0, 1]: what :func:`develop` demosaicks, and the observation ``compare``
+    and ``explain`` use for a camera RAW file (in camera RGB, stored order)."""
+    from .sampling import _CHANNEL
+
+    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice).astype(np.float32)
+    balanced = frame.mosaic.copy()
+    for k, colour in enumerate(frame.pattern):
+        di, dj = divmod(k, 2)
+        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
+    np.clip(balanced, 0.0, 1.0, out=balanced)
+    return balanced
+
+
 def develop(
     frame: RawFrame,
     demosaic: Callable[[np.ndarray, str], np.ndarray],
@@ -273,14 +288,7 @@ def develop(
     maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods)."""
     wb = check_choice(wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
-    gains = wb_gains(frame, wb, notice).astype(np.float32)
-    from .sampling import _CHANNEL
-
-    balanced = frame.mosaic.copy()
-    for k, colour in enumerate(frame.pattern):
-        di, dj = divmod(k, 2)
-        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
-    np.clip(balanced, 0.0, 1.0, out=balanced)
+    balanced = balanced_mosaic(frame, wb, notice)
     rgb = np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32)
     del balanced
     matrix = frame.rgb_cam if output_space != "camera" else None

@@ -240,6 +240,11 @@ def _run_batch(
         if items:
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
+    if found.skipped_beside_raw:
+        items = found.skipped_beside_raw
+        reporter.notice(f"skipped {len(items)} image(s) beside camera RAW files (a folder holding RAW files gives "
+                        "its RAW files only; name other files one by one to include them): "
+                        + ", ".join(items[:3]) + (", ..." if len(items) > 3 else ""))
     for link in found.skipped_links:
         reporter.notice(f"skipped {link}: a folder already visited (each real folder is read once)")
     if found.skipped_folders:
