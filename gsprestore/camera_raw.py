@@ -45,6 +45,8 @@ RAW_SUFFIXES: tuple[str, ...] = (
     ".pef", ".srw", ".rwl", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mrw", ".mos", ".x3f",
 )
 WHITE_BALANCES: tuple[str, ...] = ("camera", "daylight", "none")
+#: LibRaw (dcraw's identify) takes no camera file under 22 pixels a side as RAW.
+DNG_MIN_SIDE = 22
 OUTPUT_SPACES: tuple[str, ...] = ("srgb", "linear", "camera")
 
 # sRGB (D65) primaries to CIE XYZ, the matrix LibRaw multiplies a camera's XYZ->camera matrix with

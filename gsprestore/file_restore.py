@@ -293,7 +293,12 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
     if dng:
-        from .camera_raw import mosaic_for_dng, srgb_decode, write_dng
+        from .camera_raw import DNG_MIN_SIDE, mosaic_for_dng, srgb_decode, write_dng
+
+        if min(upright.shape[:2]) < DNG_MIN_SIDE:
+            raise GspError(f"{upright.shape[1]}x{upright.shape[0]} is too small for a DNG: LibRaw (and so "
+                           f"`gsprestore demosaic`) opens camera files of at least {DNG_MIN_SIDE}x{DNG_MIN_SIDE} "
+                           "pixels; write .png or .tif", source)
 
         write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite,
                   metadata=img.meta.get("metadata"))
