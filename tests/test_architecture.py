@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
-                     "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
+                     "metadata", "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
                                 "camera_raw"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
