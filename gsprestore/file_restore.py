@@ -149,7 +149,7 @@ def restore_file(
                          device=resolve_device(device))
 
     img = read_image(source, reserve=reserve)
-    if (note := frames_note(img)) is not None:
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
         _say(notice, f"{source}: {note}")
     try:
         check_channels(task, img.channels)
@@ -284,7 +284,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
         return height * width * (12 + (120 if dng else 4 + 2))
 
     img = read_image(source, reserve=reserve)
-    if (note := frames_note(img)) is not None:
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
         _say(notice, f"{source}: {note}")
     if img.channels != 3:
         raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)

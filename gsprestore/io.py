@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from . import jpegcheck, pngcodec, tiffcodec
+from . import metadata as _md
 from .atomic import UMASK, create_exclusive, temp_name
 from .errors import GspError
 
@@ -260,10 +261,7 @@ def _decode(data: bytes, path: Path, reserve: Reserve | None = None) -> tuple[np
             else:
                 kind = {1: "unsigned", 2: "signed", 3: "float"}.get(info.sample_format, "unknown")
                 raise ValueError(f"unsupported TIFF samples ({info.bits}-bit {kind}); use 8/16-bit or float")
-        from .metadata import read_metadata
-
-        meta["metadata"] = read_metadata(data, fmt, png_exif=info.exif if fmt == "png" else None,
-                                         png_xmp=info.xmp if fmt == "png" else None)
+        meta["metadata"] = _md.read_metadata(data, fmt, png=info if fmt == "png" else None)
     except GspError as exc:
         if exc.path is None:
             raise GspError(exc.reason, path) from None
@@ -319,7 +317,7 @@ def tool_tag(path: str | Path) -> str | None:
             if head[:3] == b"\xff\xd8\xff" or (head[:4] == b"RIFF"):  # JPEG / WebP: EXIF via Pillow
                 from PIL import Image as PILImage
 
-                with PILImage.open(path) as im:
+                with _md.quiet(), PILImage.open(path) as im:  # no Pillow warning about a damaged EXIF
                     value = im.getexif().get(0x0131)
                 return value if isinstance(value, str) else None
     except (OSError, struct.error, ValueError):
@@ -374,7 +372,9 @@ def read_image(path: str | Path, *, reserve: Reserve | None = None) -> Image:
         raise GspError(f"cannot read file ({exc.strerror or exc})", path) from None
     if not data:
         raise GspError("empty file (0 bytes)", path)
-    arr, depth, icc, meta = _decode(data, path, reserve)
+    with _md.quiet() as caught:  # Pillow's warnings (a damaged EXIF) become notes, one line each
+        arr, depth, icc, meta = _decode(data, path, reserve)
+    meta["notes"] = caught
     del data
     if arr.ndim == 2:
         arr = arr[:, :, None]
@@ -527,11 +527,7 @@ def write_image(
             if not np.isfinite(block).all():
                 raise GspError("result contains NaN or Inf values; nothing written", path)
             data[r0 : r0 + 256, :, channels] = block if bit_depth == 32 else to_integer(block, bit_depth)
-    from .metadata import Metadata, exif_bytes, tiff_ifds
-
-    meta = metadata if metadata is not None else Metadata()
-    if software:
-        meta = Metadata({**meta.ifd0, 0x0131: software}, meta.exif, meta.gps, meta.xmp)
+    meta = _md.with_software(metadata, software)
     parent = path.parent if str(path.parent) else Path(".")
     tmp = temp_name(path, ".part")
     try:  # entered before the temporary file exists: a signal at any moment leaves nothing behind
@@ -546,12 +542,12 @@ def write_image(
                 tags = dict(text or {})
                 if software is not None:
                     tags.setdefault("Software", software)
-                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags, exif=exif_bytes(meta),
+                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags, exif=_md.exif_bytes(meta),
                                 xmp=meta.xmp)
             elif fmt in PHOTO_FORMATS:
                 _encode_photo(fh, data, fmt, quality, icc_profile, meta)
             else:
-                ifd0, sub_ifds = tiff_ifds(meta)
+                ifd0, sub_ifds = _md.tiff_ifds(meta)
                 tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile,
                                  software=software, tags=ifd0, sub_ifds=sub_ifds, xmp=meta.xmp)
             fh.flush()
@@ -575,7 +571,6 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
                   meta: "Metadata") -> None:
     """8-bit ``data`` (H, W, 1|2|3|4) as JPEG or WebP through Pillow (WebP has no gray mode);
     ``meta`` as its EXIF (the Software tag included) and XMP."""
-    from .metadata import exif_bytes
 
     from PIL import Image as PILImage
 
@@ -587,10 +582,11 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
     options: dict = {"quality": DEFAULT_QUALITY if quality is None else int(quality)}
     if icc:
         options["icc_profile"] = icc
-    exif = exif_bytes(meta)
+    jpeg = fmt == "jpeg"
+    exif = _md.exif_bytes(meta, _md.JPEG_EXIF_LIMIT if jpeg else None)
     if exif:
         options["exif"] = exif
-    if meta.xmp:
+    if meta.xmp and not (jpeg and len(meta.xmp) > _md.JPEG_EXIF_LIMIT):  # one APP1 segment (no extended XMP)
         options["xmp"] = bytes(meta.xmp)
     im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 EXIF_IFD, GPS_IFD, INTEROP_IFD = 0x8769, 0x8825, 0xA005
 ORIENTATION, SOFTWARE = 0x0112, 0x0131
@@ -73,17 +75,31 @@ def from_exif(exif: Any, xmp: bytes | None = None) -> Metadata:
     return meta
 
 
-def read_metadata(data: bytes, fmt: str, *, png_exif: bytes | None = None, png_xmp: bytes | None = None) -> Metadata:
-    """The EXIF / XMP of the file whose bytes are ``data`` (``fmt``: png, tiff, jpeg, webp). Never
-    raises: what cannot be parsed is left out."""
+@contextmanager
+def quiet() -> Iterator[list[str]]:
+    """Collect the warnings raised inside (Pillow's ``Corrupt EXIF data``...) as one-line
+    messages in the list it yields, instead of Python's two lines on stderr."""
+    caught: list[str] = []
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        yield caught
+    for w in records:
+        text = " ".join(str(w.message).split())
+        if text and text not in caught:
+            caught.append(text)
+
+
+def read_metadata(data: bytes, fmt: str, *, png: Any = None) -> Metadata:
+    """The EXIF / XMP of the file whose bytes are ``data`` (``fmt``: png, tiff, jpeg, webp; ``png``:
+    a PNG's :class:`gsprestore.pngcodec.PngInfo`). Never raises: what cannot be parsed is left out."""
     from PIL import Image as PILImage
 
     try:
         if fmt == "png":
             exif = PILImage.Exif()
-            if png_exif:
-                exif.load(png_exif if png_exif.startswith(b"Exif\0\0") else b"Exif\0\0" + png_exif)
-            return from_exif(exif, png_xmp)
+            if png is not None and png.exif:
+                exif.load(png.exif if png.exif.startswith(b"Exif\0\0") else b"Exif\0\0" + png.exif)
+            return from_exif(exif, None if png is None else png.xmp)
         with PILImage.open(io.BytesIO(data)) as im:
             exif = im.getexif()
             xmp = im.info.get("xmp")
@@ -143,7 +159,7 @@ def for_output(meta: Metadata | None, width: int, height: int, software: str | N
     """What an output of ``width`` x ``height`` pixels written upright by ``software`` carries of
     the input's ``meta``: everything, with Orientation 1 and the new pixel size (EXIF and XMP)."""
     src = meta or Metadata()
-    out = Metadata(dict(src.ifd0), dict(src.exif), dict(src.gps), src.xmp)
+    out = Metadata(_writable(src.ifd0), _writable(src.exif), _writable(src.gps), src.xmp)
     if ORIENTATION in out.ifd0:
         out.ifd0[ORIENTATION] = 1
     if software:
@@ -155,6 +171,29 @@ def for_output(meta: Metadata | None, width: int, height: int, software: str | N
         x = _XMP_X.sub(rb"\g<1>" + str(int(width)).encode() + rb"\g<2>", x)
         out.xmp = _XMP_Y.sub(rb"\g<1>" + str(int(height)).encode() + rb"\g<2>", x)
     return out
+
+
+def _writable(tags: dict[int, Any]) -> dict[int, Any]:
+    """The tags of ``tags`` that a TIFF directory can hold (a damaged or exotic value is left out,
+    never a reason to fail the image)."""
+    from PIL.TiffImagePlugin import ImageFileDirectory_v2
+
+    keep = {}
+    for tag, value in tags.items():
+        try:
+            ifd = ImageFileDirectory_v2(ifh=b"II*\0\0\0\0\0")
+            ifd[tag] = value
+            ifd.tobytes(8)
+        except Exception:  # noqa: BLE001 - Pillow raises many types for values it cannot write
+            continue
+        keep[tag] = value
+    return keep
+
+
+def with_software(meta: Metadata | None, software: str | None) -> Metadata:
+    """``meta`` (none: empty) with its ``Software`` tag set to ``software`` (when given)."""
+    meta = meta if meta is not None else Metadata()
+    return Metadata({**meta.ifd0, SOFTWARE: software}, meta.exif, meta.gps, meta.xmp) if software else meta
 
 
 def to_exif(meta: Metadata) -> Any:
@@ -171,11 +210,22 @@ def to_exif(meta: Metadata) -> Any:
     return exif
 
 
-def exif_bytes(meta: Metadata) -> bytes | None:
-    """The EXIF block (``Exif\\0\\0`` + TIFF structure) of ``meta``, or None without tags."""
+#: The most EXIF a JPEG can hold (one APP1 segment).
+JPEG_EXIF_LIMIT = 65533 - 8
+
+
+def exif_bytes(meta: Metadata, limit: int | None = None) -> bytes | None:
+    """The EXIF block (``Exif\\0\\0`` + TIFF structure) of ``meta``, or None without tags. Over
+    ``limit`` bytes (a JPEG's APP1 segment) the maker note goes first, then the sub-IFDs."""
     if not (meta.ifd0 or meta.exif or meta.gps):
         return None
-    return to_exif(meta).tobytes()
+    data = to_exif(meta).tobytes()
+    if limit is not None and len(data) > limit:
+        smaller = Metadata(meta.ifd0, {k: v for k, v in meta.exif.items() if k != 0x927C}, meta.gps)
+        data = to_exif(smaller).tobytes()
+        if len(data) > limit:
+            data = to_exif(Metadata(meta.ifd0)).tobytes()
+    return data if limit is None or len(data) <= limit else None
 
 
 def tiff_ifds(meta: Metadata) -> tuple[dict[int, Any], dict[int, Callable[[int], bytes]]]:

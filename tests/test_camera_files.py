@@ -143,3 +143,38 @@ def test_compare_and_explain_open_camera_raw(tmp_path):
     code, _, err = cli("compare", dng, "-t", "upscale2x", "-m", "bicubic", "-o", tmp_path / "c2.png")
     assert code == 1 and "IMG_0001.dng: a camera RAW file is a sensor mosaic: use --task demosaic" in err
     assert not (tmp_path / "c2.png").exists()
+
+
+def test_metadata_never_fails_a_good_image(tmp_path):
+    """A damaged EXIF block is left out; a maker note too large for a JPEG's EXIF segment is
+    dropped from a JPEG output (the rest kept) and kept in a PNG."""
+    rgb = np.full((12, 12, 3), 128, np.uint8)
+    PILImage.fromarray(rgb).save(tmp_path / "bad.jpg", exif=b"Exif\0\0II*\0\xff\xff\xff\x7f" + b"\x13" * 40)
+    code, _, err = cli("upscale2x", tmp_path / "bad.jpg", "-o", tmp_path / "bad-2x.png", "-m", "bicubic")
+    assert code == 0, err
+    assert exif_of(tmp_path / "bad-2x.png")[0] == {0x0131: "gsprestore upscale2x"}
+    # Pillow's warning is one note naming the file, not Python's two warning lines
+    notes = [line for line in err.splitlines() if "EXIF" in line]
+    assert notes == [f"note: {tmp_path / 'bad.jpg'}: Corrupt EXIF data. Expecting to read 2 bytes but only got 0."]
+    exif = PILImage.Exif()
+    exif[0x010F] = "Canon"
+    exif[0x8769] = {0x927C: bytes(range(256)) * 200, 0x8827: 800}  # a 51 KB maker note
+    PILImage.fromarray(rgb).save(tmp_path / "big.png", exif=exif.tobytes())
+    for ext in ("jpg", "png"):
+        code, _, err = cli("upscale2x", tmp_path / "big.png", "-o", tmp_path / f"o.{ext}", "-m", "bicubic")
+        assert code == 0, err
+        ifd0, sub, _, _ = exif_of(tmp_path / f"o.{ext}")
+        assert ifd0[0x010F] == "Canon" and sub[0x8827] == 800 and sub[0xA002] == 24
+
+
+def test_metadata_survives_a_chain_of_outputs(tmp_path):
+    """A TIFF output (gsprestore's own TIFF writer) read back as an input keeps the record."""
+    src = canon_jpeg(tmp_path / "IMG_0001.JPG")
+    code, _, err = cli("upscale2x", src, "-o", tmp_path / "a.tif", "-m", "bicubic", "--bit-depth", "16")
+    assert code == 0, err
+    code, _, err = cli("upscale2x", tmp_path / "a.tif", "-o", tmp_path / "b.webp", "-m", "bicubic")
+    assert code == 0, err
+    ifd0, sub, size, xmp = exif_of(tmp_path / "b.webp")
+    assert size == (96, 120) and ifd0[0x0110] == "Canon EOS R5" and ifd0.get(0x0112, 1) == 1
+    _exposure_ok(sub)
+    assert (sub[0xA002], sub[0xA003]) == (96, 120) and b"Ann Example" in bytes(xmp)
