@@ -220,8 +220,9 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
     ``output`` (the ``-o`` folder) is not walked into; in folders and globs, files whose
     :func:`~gsprestore.io.tool_tag` equals ``tag`` (written by this command) are skipped.
     ``extra_suffixes`` (e.g. camera RAW suffixes for ``demosaic``) are taken from folders too; with
-    ``raw_only_folders``, a folder (or glob) that yields files of those suffixes yields only those:
-    the other images beside them (the JPEGs of a RAW+JPEG shoot) go to ``skipped_beside_raw``.
+    ``raw_only_folders``, a folder (with ``recursive``, its tree) or glob that yields files of those
+    suffixes yields only those: the other images (the JPEGs of a RAW+JPEG shoot) go to
+    ``skipped_beside_raw``.
     Files named one by one are taken as given."""
     from .io import tool_tag
 
@@ -276,18 +277,18 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
 
 
 def _keep_raw_only(found: Discovery, raw_suffixes: tuple[str, ...]) -> None:
-    """In each folder that holds camera RAW files (suffixes ``raw_suffixes``) found in a folder or
-    glob, keep only those: a camera writing RAW+JPEG puts ``IMG_0001.CR2`` beside ``IMG_0001.JPG``,
-    and the JPEG is a developed picture, not a mosaic. Files named on the command line stay."""
+    """For each folder (its whole tree with ``--recursive``) or glob of the command line that yields
+    camera RAW files (suffixes ``raw_suffixes``), keep only those: a camera shooting RAW+JPEG puts
+    ``IMG_0001.CR2`` beside ``IMG_0001.JPG`` (or in ``RAW/`` beside ``JPG/``), and a JPEG is a
+    developed picture, not a mosaic. The others go to ``skipped_beside_raw``; files named on the
+    command line stay."""
     def is_raw(s: Source) -> bool:
         return s.path.suffix.lower() in raw_suffixes
 
-    raw_folders = {s.path.parent.resolve() for s in found.sources if s.base is not None and is_raw(s)}
-    if not raw_folders:
-        return
+    raw_trees = {s.base.resolve() for s in found.sources if s.base is not None and is_raw(s)}
     keep = []
     for s in found.sources:
-        if s.base is not None and not is_raw(s) and s.path.parent.resolve() in raw_folders:
+        if s.base is not None and not is_raw(s) and s.base.resolve() in raw_trees:
             found.skipped_beside_raw.append(str(s.path))
         else:
             keep.append(s)

@@ -107,9 +107,8 @@ def _shoot(tmp_path):
     shoot = tmp_path / "shoot"
     shoot.mkdir()
     src = canon_jpeg(shoot / "IMG_0001.JPG", orientation=1)
-    code, _, err = cli("mosaic", src, "-o", shoot / "IMG_0001.CR2.dng")
+    code, _, err = cli("mosaic", src, "-o", shoot / "IMG_0001.dng")
     assert code == 0, err
-    (shoot / "IMG_0001.CR2.dng").rename(shoot / "IMG_0001.dng")
     canon_jpeg(shoot / "IMG_0002.JPG", orientation=1)
     return shoot
 
@@ -127,6 +126,19 @@ def test_raw_plus_jpeg_folder_gives_the_raw_files_and_names_the_rest(tmp_path):
     assert code == 0 and sorted(p.name for p in (tmp_path / "dev2").iterdir()) == ["IMG_0001.png"], err
     code, _, err = cli("demosaic", shoot / "IMG_0002.JPG", "-o", tmp_path / "x.png", "-m", "bilinear")
     assert code == 1 and "IMG_0002.JPG: has 3 colour channels" in err and not (tmp_path / "x.png").exists()
+
+
+def test_raw_and_jpg_sub_folders_give_the_raw_files(tmp_path):
+    shoot = _shoot(tmp_path)
+    (shoot / "RAW").mkdir()
+    (shoot / "JPG").mkdir()
+    (shoot / "IMG_0001.dng").rename(shoot / "RAW" / "IMG_0001.dng")
+    for name in ("IMG_0001.JPG", "IMG_0002.JPG"):
+        (shoot / name).rename(shoot / "JPG" / name)
+    code, _, err = cli("demosaic", shoot, "-r", "-o", tmp_path / "dev", "-m", "bilinear")
+    assert code == 0, err
+    assert [p.relative_to(tmp_path / "dev").as_posix() for p in (tmp_path / "dev").rglob("*.png")] == ["RAW/IMG_0001.png"]
+    assert "skipped 2 image(s) beside camera RAW files" in err
 
 
 def test_compare_and_explain_open_camera_raw(tmp_path):

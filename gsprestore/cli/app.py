@@ -72,7 +72,8 @@ def _value_label(param: object, ctx: object) -> str | None:
         return None
     if getattr(param, "metavar", None) is not None:
         return param.metavar
-    label = _NAME_LABELS.get(getattr(param, "name", "") or "")
+    name = getattr(param, "name", "") or ""
+    label = "[METHOD=]FILE" if name == "weights" and getattr(param, "multiple", False) else _NAME_LABELS.get(name)
     if label is None:
         try:
             kind = param.bare_type()
