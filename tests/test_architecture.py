@@ -15,9 +15,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
-                     "metadata", "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
+                     "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
-                                "camera_raw"}),
+                                "camera_raw", "metadata"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
                                     "solvers.admm_edge", "solvers.admm_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",

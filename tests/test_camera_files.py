@@ -118,8 +118,8 @@ def test_raw_plus_jpeg_folder_gives_the_raw_files_and_names_the_rest(tmp_path):
     code, _, err = cli("demosaic", shoot, "-o", tmp_path / "dev", "-m", "bilinear")
     assert code == 0, err
     assert sorted(p.name for p in (tmp_path / "dev").iterdir()) == ["IMG_0001.png"]
-    notes = [line for line in err.splitlines() if "beside camera RAW" in line]
-    assert len(notes) == 1 and "skipped 2 image(s)" in notes[0]
+    notes = [line for line in err.splitlines() if "camera RAW" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: skipped 2 non-RAW (a folder holding camera RAW files")
     assert "IMG_0001.JPG" in notes[0] and "IMG_0002.JPG" in notes[0]
     # a glob over the folder does the same; a JPEG named on its own is taken (and refused for what it is)
     code, _, err = cli("demosaic", str(shoot / "*"), "-o", tmp_path / "dev2", "-m", "bilinear")
@@ -138,7 +138,7 @@ def test_raw_and_jpg_sub_folders_give_the_raw_files(tmp_path):
     code, _, err = cli("demosaic", shoot, "-r", "-o", tmp_path / "dev", "-m", "bilinear")
     assert code == 0, err
     assert [p.relative_to(tmp_path / "dev").as_posix() for p in (tmp_path / "dev").rglob("*.png")] == ["RAW/IMG_0001.png"]
-    assert "skipped 2 image(s) beside camera RAW files" in err
+    assert "skipped 2 non-RAW (a folder holding camera RAW files gives those only" in err
 
 
 def test_compare_and_explain_open_camera_raw(tmp_path):

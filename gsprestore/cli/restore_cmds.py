@@ -236,15 +236,10 @@ def _run_batch(
                             f"lossless), e.g. {lossy[0].output.with_suffix('.png')}")
     own_files = found.skipped_own + [str(j.input) for j in own]
     for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
-                        (f"`gsprestore {command}` output", own_files)):
+                        (f"`gsprestore {command}` output", own_files), (RAW_ONLY, found.skipped_beside_raw)):
         if items:
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
-    if found.skipped_beside_raw:
-        items = found.skipped_beside_raw
-        reporter.notice(f"skipped {len(items)} image(s) beside camera RAW files (a folder holding RAW files gives "
-                        "its RAW files only; name other files one by one to include them): "
-                        + ", ".join(items[:3]) + (", ..." if len(items) > 3 else ""))
     for link in found.skipped_links:
         reporter.notice(f"skipped {link}: a folder already visited (each real folder is read once)")
     if found.skipped_folders:
@@ -272,6 +267,9 @@ def _run_batch(
         )
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
+
+
+RAW_ONLY = "non-RAW (a folder holding camera RAW files gives those only; name others one by one)"
 
 
 def _where(summary: Any) -> str:
