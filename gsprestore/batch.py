@@ -40,7 +40,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from .atomic import TEMP_NAME_EXTRA
 from .claims import claim_output, release_output, sweep_stale
@@ -85,6 +85,8 @@ class Discovery:
     skipped_links: list[str] = field(default_factory=list)  # links to a folder already walked
     skipped_own: list[str] = field(default_factory=list)  # outputs of this command, or the -o tree
     skipped_beside_raw: list[str] = field(default_factory=list)  # images in a folder of camera RAW files
+    #: How the notice names ``skipped_beside_raw`` ("skipped N ... file(s): ...").
+    RAW_ONLY: ClassVar[str] = "non-RAW (a folder holding camera RAW files gives those only; name others one by one)"
     _visited: set = field(default_factory=set, repr=False)
 
 
