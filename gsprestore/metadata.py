@@ -6,7 +6,8 @@ metadata into its developed output.
   never the pixel layout (sizes, strips, compression) nor a thumbnail (it would show the old picture).
   A file whose metadata Pillow cannot parse gives none: metadata never makes a good image fail.
 * :func:`raw_metadata` reads a TIFF-based camera RAW file's (DNG, CR2, NEF, ARW, PEF, ...) make,
-  model, dates and exposure (IFD0, TIFF/EP exposure tags in IFD0, the Exif sub-IFD) through tifffile.
+  model, dates and exposure (IFD0, TIFF/EP exposure tags in IFD0, the Exif sub-IFD) through tifffile;
+  other containers (CR3, RAF, ...) give the EXIF of their embedded JPEG preview (rawpy).
 * :func:`for_output` is what an output carries: Orientation 1 (the pixels were turned upright),
   the output's pixel size (``PixelXDimension`` / ``PixelYDimension``, and the XMP's), the
   ``Software`` tag of the command that wrote it.
@@ -115,7 +116,7 @@ def read_metadata(data: bytes, fmt: str, *, png: Any = None) -> Metadata:
 def raw_metadata(path: str) -> Metadata:
     """Make, model, dates and exposure of a TIFF-based camera RAW file (DNG, CR2, NEF, ARW, PEF...)
     through tifffile: IFD0's descriptive tags, TIFF/EP exposure tags in IFD0 and the Exif sub-IFD.
-    Other RAW containers (CR3, RAF, ...) and unreadable headers give none."""
+    Other RAW containers (CR3, RAF, ...) give their JPEG preview's (:func:`thumbnail_metadata`)."""
     from PIL import ExifTags
     from PIL.TiffImagePlugin import IFDRational
 
@@ -145,9 +146,29 @@ def raw_metadata(path: str) -> Metadata:
                     code = names.get(name)
                     if code is not None and code not in (INTEROP_IFD, 0x927C) and not isinstance(v, dict):
                         meta.exif[code] = value(v)
-    except Exception:  # noqa: BLE001 - not TIFF-based, or damaged: no metadata
+    except Exception:  # noqa: BLE001 - not TIFF-based (CR3, RAF, ...), or damaged: the embedded preview's
+        return thumbnail_metadata(path)
+    return meta if meta else thumbnail_metadata(path)
+
+
+def thumbnail_metadata(path: str) -> Metadata:
+    """The EXIF of a camera RAW file's embedded JPEG preview (through rawpy: CR3, RAF and other
+    containers tifffile does not read carry the camera's record there), its make, model, dates,
+    exposure and GPS; none when the file has no JPEG preview."""
+    try:
+        import rawpy
+        from PIL import Image as PILImage
+
+        with rawpy.imread(str(path)) as raw:
+            thumb = raw.extract_thumb()
+        if thumb.format != rawpy.ThumbFormat.JPEG:
+            return Metadata()
+        with quiet(), PILImage.open(io.BytesIO(bytes(thumb.data))) as im:
+            found = from_exif(im.getexif())
+        found.exif = {k: v for k, v in found.exif.items() if k not in (PIXEL_X, PIXEL_Y)}  # the preview's size
+        return found
+    except Exception:  # noqa: BLE001 - no preview (LibRaw raises for that), or a damaged one
         return Metadata()
-    return meta
 
 
 _XMP_ORIENT = re.compile(rb'(tiff:Orientation(?:="|>))\d(["<])')

@@ -190,3 +190,36 @@ def test_metadata_survives_a_chain_of_outputs(tmp_path):
     assert size == (96, 120) and ifd0[0x0110] == "Canon EOS R5" and ifd0.get(0x0112, 1) == 1
     _exposure_ok(sub)
     assert (sub[0xA002], sub[0xA003]) == (96, 120) and b"Ann Example" in bytes(xmp)
+
+
+def test_a_raw_container_tifffile_cannot_read_gives_its_previews_exif(tmp_path, monkeypatch):
+    """CR3, RAF...: not TIFF-based; the camera's record comes from the embedded JPEG preview
+    (rawpy's extract_thumb), here a stand-in for LibRaw's answer."""
+    import io
+
+    import rawpy
+
+    from gsprestore.metadata import raw_metadata
+
+    preview = io.BytesIO()
+    PILImage.open(canon_jpeg(tmp_path / "preview.jpg")).save(preview, "JPEG", exif=PILImage.open(
+        tmp_path / "preview.jpg").getexif().tobytes())
+
+    class Raw:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def extract_thumb(self):
+            return type("Thumb", (), {"format": rawpy.ThumbFormat.JPEG, "data": preview.getvalue()})()
+
+    (tmp_path / "X.CR3").write_bytes(b"\0\0\0\x18ftypcrx " + bytes(64))  # not a TIFF
+    monkeypatch.setattr(rawpy, "imread", lambda path: Raw())
+    meta = raw_metadata(str(tmp_path / "X.CR3"))
+    assert meta.ifd0[0x010F] == "Canon" and meta.ifd0[0x0110] == "Canon EOS R5"
+    _exposure_ok(meta.exif)
+    assert 0xA002 not in meta.exif  # the preview's size is not the picture's
+    monkeypatch.setattr(rawpy, "imread", lambda path: (_ for _ in ()).throw(rawpy.LibRawNoThumbnailError()))
+    assert not raw_metadata(str(tmp_path / "X.CR3"))
