@@ -137,7 +137,8 @@ def test_raw_and_jpg_sub_folders_give_the_raw_files(tmp_path):
         (shoot / name).rename(shoot / "JPG" / name)
     code, _, err = cli("demosaic", shoot, "-r", "-o", tmp_path / "dev", "-m", "bilinear")
     assert code == 0, err
-    assert [p.relative_to(tmp_path / "dev").as_posix() for p in (tmp_path / "dev").rglob("*.png")] == ["RAW/IMG_0001.png"]
+    written = [p.relative_to(tmp_path / "dev").as_posix() for p in (tmp_path / "dev").rglob("*.png")]
+    assert written == ["RAW/IMG_0001.png"]
     assert "skipped 2 non-RAW (a folder holding camera RAW files gives those only" in err
 
 

@@ -4,8 +4,9 @@ generated inputs of the names the examples use (issue 24).
 The examples are parsed from the documents' fenced code blocks (``\\`` continuations joined,
 ``# comments`` dropped, ``~`` expanded to a fake home holding the data folders), each run in a
 fresh copy of one workspace, in-process, like the console script. Only :data:`SKIPS` are left out
-(data sets, the network, training runs), each with its reason; a new example that needs something else makes this test fail until it runs
-or is listed there. Also: no command's ``--help`` shows a Python type tag (``<str>``, ``<bool>``).
+(data sets, the network, training runs), each with its reason; a new example that needs
+something else makes this test fail until it runs or is listed there. Also: no command's
+``--help`` shows a Python type tag (``<str>``, ``<bool>``).
 """
 
 from __future__ import annotations
