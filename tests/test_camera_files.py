@@ -156,6 +156,13 @@ def test_compare_and_explain_open_camera_raw(tmp_path):
     code, _, err = cli("compare", dng, "-t", "upscale2x", "-m", "bicubic", "-o", tmp_path / "c2.png")
     assert code == 1 and "IMG_0001.dng: a camera RAW file is a sensor mosaic: use --task demosaic" in err
     assert not (tmp_path / "c2.png").exists()
+    cut = tmp_path / "cut.dng"
+    cut.write_bytes(dng.read_bytes()[:300])
+    for command, out in (("compare", tmp_path / "c3.png"), ("explain", tmp_path / "ex3")):
+        code, _, err = cli(command, cut, "-m", "igtv", "-o", out)
+        lines = err.strip().splitlines()
+        assert code == 1 and len(lines) == 1 and lines[0].startswith(f"error: {cut}: ") and "camera RAW" in lines[0]
+        assert not out.exists()
 
 
 def test_metadata_never_fails_a_good_image(tmp_path):
