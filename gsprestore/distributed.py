@@ -197,6 +197,18 @@ def gather_to_rank0(ranks: Ranks, obj: Any, what: str = "the summary") -> list[A
     return out
 
 
+def rank_device(device: str, ranks: Ranks) -> str:
+    """Under torchrun, ``--device auto`` / ``cuda`` mean this rank's GPU, ``cuda:LOCAL_RANK``
+    (``auto`` without a GPU: the CPU); an explicit ``cuda:N`` or ``cpu`` is kept."""
+    if not ranks.active or device not in ("auto", "cuda"):
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{ranks.local_rank % max(1, torch.cuda.device_count())}"
+    return "cpu" if device == "auto" else device
+
+
 def split(n: int, rank: int, world: int) -> tuple[int, int]:
     """Rank ``rank``'s contiguous share ``[lo, hi)`` of ``n`` items: sizes differ by at most one,
     the first ``n % world`` ranks take one more; together disjoint and complete."""

@@ -108,7 +108,7 @@ def train(
         _check_world_before_joining(cfg, run_dir, resume, ranks.world, cuda_graph)
         if not ranks.main:
             progress = TrainProgress()  # one display: rank 0's
-    dev = pick_device(_rank_device(device, ranks))
+    dev = pick_device(D.rank_device(device, ranks))
     if dev.type == "cuda" and ranks.active:
         torch.cuda.set_device(dev)
     D.start(ranks, "nccl" if dev.type == "cuda" else "gloo")
@@ -148,19 +148,6 @@ def _check_world(batch: int, world: int, resume: bool) -> None:
                              f"{batch} (WORLD_SIZE is {world})")
         raise UsageError(f"--batch-size {batch} is the global batch: it must be a multiple of the {world} "
                          f"ranks (WORLD_SIZE), each rank taking batch / ranks patches per step")
-
-
-def _rank_device(device: str, ranks: D.Ranks) -> str:
-    """Under torchrun, ``auto`` / ``cuda`` mean this rank's GPU, ``cuda:LOCAL_RANK``."""
-    if not ranks.active or device not in ("auto", "cuda"):
-        return device
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda:{ranks.local_rank % max(1, torch.cuda.device_count())}"
-    if device == "cuda":
-        return device  # pick_device says there is none
-    return "cpu"
 
 
 def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgress, deadline: Deadline, *,
