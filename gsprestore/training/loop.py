@@ -514,7 +514,13 @@ class _Run:
             weight = (hi - lo) * self.ranks.world / n_all
             idx = idx[lo:hi] if hi > lo else idx[:1]  # a rank without patches still joins (weight 0)
         gt = self.train_x[idx].float() / 255.0
-        loss = self._forward_backward(gt, weight)
+        try:
+            loss = self._forward_backward(gt, weight)
+        except RuntimeError as exc:  # DDP's gradient all-reduce: a rank that died ends the job here
+            if not self.ranks.active:
+                raise
+            raise GspError(f"rank {self.ranks.rank} of {self.ranks.world}: step {state['step'] + 1} failed "
+                           f"({D._first_line(exc)}); if another rank stopped, see its log") from None
         lv = float(loss.detach())  # synchronises the device: timings below are real
         if self.ranks.active:  # the global batch's mean loss, the same on every rank
             lv = D.all_sum(self.ranks, [lv * (hi - lo)], self.dev, "the step's loss")[0] / n_all
