@@ -3,7 +3,8 @@ runs ``gsprestore ARGS`` exactly as the console script does, under ``torchrun`` 
 ``WORLD_SIZE`` / ``MASTER_ADDR`` / ``MASTER_PORT`` set by the test.
 
 ``GSP_TEST_HOOK=KIND:RANK:STEP`` makes rank RANK misbehave right after training step STEP:
-``sigterm`` (SIGTERM to itself), ``kill`` (SIGKILL to itself: a rank that dies) or ``late``
+``sigterm`` (SIGTERM to itself), ``kill`` (SIGKILL to itself: a rank that dies), ``hang``
+(SIGSTOP to itself: a rank that stops answering, its connections open) or ``late``
 (its time budget says stop from then on). ``GSP_TEST_DUMP=PATH`` writes each rank's final
 weights to ``PATH.<rank>.pt``, so a test can check that the ranks hold the same model."""
 
@@ -31,6 +32,8 @@ def _install_hooks() -> None:
                         os.kill(os.getpid(), signal.SIGTERM)
                     elif kind == "kill":
                         os.kill(os.getpid(), signal.SIGKILL)
+                    elif kind == "hang":
+                        os.kill(os.getpid(), signal.SIGSTOP)
                     elif kind == "late":
                         self.deadline.out_of_time = lambda: True
 

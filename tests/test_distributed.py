@@ -30,7 +30,7 @@ from gsprestore.errors import UsageError
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "ddp_worker.py"
 
-RECIPE = ["--task", "demosaic", "--prior", "glr", "--patch-size", "16", "--patches", "40", "--val-patches", "8",
+RECIPE = ["--task", "demosaic", "--prior", "glr", "--patch-size", "16", "--val-patches", "8",
           "--val-fraction", "0.25", "--batch-size", "8", "--epochs", "1", "--blocks", "1", "--cg-iters", "2",
           "--width", "8", "--heads", "2", "--model-opt", "features=4", "--threads", "1", "--no-progress",
           "--seed", "3", "--log-every", "1", "--lr", "3e-3"]
@@ -43,8 +43,8 @@ def photos(tmp_path_factory):
     return [str(p) for p in _write_photos(tmp_path_factory.mktemp("photos"))]
 
 
-def _train_args(photos, out, *extra) -> list[str]:
-    return ["train", *RECIPE, "--data", *photos, "--out", str(out), *extra]
+def _train_args(photos, out, *extra, patches: int = 40) -> list[str]:
+    return ["train", *RECIPE, "--patches", str(patches), "--data", *photos, "--out", str(out), *extra]
 
 
 def _free_port() -> int:
@@ -82,23 +82,26 @@ def _rank_main(rank: int, world: int, port: int, args: list[str], env: dict, out
 
 
 def _fork_ranks(args: list[str], *, env: dict | None = None, world: int = 2, timeout: float = 90,
-                out: str | None = None) -> tuple[list[int | None], float]:
+                out: str | None = None, hung: tuple[int, ...] = ()) -> tuple[list[int | None], float]:
     """Run ``gsprestore ARGS`` as ``world`` forked ranks; their exit codes (negative: killed by
-    that signal) and the seconds until the last one ended."""
+    that signal) and the seconds until the last one ended. The ranks in ``hung`` are expected
+    never to end: they are killed once the others have ended (and their time is not counted)."""
     ctx = multiprocessing.get_context("fork")
     port = _free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, world, port, args, env or {}, out)) for r in range(world)]
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(max(0.1, timeout - (time.monotonic() - t0)))
-    hung = [p for p in procs if p.is_alive()]
-    for p in hung:
-        p.kill()
-        p.join()
-    assert not hung, f"{len(hung)} rank(s) still running after {timeout} s"
-    return [p.exitcode for p in procs], time.monotonic() - t0
+    for r, p in enumerate(procs):
+        if r not in hung:
+            p.join(max(0.1, timeout - (time.monotonic() - t0)))
+    took = time.monotonic() - t0
+    left = [r for r, p in enumerate(procs) if p.is_alive()]
+    for r in left:
+        procs[r].kill()
+        procs[r].join()
+    assert set(left) <= set(hung), f"rank(s) {left} still running after {timeout} s"
+    return [p.exitcode for p in procs], took
 
 
 def _state(path) -> dict:
@@ -122,38 +125,60 @@ def _log(run) -> list[dict]:
 # --------------------------------------------------------------------------- training
 
 
-def test_two_ranks_under_torchrun_train_the_weights_of_one_rank_and_agree_on_the_time_budget(photos, tmp_path):
-    """A real torchrun, 2 gloo ranks, global batch 8 (4 a rank): after 3 steps the weights equal
-    one rank's with batch 8 on the same patches. Rank 1's time budget runs out after step 3 (a
-    hook), rank 0's does not: both stop there, validate, checkpoint and export (status time-budget)."""
+def test_two_ranks_under_torchrun_train_the_weights_of_one_rank(photos, tmp_path):
+    """A real torchrun, 2 gloo ranks, global batch 8 (4 a rank): after a whole epoch of 43 patches
+    (5 batches of 8, then 3 patches split 2 + 1, each rank's mean loss weighted by its share) the
+    weights equal one rank's with batch 8 on the same patches, and the two ranks hold the same model."""
     two, one = tmp_path / "two", tmp_path / "one"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "GSP_TEST_HOOK": "late:1:3",
-           "GSP_TEST_DUMP": str(tmp_path / "final"), "GSPRESTORE_DIST_TIMEOUT": "60"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "GSP_TEST_DUMP": str(tmp_path / "final"),
+           "GSPRESTORE_DIST_TIMEOUT": "60"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(_free_port()), str(WORKER), *_train_args(photos, two, "--max-steps", "5", "--time-budget", "3600")]
+           str(_free_port()), str(WORKER), *_train_args(photos, two, patches=43)]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert cli(*_train_args(photos, one, "--max-steps", "3"))[0] == 0
+    assert cli(*_train_args(photos, one, patches=43))[0] == 0
 
     _close(_model(two), _model(one))
-    # the two ranks hold the same model at the end (DDP keeps them in step)
     r0, r1 = _state(tmp_path / "final.0.pt"), _state(tmp_path / "final.1.pt")
-    assert all(torch.equal(r0[k], r1[k]) for k in r0)
+    assert all(torch.equal(r0[k], r1[k]) for k in r0)  # DDP keeps the ranks' models equal
     log = _log(two)
     start = log[0]
     assert (start["world_size"], start["global_batch"], start["per_rank_batch"], start["backend"]) == (2, 8, 4, "gloo")
-    assert [r["step"] for r in log if r["event"] == "step"] == [1, 2, 3]
-    end = log[-1]
-    assert end["event"] == "end" and end["status"] == "time-budget" and end["steps"] == 3
-    assert end["world_size"] == 2 and end["world_sizes"] == [2]
-    assert json.loads((two / "config.json").read_text())["ranks"][0]["world_size"] == 2
-    # the mean losses of the global batch are the ones one rank logs
+    assert [r["step"] for r in log if r["event"] == "step"] == [1, 2, 3, 4, 5, 6]
+    # the logged loss is the mean over the global batch, the one a single rank logs
     steps1 = [r["loss"] for r in _log(one) if r["event"] == "step"]
     steps2 = [r["loss"] for r in log if r["event"] == "step"]
     assert steps2 == pytest.approx(steps1, rel=1e-5)
-    # rank 0 alone wrote the run folder: one start record, one line per step
-    assert sum(r["event"] == "start" for r in log) == 1
+    end = log[-1]
+    assert end["event"] == "end" and end["status"] == "finished" and end["steps"] == 6
+    assert end["world_size"] == 2 and end["world_sizes"] == [2] and end["global_batch"] == 8
+    assert json.loads((two / "config.json").read_text())["ranks"][0]["world_size"] == 2
+    assert sum(r["event"] == "start" for r in log) == 1  # rank 0 alone wrote the log
+    assert _state(two / "model.pt")["meta"]["world_sizes"] == [2]
+
+
+def test_a_rank_without_patches_in_the_last_batch_still_steps_with_the_others(photos, tmp_path):
+    """41 patches: the epoch's last batch is one patch, all rank 0's; rank 1 joins the step with
+    a zero-weighted loss. The weights still equal one rank's."""
+    two, one = tmp_path / "two", tmp_path / "one"
+    codes, _ = _fork_ranks(_train_args(photos, two, patches=41), env={"GSPRESTORE_DIST_TIMEOUT": "60"})
+    assert codes == [0, 0]
+    assert cli(*_train_args(photos, one, patches=41))[0] == 0
+    _close(_model(two), _model(one))
+
+
+def test_the_ranks_agree_on_the_time_budget(photos, tmp_path):
+    """Rank 1's time budget runs out after step 3 (a hook), rank 0's does not: both stop there,
+    rank 0 validates, checkpoints and exports (status time-budget), as one rank stopped at step 3."""
+    two, one = tmp_path / "two", tmp_path / "one"
+    codes, _ = _fork_ranks(_train_args(photos, two, "--max-steps", "5", "--time-budget", "3600"),
+                           env={"GSP_TEST_HOOK": "late:1:3", "GSPRESTORE_DIST_TIMEOUT": "60"})
+    assert codes == [0, 0]
+    end = _log(two)[-1]
+    assert end["event"] == "end" and end["status"] == "time-budget" and end["steps"] == 3
     assert (two / "model.pt").is_file()
+    assert cli(*_train_args(photos, one, "--max-steps", "3"))[0] == 0
+    _close(_model(two), _model(one))
 
 
 def test_sigterm_on_one_rank_stops_both_with_a_checkpoint_and_the_run_resumes_on_one(photos, tmp_path):
@@ -185,6 +210,18 @@ def test_a_rank_that_dies_ends_the_job_with_a_non_zero_exit_in_bounded_time(phot
     assert codes[1] == -signal.SIGKILL
     assert codes[0] not in (0, None)
     assert took < 100
+
+
+def test_a_rank_that_stops_answering_ends_the_job_after_the_collective_timeout(photos, tmp_path, capfd):
+    """Rank 1 freezes (SIGSTOP) after step 2, its connections open: rank 0's next collective
+    times out after GSPRESTORE_DIST_TIMEOUT (5 s) and it exits 1 with one line, not hangs."""
+    codes, took = _fork_ranks(_train_args(photos, tmp_path / "run", "--max-steps", "5"),
+                              env={"GSP_TEST_HOOK": "hang:1:2", "GSPRESTORE_DIST_TIMEOUT": "5"}, timeout=90,
+                              hung=(1,))
+    assert codes[0] == 1
+    assert took < 60
+    err = capfd.readouterr().err
+    assert "error: rank 0 of 2: another rank stopped answering" in err
 
 
 def test_a_world_size_that_does_not_divide_the_global_batch_is_refused_in_one_line(photos, tmp_path,

@@ -177,9 +177,10 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         raise UsageError("no training patches")
     if ranks.active:
         theirs = D.from_rank0(ranks, lambda: sets.info["train_digest"], "comparing the patches")
-        if theirs != sets.info["train_digest"]:
-            raise GspError(f"rank {ranks.rank} cut other training patches than rank 0: the --data folders "
-                           "differ between the nodes")
+        differ = D.all_max(ranks, [float(theirs != sets.info["train_digest"])], dev, "comparing the patches")[0]
+        if differ:  # every rank says so and stops
+            raise GspError("the ranks cut different training patches from their --data folders (the folders "
+                           "differ between the nodes); make them equal")
     run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
                cuda_graph=cuda_graph, max_steps=max_steps, ranks=ranks)
     run.init_config = init
