@@ -7,14 +7,15 @@ green-difference signal: 321,980 parameters) on 64x64 patches of dead-leaves ima
 writes, ``--max-steps`` warm-up + measured steps, one ``step`` record per step in ``log.jsonl``.
 Patches/s is ``global batch x measured steps / wall time`` between the ``step`` records of rank 0
 (all of a step: forward, backward, the gradient all-reduce, Adam and the ranks' agreements), the
-first ``--warmup`` steps left out. The configurations alternate (1, 2, 2, 1, ... for
-``--rounds``), so that a change of the machine's load shows as a spread; the ratio is of the
+first ``--warmup`` steps left out. The order of the 1-rank and 2-rank runs alternates between
+rounds (``--rounds``), so that a change of the machine's load shows as a spread; the ratio is of the
 means. ``--one-core`` (default) also runs 1 rank of 1 thread in each round: 2 ranks against it
-is the scaling (2x would be perfect). Start-up (importing torch, cutting patches) and the final validation are not counted.
+is the scaling (2x would be perfect). Start-up (importing torch, cutting patches) and the final
+validation are not counted.
 
 Usage (from the repository root)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ddp.py                 # 2 rounds, 6 measured steps
+    nice -n 10 .venv/bin/python benchmarks/bench_ddp.py --steps 5   # docs/training.md's figure (2 rounds)
     .venv/bin/python benchmarks/bench_ddp.py --rounds 1 --steps 4 --batch 8 --prior gtv
 """
 
@@ -48,7 +49,8 @@ def _photos(folder: Path, n: int, size: int) -> None:
 
 def _run(ranks: int, per_rank: int, args, photos: Path, out: Path) -> dict:
     train = ["-m", "gsprestore", "train", "--task", args.task, "--prior", args.prior, "--data", str(photos),
-             "--out", str(out), "--patch-size", str(args.patch), "--patches", str(args.batch * (args.steps + args.warmup)),
+             "--out", str(out), "--patch-size", str(args.patch),
+             "--patches", str(args.batch * (args.steps + args.warmup)),
              "--val-patches", "4", "--batch-size", str(args.batch), "--epochs", "1", "--max-steps",
              str(args.steps + args.warmup), "--log-every", "1", "--threads", str(per_rank), "--no-progress",
              "--seed", "0", "--model-opt", f"signal={json.dumps(args.signal)}", "--cg-iters", str(args.cg_iters)]
