@@ -89,7 +89,8 @@ def train(
         Optional[int], typer.Option("--val-patches", help="Validation patches (default: patches x val-fraction).")
     ] = None,
     epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs (default: 30).", show_default=False)] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step: the global batch (under "
+                                            "torchrun each rank takes batch / ranks of them).")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
     schedule: Annotated[str, typer.Option("--schedule", help="cosine, cosine-time (over the --time-budget), step "
                                           "or none.")] = "cosine",
