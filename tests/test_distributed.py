@@ -149,6 +149,10 @@ def test_two_ranks_under_torchrun_train_the_weights_of_one_rank(photos, tmp_path
     steps1 = [r["loss"] for r in _log(one) if r["event"] == "step"]
     steps2 = [r["loss"] for r in log if r["event"] == "step"]
     assert steps2 == pytest.approx(steps1, rel=1e-5)
+    # the validation, shared by the ranks (4 patches each), is the whole set's dataset-MSE PSNR
+    val1 = [r["val_psnr"] for r in _log(one) if r["event"] == "epoch"]
+    val2 = [r["val_psnr"] for r in log if r["event"] == "epoch"]
+    assert len(val2) == 1 and val2 == pytest.approx(val1, rel=1e-5)
     end = log[-1]
     assert end["event"] == "end" and end["status"] == "finished" and end["steps"] == 6
     assert end["world_size"] == 2 and end["world_sizes"] == [2] and end["global_batch"] == 8

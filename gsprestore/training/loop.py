@@ -305,15 +305,18 @@ class _Run:
         total_steps = cfg.epochs * self.spe
         self.stop_at = total_steps if self.max_steps is None else min(total_steps, self.max_steps)
         self.last_psnr = self.history[-1].get("val_psnr") if self.history else None
-        n_val = int(self.val_x.shape[0]) if self.main else 0  # rank 0 alone validates
-        if cfg.init and not resume and self.main:  # the starting weights are the ones to beat (epoch 0)
+        n_val = int(self.val_x.shape[0])
+        if cfg.init and not resume:  # the starting weights are the ones to beat (epoch 0)
             self.phase = "validating the --init weights"
             kept0 = self.validate_and_keep(False, initial=True)
             self.init_val = None if kept0["val"] is None else kept0["val"]["psnr"]
             self.log.write("init-val", val_psnr=self.init_val, val_time=kept0["val_time"], init=cfg.init)
-            if n_val:  # the first step's estimate, for the budget
-                self.deadline.expect_step(kept0["val_time"] / n_val, cfg.batch_size)
-        elif self.deadline.at is not None and n_val:  # time the validation (and so a step) the budget must keep
+            if n_val:  # the first step's estimate, for the budget (each rank validated its share)
+                self.deadline.expect_step(kept0["val_time"] / math.ceil(n_val / self.ranks.world), cfg.batch_size)
+        elif self.deadline.at is not None and n_val and self.main:
+            # time the validation (and so a step) the budget must keep; with several ranks rank 0's
+            # budget governs (any rank's stop is everyone's) and the figure, a whole validation on
+            # one rank, is on the safe side until the first shared validation is measured
             self.phase = "timing a validation"
             t0 = time.perf_counter()
             vb = max(cfg.batch_size, 32)
@@ -389,10 +392,7 @@ class _Run:
         t0 = time.perf_counter()
         if not initial:
             self.phase = "validation"
-        if not self.main:  # rank 0 validates and keeps best.pt; the others wait at the next agreement
-            return {"val": None, "improved": False, "val_time": 0.0}
-        val = _package().evaluate(self.model, cfg.task, self.val_x, batch_size=max(cfg.batch_size, 32),
-                                  device=self.dev) if self.val_x.shape[0] else None
+        val = self._evaluate()
         self.deadline.val_s = time.perf_counter() - t0
         improved = val is not None and (best["psnr"] is None or val["psnr"] > best["psnr"])
         if val is None:  # no validation slice: the latest model is the best we know
@@ -401,11 +401,34 @@ class _Run:
             best.update({"psnr": None if val is None else val["psnr"],
                          "epoch": 0 if initial else self.state["epoch"] + 1, "step": self.state["step"],
                          "partial": partial, "init": initial})
+        if improved and self.main:
             atomic_save({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(), "best": dict(best),
                          "val": val, "model_config": model_config(self.model), "recipe": cfg.to_json()},
                         self.run_dir / "best.pt")
         self.last_psnr = None if val is None else val["psnr"]
         return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
+
+    def _evaluate(self) -> dict[str, Any] | None:
+        """The validation figures (None without validation patches). With several ranks each
+        evaluates its contiguous share of the patches and the shares' mean MSEs are summed,
+        weighted by their sizes: the dataset-MSE PSNR of the whole set, on every rank."""
+        cfg, n_val = self.cfg, int(self.val_x.shape[0])
+        if not n_val:
+            return None
+        vb = max(cfg.batch_size, 32)
+        if not self.ranks.active:
+            return _package().evaluate(self.model, cfg.task, self.val_x, batch_size=vb, device=self.dev)
+        lo, hi = D.split(n_val, self.ranks.rank, self.ranks.world)
+        sums = [0.0, 0.0]
+        if hi > lo:
+            part = _package().evaluate(self.model, cfg.task, self.val_x[lo:hi], batch_size=vb, device=self.dev)
+            sums = [(hi - lo) * 10.0 ** (-part[key] / 10.0) for key in ("psnr", "psnr_rgb")]
+        total = D.all_sum(self.ranks, sums, self.dev, "the validation")
+
+        def psnr(sq_sum: float) -> float:
+            return math.inf if sq_sum <= 0 else 10.0 * math.log10(n_val / sq_sum)
+
+        return {"psnr": psnr(total[0]), "psnr_rgb": psnr(total[1]), "space": score_space(cfg.task)}
 
     # ---- steps, epochs
 
