@@ -207,6 +207,17 @@ def test_sigterm_on_one_rank_stops_both_with_a_checkpoint_and_the_run_resumes_on
     assert [r["world_size"] for r in ranks] == [2, 1] and ranks[1]["from_step"] == 2
 
 
+def test_cosine_time_ranks_agree_on_the_learning_rate_and_keep_equal_weights(photos, tmp_path):
+    """--schedule cosine-time sets the learning rate from the wall clock: the ranks use the
+    fraction of the budget they agreed on before each step, so their weights stay equal."""
+    codes, _ = _fork_ranks(_train_args(photos, tmp_path / "run", "--max-steps", "4", "--time-budget", "40",
+                                       "--schedule", "cosine-time"),
+                           env={"GSP_TEST_DUMP": str(tmp_path / "final"), "GSPRESTORE_DIST_TIMEOUT": "60"})
+    assert codes == [0, 0]
+    r0, r1 = _state(tmp_path / "final.0.pt"), _state(tmp_path / "final.1.pt")
+    assert all(torch.equal(r0[k], r1[k]) for k in r0)
+
+
 def test_a_rank_that_dies_ends_the_job_with_a_non_zero_exit_in_bounded_time(photos, tmp_path):
     """Rank 1 is killed (SIGKILL) after step 2: rank 0 does not hang in the next collective but
     exits non-zero, well within the collective timeout."""

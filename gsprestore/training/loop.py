@@ -229,6 +229,7 @@ class _Run:
         self.main = self.ranks.main
         self.world_sizes: list[int] = []  # the world size of every call that trained this run
         self.signum: int | None = None  # the signal the ranks agreed to stop on
+        self.fraction: float | None = None  # the budget's fraction spent, as the ranks agreed (cosine-time)
         self.cfg, self.run_dir, self.sets, self.dev = cfg, run_dir, sets, dev
         self.progress, self.deadline, self.cuda_graph, self.max_steps = progress, deadline, cuda_graph, max_steps
         self.grad_checkpoint = grad_checkpoint
@@ -507,7 +508,12 @@ class _Run:
         late = self.deadline.out_of_time()
         if not self.ranks.active:
             return late
-        return D.all_max(self.ranks, [float(late)], self.dev, "the time-budget check")[0] > 0
+        # and the budget's fraction spent (the cosine-time learning rate), the same on every rank,
+        # or the ranks' weights would drift apart
+        frac = self.deadline.fraction()
+        got = D.all_max(self.ranks, [float(late), -1.0 if frac is None else frac], self.dev, "the time-budget check")
+        self.fraction = None if got[1] < 0 else got[1]
+        return got[0] > 0
 
     def _stop_signal(self) -> int | None:
         """The signal (SIGINT / SIGTERM) to stop on: this process's, or with several ranks the one
@@ -526,7 +532,8 @@ class _Run:
         b = state["batch"]
         t0 = time.perf_counter()
         self.phase = f"step {state['step'] + 1}"
-        lr = self.sched(state["step"], self.deadline.fraction())
+        # cosine-time: with several ranks, the fraction of the budget they agreed on before the step
+        lr = self.sched(state["step"], self.fraction if self.ranks.active else self.deadline.fraction())
         for g in self.opt.param_groups:
             g["lr"] = lr
         idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
