@@ -252,6 +252,7 @@ def _run_batch(
     if share is not None:
         jobs = shard_jobs(jobs, *share)
     group = ranks if isinstance(ranks, _Joined) else None
+    planned = jobs  # every rank's jobs (of this --shard)
     if group is not None:  # after the same sorted walk on every rank: each file in one rank's share
         jobs = shard_jobs(jobs, group.ranks.rank, group.ranks.world)
     reporter = Reporter(quiet, len(jobs), verb)
@@ -280,12 +281,15 @@ def _run_batch(
         failures_here = failures
         for f in failures:
             reporter.error(f.error or "")
-    sweep = True
-    if group is not None:  # rank 0 sweeps what killed runs left before any rank writes
-        if group.ranks.main:
+    # what killed runs left in the output folders is swept by one process before the others write:
+    # rank 0 under torchrun; not by an array task (--shard), whose siblings may be writing there
+    # from other machines, where their pids mean nothing here
+    sweep = share is None
+    if group is not None:
+        if group.ranks.main and sweep:
             from ..claims import sweep_stale
 
-            sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
+            sweep_stale({folder for folder in {j.output.parent for j in planned} if folder.is_dir()})
         D.barrier(group.ranks, "the start of the batch")
         sweep = False
     if failures and not continue_on_error:
