@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
                      "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
-                                "camera_raw"}),
+                                "camera_raw", "metadata"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
                                     "solvers.admm_edge", "solvers.admm_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",

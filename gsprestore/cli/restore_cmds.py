@@ -266,7 +266,7 @@ def _run_batch(
                             f"lossless), e.g. {lossy[0].output.with_suffix('.png')}")
     own_files = found.skipped_own + [str(j.input) for j in own]
     for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
-                        (f"`gsprestore {command}` output", own_files)):
+                        (f"`gsprestore {command}` output", own_files), (found.RAW_ONLY, found.skipped_beside_raw)):
         if items:
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
