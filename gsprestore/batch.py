@@ -493,8 +493,9 @@ def run_jobs(
     failures: list[Result] | None = None,
 ) -> Summary:
     """Run ``process(job, index)`` on every job (which writes ``job.output`` atomically), after
-    sweeping the output folders of what killed runs left (``sweep``). ``failures`` are results that failed before the run (e.g. missing inputs): they count, and
-    stop the batch at once unless ``continue_on_error``."""
+    sweeping the output folders of what killed runs left (``sweep``). ``failures`` are results
+    that failed before the run (e.g. missing inputs): they count, and stop the batch at once
+    unless ``continue_on_error``."""
     start = time.perf_counter()
     summary = Summary(list(failures or []))
     if summary.results and not continue_on_error:

@@ -72,10 +72,10 @@ Overlap = Annotated[Optional[int], typer.Option("--overlap", help="Context pixel
                                                  "(default: max(32, the method's halo)).")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N (a missing device is an error).")]
 Precision = Annotated[str, typer.Option("--precision", help="fp32, or bf16 / fp16 on CUDA.")]
-Shard = Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="Do share K of N of the files (0 <= K < N, dealt "
-                                              "round-robin after the sorted walk): one array job of a batch "
-                                              "scheduler, e.g. --shard $SLURM_ARRAY_TASK_ID/8. Under torchrun the "
-                                              "ranks share the files by themselves.")]
+Shard = Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="Do share K of N of the files "
+                                              "(0 <= K < N, dealt round-robin after the sorted walk): one array "
+                                              "job of a batch scheduler, e.g. --shard $SLURM_ARRAY_TASK_ID/8. "
+                                              "Under torchrun the ranks share the files by themselves.")]
 
 
 class Reporter:
