@@ -470,10 +470,21 @@ class _Taken(Exception):
         self.pid = pid
 
 
+def shard_jobs(jobs: list[Job], index: int, count: int) -> list[Job]:
+    """Share ``index`` (0 to count-1) of ``count`` of the planned jobs, dealt round-robin in the
+    order of the sorted walk (every count-th job from the index-th): each job in exactly one
+    share, the shares within one job of each other in length. ``--shard K/N`` and the ranks of
+    ``torchrun`` (``RANK`` / ``WORLD_SIZE``) both take theirs with it."""
+    if not 0 <= index < count:
+        raise UsageError(f"share {index} of {count} does not exist")
+    return jobs[index::count]
+
+
 def run_jobs(
     jobs: list[Job],
     process: Callable[[Job, int], dict | None],
     *,
+    sweep: bool = True,
     skip_existing: bool = False,
     overwrite: bool = False,
     continue_on_error: bool = False,
@@ -481,16 +492,18 @@ def run_jobs(
     on_result: Callable[[int, Result], None] | None = None,
     failures: list[Result] | None = None,
 ) -> Summary:
-    """Run ``process(job, index)`` on every job (which writes ``job.output`` atomically).
-    ``failures`` are results that failed before the run (e.g. missing inputs): they count, and
-    stop the batch at once unless ``continue_on_error``."""
+    """Run ``process(job, index)`` on every job (which writes ``job.output`` atomically), after
+    sweeping the output folders of what killed runs left (``sweep``). ``failures`` are results
+    that failed before the run (e.g. missing inputs): they count, and stop the batch at once
+    unless ``continue_on_error``."""
     start = time.perf_counter()
     summary = Summary(list(failures or []))
     if summary.results and not continue_on_error:
         summary.stopped = True
         summary.seconds = time.perf_counter() - start
         return summary
-    sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
+    if sweep:  # False where the caller swept before several processes started (the ranks of torchrun)
+        sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
     for k, job in enumerate(jobs):
         if on_start is not None:
             on_start(k, job)

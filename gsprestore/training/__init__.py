@@ -25,6 +25,12 @@ learning rate is a pure function of the step (:class:`LRSchedule`). So a checkpo
 Adam state, RNG states, step, position in the epoch) resumes a run exactly where it stopped, and
 two CPU runs with the same seed and thread count give identical weights.
 
+Under ``torchrun`` every rank calls :func:`train` and they train one model with
+DistributedDataParallel (:mod:`gsprestore.distributed`; docs/training.md, "More than one GPU"):
+``batch_size`` is the global batch, each rank takes its share of every step's batch, rank 0 alone
+writes the run folder, and every stop (``max_steps``, the time budget, a signal) is agreed so that
+all ranks stop at the same step.
+
 The modules: :mod:`.recipe` (TrainConfig, LRSchedule, losses), :mod:`.checkpoints` (the run
 folder's files), :mod:`.build` (device, patches, network), :mod:`.evaluation` (validation),
 :mod:`.stopping` (signals, time budget), :mod:`.loop` (:func:`train`), :mod:`.report` (what it
