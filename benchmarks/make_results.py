@@ -76,13 +76,27 @@ def run_all(args) -> tuple[dict, dict, list[str]]:
     return results, noise, notes
 
 
+def _shipped_sha(method: str, task: str) -> str | None:
+    from gsprestore.weights import manifest_entry
+
+    entry = manifest_entry(method, task)
+    return entry.get("sha256") if entry else None
+
+
 def merge_rows(src: Path, json_dir: Path) -> Path:
     """Fold the rows of one ``gsprestore benchmark --json`` file into the stored result of its task
     and data set (``<task>-<dataset>.json``, or ``demosaic-mcm-noise.json`` for a run over several
     noise levels): a row replaces the stored one with the same method and noise level, others are
-    appended; the stored protocol is kept and the merged file's protocol recorded beside it."""
+    appended; the stored protocol is kept and the merged file's protocol recorded beside it. A
+    row scored with ``--weights M=FILE`` (labelled ``M@FILE``) whose file has the SHA-256 of the
+    weights shipped now is a row of the shipped method ``M``, and is merged as one."""
     new = json.loads(src.read_text())
     proto = new["protocol"]
+    for row in new["results"]:
+        method, at, _ = str(row["method"]).partition("@")
+        weights = row.get("weights") or {}
+        if at and weights.get("sha256") and weights["sha256"] == _shipped_sha(method, proto["task"]):
+            row["method"], row["weights"] = method, dict(weights, shipped=True)
     sigma = proto["noise"]["sigma"]
     name = f"{proto['task']}-{proto['dataset']}" + ("-noise" if isinstance(sigma, list) else "")
     target = json_dir / f"{name}.json"

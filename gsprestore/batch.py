@@ -40,7 +40,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from .atomic import TEMP_NAME_EXTRA
 from .claims import claim_output, release_output, sweep_stale
@@ -84,6 +84,9 @@ class Discovery:
     skipped_folders: list[str]
     skipped_links: list[str] = field(default_factory=list)  # links to a folder already walked
     skipped_own: list[str] = field(default_factory=list)  # outputs of this command, or the -o tree
+    skipped_beside_raw: list[str] = field(default_factory=list)  # images in a folder of camera RAW files
+    #: How the notice names ``skipped_beside_raw`` ("skipped N ... file(s): ...").
+    RAW_ONLY: ClassVar[str] = "non-RAW (a folder holding camera RAW files gives those only; name others one by one)"
     _visited: set = field(default_factory=set, repr=False)
 
 
@@ -213,11 +216,16 @@ def _glob(pattern: str, recursive: bool, found: Discovery) -> list[str]:
 
 
 def discover(inputs: list[str], recursive: bool = False, *, output: str | None = None,
-             tag: str | None = None, extra_suffixes: tuple[str, ...] = ()) -> Discovery:
+             tag: str | None = None, extra_suffixes: tuple[str, ...] = (),
+             raw_only_folders: bool = True) -> Discovery:
     """Expand files, folders and globs into :class:`Source` s (sorted within each input).
     ``output`` (the ``-o`` folder) is not walked into; in folders and globs, files whose
     :func:`~gsprestore.io.tool_tag` equals ``tag`` (written by this command) are skipped.
-    ``extra_suffixes`` (e.g. camera RAW suffixes for ``demosaic``) are taken from folders too."""
+    ``extra_suffixes`` (e.g. camera RAW suffixes for ``demosaic``) are taken from folders too; with
+    ``raw_only_folders``, a folder (with ``recursive``, its tree) or glob that yields files of those
+    suffixes yields only those: the other images (the JPEGs of a RAW+JPEG shoot) go to
+    ``skipped_beside_raw``.
+    Files named one by one are taken as given."""
     from .io import tool_tag
 
     found = Discovery([], [], [], [], [])
@@ -256,6 +264,8 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
                     found.skipped_other.append(m)
         else:
             found.missing.append(arg)
+    if extra_suffixes and raw_only_folders:
+        _keep_raw_only(found, extra_suffixes)
     # the same file named twice is processed once
     seen: set[Path] = set()
     unique = []
@@ -266,6 +276,25 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
             unique.append(s)
     found.sources = unique
     return found
+
+
+def _keep_raw_only(found: Discovery, raw_suffixes: tuple[str, ...]) -> None:
+    """For each folder (its whole tree with ``--recursive``) or glob of the command line that yields
+    camera RAW files (suffixes ``raw_suffixes``), keep only those: a camera shooting RAW+JPEG puts
+    ``IMG_0001.CR2`` beside ``IMG_0001.JPG`` (or in ``RAW/`` beside ``JPG/``), and a JPEG is a
+    developed picture, not a mosaic. The others go to ``skipped_beside_raw``; files named on the
+    command line stay."""
+    def is_raw(s: Source) -> bool:
+        return s.path.suffix.lower() in raw_suffixes
+
+    raw_trees = {s.base.resolve() for s in found.sources if s.base is not None and is_raw(s)}
+    keep = []
+    for s in found.sources:
+        if s.base is not None and not is_raw(s) and s.base.resolve() in raw_trees:
+            found.skipped_beside_raw.append(str(s.path))
+        else:
+            keep.append(s)
+    found.sources = keep
 
 
 def drop_own_outputs(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
@@ -441,10 +470,21 @@ class _Taken(Exception):
         self.pid = pid
 
 
+def shard_jobs(jobs: list[Job], index: int, count: int) -> list[Job]:
+    """Share ``index`` (0 to count-1) of ``count`` of the planned jobs, dealt round-robin in the
+    order of the sorted walk (every count-th job from the index-th): each job in exactly one
+    share, the shares within one job of each other in length. ``--shard K/N`` and the ranks of
+    ``torchrun`` (``RANK`` / ``WORLD_SIZE``) both take theirs with it."""
+    if not 0 <= index < count:
+        raise UsageError(f"share {index} of {count} does not exist")
+    return jobs[index::count]
+
+
 def run_jobs(
     jobs: list[Job],
     process: Callable[[Job, int], dict | None],
     *,
+    sweep: bool = True,
     skip_existing: bool = False,
     overwrite: bool = False,
     continue_on_error: bool = False,
@@ -452,16 +492,18 @@ def run_jobs(
     on_result: Callable[[int, Result], None] | None = None,
     failures: list[Result] | None = None,
 ) -> Summary:
-    """Run ``process(job, index)`` on every job (which writes ``job.output`` atomically).
-    ``failures`` are results that failed before the run (e.g. missing inputs): they count, and
-    stop the batch at once unless ``continue_on_error``."""
+    """Run ``process(job, index)`` on every job (which writes ``job.output`` atomically), after
+    sweeping the output folders of what killed runs left (``sweep``). ``failures`` are results
+    that failed before the run (e.g. missing inputs): they count, and stop the batch at once
+    unless ``continue_on_error``."""
     start = time.perf_counter()
     summary = Summary(list(failures or []))
     if summary.results and not continue_on_error:
         summary.stopped = True
         summary.seconds = time.perf_counter() - start
         return summary
-    sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
+    if sweep:  # False where the caller swept before several processes started (the ranks of torchrun)
+        sweep_stale({folder for folder in {j.output.parent for j in jobs} if folder.is_dir()})
     for k, job in enumerate(jobs):
         if on_start is not None:
             on_start(k, job)

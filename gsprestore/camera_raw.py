@@ -30,18 +30,23 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from .errors import GspError, UsageError
 from .io import Reserve, existing_file
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .metadata import Metadata
+
 RAW_SUFFIXES: tuple[str, ...] = (
     ".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2",
     ".pef", ".srw", ".rwl", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mrw", ".mos", ".x3f",
 )
 WHITE_BALANCES: tuple[str, ...] = ("camera", "daylight", "none")
+#: LibRaw (dcraw's identify) takes no camera file under 22 pixels a side as RAW.
+DNG_MIN_SIDE = 22
 OUTPUT_SPACES: tuple[str, ...] = ("srgb", "linear", "camera")
 
 # sRGB (D65) primaries to CIE XYZ, the matrix LibRaw multiplies a camera's XYZ->camera matrix with
@@ -261,6 +266,21 @@ def orient(image: np.ndarray, flip: int) -> np.ndarray:
     return np.ascontiguousarray(out)
 
 
+def balanced_mosaic(frame: RawFrame, wb: str = "camera", notice: Callable[[str], None] | None = None) -> np.ndarray:
+    """The (H, W) float32 mosaic of ``frame`` with the white-balance gains of ``wb`` applied per
+    site and clipped to [0, 1]: what :func:`develop` demosaicks, and the observation ``compare``
+    and ``explain`` use for a camera RAW file (in camera RGB, stored order)."""
+    from .sampling import _CHANNEL
+
+    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice).astype(np.float32)
+    balanced = frame.mosaic.copy()
+    for k, colour in enumerate(frame.pattern):
+        di, dj = divmod(k, 2)
+        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
+    np.clip(balanced, 0.0, 1.0, out=balanced)
+    return balanced
+
+
 def develop(
     frame: RawFrame,
     demosaic: Callable[[np.ndarray, str], np.ndarray],
@@ -273,14 +293,7 @@ def develop(
     maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods)."""
     wb = check_choice(wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
-    gains = wb_gains(frame, wb, notice).astype(np.float32)
-    from .sampling import _CHANNEL
-
-    balanced = frame.mosaic.copy()
-    for k, colour in enumerate(frame.pattern):
-        di, dj = divmod(k, 2)
-        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
-    np.clip(balanced, 0.0, 1.0, out=balanced)
+    balanced = balanced_mosaic(frame, wb, notice)
     rgb = np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32)
     del balanced
     matrix = frame.rgb_cam if output_space != "camera" else None
@@ -344,6 +357,34 @@ def mosaic_for_dng(
     return np.rint(black + np.clip(out, 0.0, 1.0) * (white - black)).astype(np.uint16)
 
 
+#: EXIF tags :func:`write_dng` copies from the source photo: ASCII ones, and TIFF/EP exposure
+#: tags in IFD0 (code, tifffile dtype).
+_DNG_ASCII = (0x010F, 0x0110, 0x0132, 0x013B, 0x8298, 0x9003)
+_DNG_RATIONAL = (0x829A, 0x829D, 0x920A)  # ExposureTime, FNumber, FocalLength
+_DNG_SHORT = (0x8827,)  # ISOSpeedRatings
+
+
+def _dng_exif_tags(metadata: "Metadata | None") -> dict[int, tuple]:
+    """tifffile ``extratags`` of the source photo's camera record (make, model, dates, exposure)."""
+    if not metadata:
+        return {}
+    values = {**metadata.exif, **metadata.ifd0}
+    out: dict[int, tuple] = {}
+    for code in _DNG_ASCII:
+        if isinstance(values.get(code), str) and values[code].strip("\0 "):
+            out[code] = (code, "s", 0, values[code].strip("\0"), True)
+    for code in _DNG_RATIONAL:
+        v = values.get(code)
+        if v is not None and hasattr(v, "numerator") and float(v.denominator) > 0 and float(v.numerator) >= 0:
+            out[code] = (code, "2I", 1, (int(v.numerator), int(v.denominator)), True)
+    for code in _DNG_SHORT:
+        v = values.get(code)
+        v = v[0] if isinstance(v, tuple) and v else v
+        if isinstance(v, int) and 0 <= v < 65536:
+            out[code] = (code, "H", 1, v, True)
+    return out
+
+
 def write_dng(
     path: str | Path,
     cfa: np.ndarray,
@@ -355,9 +396,13 @@ def write_dng(
     as_shot_neutral: tuple[float, float, float] = (1.0, 1.0, 1.0),
     orientation: int = 1,
     overwrite: bool = False,
+    metadata: "Metadata | None" = None,
 ) -> Path:
     """Write the uint16 mosaic ``cfa`` (H, W) as a minimal DNG 1.4 (uncompressed CFA, the tags a
-    DNG reader needs), atomically; refuses an existing file unless ``overwrite``."""
+    DNG reader needs), atomically; refuses an existing file unless ``overwrite``. ``metadata`` (the
+    source photo's EXIF, :class:`gsprestore.metadata.Metadata`): its make, model, date and exposure
+    go into IFD0 (as TIFF/EP and LibRaw read them), so the DNG is a camera file with that camera's
+    record."""
     import tifffile
 
     from .atomic import atomic_file
@@ -370,9 +415,10 @@ def write_dng(
     if orientation not in ORIENTATION_TO_FLIP:
         raise UsageError(f"EXIF orientation must be 1..8, got {orientation}")
     cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
+    recorded = _dng_exif_tags(metadata)
     tags = [
-        (271, "s", 0, "gsprestore", True),  # Make
-        (272, "s", 0, "synthetic mosaic", True),  # Model
+        recorded.pop(271, (271, "s", 0, "gsprestore", True)),  # Make
+        recorded.pop(272, (272, "s", 0, "synthetic mosaic", True)),  # Model
         (274, "H", 1, int(orientation), True),  # Orientation
         (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
         (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
@@ -387,7 +433,9 @@ def write_dng(
         (50721, "2i", 9, _rationals(cm), True),  # ColorMatrix1 (XYZ -> camera)
         (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
         (50728, "2I", 3, _rationals(as_shot_neutral), True),  # AsShotNeutral
+        *recorded.values(),
     ]
+    tags.sort(key=lambda t: t[0])
     data = np.ascontiguousarray(cfa, dtype=np.uint16)
     buffer = io.BytesIO()
     tifffile.imwrite(buffer, data, photometric=32803, subfiletype=0, extratags=tags, metadata=None,

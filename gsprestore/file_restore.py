@@ -133,6 +133,7 @@ def restore_file(
     from .engine import check_channels, job_bytes, resolve_device, restore
     from .errors import GspError, UsageError
     from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .metadata import for_output
 
     source, task = Path(source), restorer.task
     software = software or TOOL_TAG.format(command=task)
@@ -148,7 +149,7 @@ def restore_file(
                          device=resolve_device(device))
 
     img = read_image(source, reserve=reserve)
-    if (note := frames_note(img)) is not None:
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
         _say(notice, f"{source}: {note}")
     try:
         check_channels(task, img.channels)
@@ -173,8 +174,9 @@ def restore_file(
     result = apply_orientation(out.numpy(), orientation)
     if alpha is not None:
         alpha = apply_orientation(alpha, orientation)
+    metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software)
     written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
-                          software=software, quality=quality)
+                          software=software, quality=quality, metadata=metadata)
     info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": written_depth(written, depth)}
     if bit_depth and info["bit_depth"] < bit_depth:
         _say(notice, f"{written}: {Path(written).suffix.lstrip('.').upper()} is 8-bit; --bit-depth {bit_depth} "
@@ -208,6 +210,7 @@ def develop_raw_file(
     from .camera_raw import develop, read_raw
     from .engine import job_bytes, resolve_device, restore
     from .io import TOOL_TAG, write_image
+    from .metadata import for_output, raw_metadata
 
     def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
         # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
@@ -228,8 +231,10 @@ def develop_raw_file(
     out = develop(frame, demosaic, wb=wb, output_space=output_space,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
     depth = bit_depth or 16
-    written = write_image(output, out, depth, overwrite=overwrite, quality=quality,
-                          software=software or TOOL_TAG.format(command="demosaic"))
+    software = software or TOOL_TAG.format(command="demosaic")
+    metadata = for_output(raw_metadata(str(source)), out.shape[1], out.shape[0], software)
+    written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
+                          metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
             "pattern": frame.pattern, "wb": wb, "output_space": output_space}
 
@@ -266,6 +271,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
     from .errors import GspError
     from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .metadata import for_output
     from .sampling import check_pattern, mosaic_array
 
     source, output = Path(source), Path(output)
@@ -278,7 +284,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
         return height * width * (12 + (120 if dng else 4 + 2))
 
     img = read_image(source, reserve=reserve)
-    if (note := frames_note(img)) is not None:
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
         _say(notice, f"{source}: {note}")
     if img.channels != 3:
         raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
@@ -287,12 +293,20 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
     if dng:
-        from .camera_raw import mosaic_for_dng, srgb_decode, write_dng
+        from .camera_raw import DNG_MIN_SIDE, mosaic_for_dng, srgb_decode, write_dng
 
-        write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite)
+        if min(upright.shape[:2]) < DNG_MIN_SIDE:
+            raise GspError(f"{upright.shape[1]}x{upright.shape[0]} is too small for a DNG: LibRaw (and so "
+                           f"`gsprestore demosaic`) opens camera files of at least {DNG_MIN_SIDE}x{DNG_MIN_SIDE} "
+                           "pixels; write .png or .tif", source)
+
+        write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite,
+                  metadata=img.meta.get("metadata"))
         return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
     raw = mosaic_array(upright, pattern)  # numpy: `gsprestore mosaic` never imports torch
     depth = bit_depth or img.bit_depth
-    write_image(output, raw, depth, overwrite=overwrite, software=TOOL_TAG.format(command="mosaic"))
+    software = TOOL_TAG.format(command="mosaic")
+    write_image(output, raw, depth, overwrite=overwrite, software=software,
+                metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software))
     return {"width": img.width, "height": img.height,
             "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}

@@ -71,11 +71,33 @@ def _eager_grads(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, obs
     return out
 
 
+#: The smallest scale a gradient tensor is compared at, as a fraction of the model's largest
+#: gradient entry: some tensors' gradients are zero but for rounding (e.g. a bias added to features
+#: that only enter through their differences, as the 2x models' first CNN output biases, ~1e-8 of
+#: the largest), and their rounding noise is not a difference between two correct steps.
+GRAD_SCALE_FLOOR = 1e-3
+
+
+def grad_mismatch(grads: list[Tensor | None], refs: list[Tensor]) -> float:
+    """The largest difference of ``grads`` from ``refs``, per tensor relative to that tensor's
+    largest reference magnitude, but never to less than :data:`GRAD_SCALE_FLOOR` of the largest
+    reference magnitude of all (a ``None`` gradient counts as zero)."""
+    top = max((float(r.abs().max()) for r in refs if r.numel()), default=0.0)
+    worst = 0.0
+    for g, ref in zip(grads, refs):
+        if not ref.numel():
+            continue
+        scale = max(float(ref.abs().max()), GRAD_SCALE_FLOOR * top) or 1.0
+        diff = ref.abs() if g is None else (g - ref).abs()
+        worst = max(worst, float(diff.max()) / scale)
+    return worst
+
+
 def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, observe: Observe,
                           *, rtol: float = 2e-3) -> tuple[GraphedStep | None, dict[str, Any]]:
     """Capture the training step for batches shaped like ``gt`` and check it: the replayed loss and
     gradients must match an eager step on ``gt`` within ``rtol`` (of each gradient's largest
-    magnitude). Returns ``(step, info)``; ``step`` is None when capture failed or did not match
+    magnitude, at least :data:`GRAD_SCALE_FLOOR` of the model's largest: :func:`grad_mismatch`). Returns ``(step, info)``; ``step`` is None when capture failed or did not match
     (``info["reason"]`` says why) and the parameters' gradients are then left ``None``."""
     info: dict[str, Any] = {"batch": int(gt.shape[0])}
     if gt.device.type != "cuda":
@@ -88,10 +110,7 @@ def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Te
         for p in model.parameters():
             p.grad = None
         return None, {**info, "reason": f"capture failed: {type(exc).__name__}: {str(exc)[:300]}"}
-    worst = 0.0
-    for g, ref in zip(step.grads, grads_ref):
-        scale = float(ref.abs().max()) or 1.0
-        worst = max(worst, 0.0 if g is None else float((g - ref).abs().max()) / scale)
+    worst = grad_mismatch(step.grads, grads_ref)
     info.update({"loss_eager": loss_ref, "loss_graph": loss, "max_rel_grad_diff": worst})
     if not abs(loss - loss_ref) <= rtol * max(abs(loss_ref), 1e-12) or not worst <= rtol:
         for p in model.parameters():

@@ -43,13 +43,17 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from . import jpegcheck, pngcodec, tiffcodec
+from . import metadata as _md
 from .atomic import UMASK, create_exclusive, temp_name
 from .errors import GspError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .metadata import Metadata
 
 IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # written, and picked out of folders
 PHOTO_FORMATS = ("jpeg", "webp")  # 8-bit lossy formats, through Pillow
@@ -257,6 +261,7 @@ def _decode(data: bytes, path: Path, reserve: Reserve | None = None) -> tuple[np
             else:
                 kind = {1: "unsigned", 2: "signed", 3: "float"}.get(info.sample_format, "unknown")
                 raise ValueError(f"unsupported TIFF samples ({info.bits}-bit {kind}); use 8/16-bit or float")
+        meta["metadata"] = _md.read_metadata(data, fmt, png=info if fmt == "png" else None)
     except GspError as exc:
         if exc.path is None:
             raise GspError(exc.reason, path) from None
@@ -312,7 +317,7 @@ def tool_tag(path: str | Path) -> str | None:
             if head[:3] == b"\xff\xd8\xff" or (head[:4] == b"RIFF"):  # JPEG / WebP: EXIF via Pillow
                 from PIL import Image as PILImage
 
-                with PILImage.open(path) as im:
+                with _md.quiet(), PILImage.open(path) as im:  # no Pillow warning about a damaged EXIF
                     value = im.getexif().get(0x0131)
                 return value if isinstance(value, str) else None
     except (OSError, struct.error, ValueError):
@@ -367,7 +372,9 @@ def read_image(path: str | Path, *, reserve: Reserve | None = None) -> Image:
         raise GspError(f"cannot read file ({exc.strerror or exc})", path) from None
     if not data:
         raise GspError("empty file (0 bytes)", path)
-    arr, depth, icc, meta = _decode(data, path, reserve)
+    with _md.quiet() as caught:  # Pillow's warnings (a damaged EXIF) become notes, one line each
+        arr, depth, icc, meta = _decode(data, path, reserve)
+    meta["notes"] = caught
     del data
     if arr.ndim == 2:
         arr = arr[:, :, None]
@@ -480,13 +487,15 @@ def write_image(
     text: dict[str, str] | None = None,
     software: str | None = None,
     quality: int | None = None,
+    metadata: "Metadata | None" = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
     channel. Nothing is left behind if writing fails: the temp file is removed. ``software`` goes
     into the ``Software`` tag (PNG ``tEXt``, TIFF tag 305, EXIF of a JPEG / WebP); see :func:`tool_tag`.
     JPEG and WebP are 8-bit (``bit_depth`` is ignored) with encoder ``quality`` (1-100, default 95);
-    JPEG has no alpha.
+    JPEG has no alpha. ``metadata`` (:func:`gsprestore.metadata.for_output`): the EXIF / XMP to
+    write (PNG ``eXIf`` / ``iTXt``, TIFF tags and Exif / GPS sub-IFDs, JPEG / WebP EXIF and XMP).
 
     Without ``overwrite`` the finished file is put in place create-exclusively (a hard link of the
     temp file): if another process wrote ``path`` meanwhile, :class:`OutputExists` is raised and
@@ -518,6 +527,7 @@ def write_image(
             if not np.isfinite(block).all():
                 raise GspError("result contains NaN or Inf values; nothing written", path)
             data[r0 : r0 + 256, :, channels] = block if bit_depth == 32 else to_integer(block, bit_depth)
+    meta = _md.with_software(metadata, software)
     parent = path.parent if str(path.parent) else Path(".")
     tmp = temp_name(path, ".part")
     try:  # entered before the temporary file exists: a signal at any moment leaves nothing behind
@@ -532,12 +542,14 @@ def write_image(
                 tags = dict(text or {})
                 if software is not None:
                     tags.setdefault("Software", software)
-                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags)
+                pngcodec.encode(fh, data, icc_profile=icc_profile, text=tags, exif=_md.exif_bytes(meta),
+                                xmp=meta.xmp)
             elif fmt in PHOTO_FORMATS:
-                _encode_photo(fh, data, fmt, quality, icc_profile, software)
+                _encode_photo(fh, data, fmt, quality, icc_profile, meta)
             else:
+                ifd0, sub_ifds = _md.tiff_ifds(meta)
                 tiffcodec.encode(fh, data, extra_alpha=alpha is not None, icc_profile=icc_profile,
-                                 software=software)
+                                 software=software, tags=ifd0, sub_ifds=sub_ifds, xmp=meta.xmp)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~UMASK)
@@ -556,9 +568,10 @@ def write_image(
 
 
 def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, icc: bytes | None,
-                  software: str | None) -> None:
+                  meta: "Metadata") -> None:
     """8-bit ``data`` (H, W, 1|2|3|4) as JPEG or WebP through Pillow (WebP has no gray mode);
-    ``software`` goes into the EXIF Software tag."""
+    ``meta`` as its EXIF (the Software tag included) and XMP."""
+
     from PIL import Image as PILImage
 
     c = data.shape[2]
@@ -569,10 +582,12 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
     options: dict = {"quality": DEFAULT_QUALITY if quality is None else int(quality)}
     if icc:
         options["icc_profile"] = icc
-    if software:
-        exif = PILImage.Exif()
-        exif[0x0131] = software
-        options["exif"] = exif.tobytes()
+    jpeg = fmt == "jpeg"
+    exif = _md.exif_bytes(meta, _md.JPEG_EXIF_LIMIT if jpeg else None)
+    if exif:
+        options["exif"] = exif
+    if meta.xmp and not (jpeg and len(meta.xmp) > _md.JPEG_EXIF_LIMIT):  # one APP1 segment (no extended XMP)
+        options["xmp"] = bytes(meta.xmp)
     im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
 
 

@@ -58,6 +58,9 @@ def inflate_bounded(data: bytes, limit: int, what: str) -> bytes:
     return out
 
 
+XMP_KEY = b"XML:com.adobe.xmp"
+
+
 @dataclass
 class PngInfo:
     """What :func:`read_chunks` found: header fields, the concatenated IDAT data, metadata."""
@@ -71,6 +74,8 @@ class PngInfo:
     icc_profile: bytes | None = None
     text: dict[str, str] = field(default_factory=dict)
     frames: int = 1  # an animated PNG's acTL frame count (only the default image is decoded)
+    exif: bytes | None = None  # the eXIf chunk (a TIFF structure)
+    xmp: bytes | None = None  # an uncompressed iTXt 'XML:com.adobe.xmp' chunk
 
     @property
     def channels(self) -> int:
@@ -87,6 +92,7 @@ def read_chunks(data: bytes) -> PngInfo:
     icc = None
     text: dict[str, str] = {}
     frames = 1
+    exif = xmp = None
     seen_iend = False
     while pos < n:
         if pos + 8 > n:
@@ -119,6 +125,10 @@ def read_chunks(data: bytes) -> PngInfo:
         elif ctype == b"tEXt":
             key, _, value = body.partition(b"\0")
             text[key.decode("latin-1")] = value.decode("latin-1")
+        elif ctype == b"eXIf":
+            exif = body
+        elif ctype == b"iTXt" and body.startswith(XMP_KEY + b"\0\0"):  # uncompressed XMP
+            xmp = body[len(XMP_KEY) + 3 :].split(b"\0", 2)[-1]
         elif ctype == b"IEND":
             seen_iend = True
             break
@@ -135,7 +145,7 @@ def read_chunks(data: bytes) -> PngInfo:
         raise ValueError("corrupt PNG (zero width or height)")
     if ctype_ not in _CHANNELS or depth not in (1, 2, 4, 8, 16) or compression or filt or interlace > 1:
         raise ValueError("corrupt PNG (invalid IHDR fields)")
-    return PngInfo(width, height, depth, ctype_, interlace, b"".join(idat), icc, text, frames)
+    return PngInfo(width, height, depth, ctype_, interlace, b"".join(idat), icc, text, frames, exif, xmp)
 
 
 def _unfilter_rows(ft: np.ndarray, data: np.ndarray, bpp: int) -> np.ndarray:
@@ -293,11 +303,15 @@ def encode(
     *,
     icc_profile: bytes | None = None,
     text: dict[str, str] | None = None,
+    exif: bytes | None = None,
+    xmp: bytes | None = None,
     level: int = 3,
     rows_per_block: int = 64,
     filter_type: int | None = None,
 ) -> None:
-    """Write ``array`` ((H, W) or (H, W, C), C in 1..4, uint8 or uint16) as a PNG to ``fh``."""
+    """Write ``array`` ((H, W) or (H, W, C), C in 1..4, uint8 or uint16) as a PNG to ``fh``;
+    ``exif`` (a TIFF structure, an ``Exif\\0\\0`` prefix dropped) as an ``eXIf`` chunk, ``xmp`` as
+    an uncompressed ``iTXt`` chunk keyed ``XML:com.adobe.xmp``."""
     a = np.asarray(array)
     if a.ndim == 2:
         a = a[:, :, None]
@@ -312,6 +326,10 @@ def encode(
         fh.write(_chunk(b"iCCP", b"ICC Profile\0\0" + zlib.compress(icc_profile)))
     for key, value in (text or {}).items():
         fh.write(_chunk(b"tEXt", key.encode("latin-1") + b"\0" + value.encode("latin-1")))
+    if exif:
+        fh.write(_chunk(b"eXIf", exif[6:] if exif.startswith(b"Exif\0\0") else exif))
+    if xmp:
+        fh.write(_chunk(b"iTXt", XMP_KEY + b"\0\0\0\0\0" + bytes(xmp)))
     comp = zlib.compressobj(level)
     prev = np.zeros(w * bpp, dtype=np.uint8)
     pending = bytearray()

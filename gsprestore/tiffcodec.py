@@ -345,7 +345,7 @@ def decode(data: bytes, info: TiffInfo) -> np.ndarray:
 
 
 def _entry(tag: int, typ: int, values, bo: str = "<") -> tuple[int, int, int, bytes]:
-    if typ in (2, 7):
+    if typ in (2, 7) or (typ == 1 and isinstance(values, (bytes, bytearray))):
         blob = bytes(values)
         n = len(blob)
     else:
@@ -365,9 +365,16 @@ def encode(
     level: int = 6,
     strip_bytes: int = 1 << 18,
     software: str | None = None,
+    tags: dict | None = None,
+    sub_ifds: dict | None = None,
+    xmp: bytes | None = None,
 ) -> None:
     """Write ``array`` ((H, W) or (H, W, C); uint8, uint16 or float32) as a little-endian TIFF.
-    ``extra_alpha`` marks the last channel as unassociated alpha; ``software`` is written as tag 305."""
+    ``extra_alpha`` marks the last channel as unassociated alpha; ``software`` is written as tag 305.
+    ``tags``: more IFD0 tags (EXIF's descriptive ones: str, int, rational or bytes values; the
+    layout, resolution and software tags are this writer's own); ``sub_ifds``: tag (Exif 34665,
+    GPS 34853) -> function of the offset the sub-IFD will sit at, returning its bytes
+    (:func:`gsprestore.metadata.tiff_ifds`); ``xmp``: the XMP packet (tag 700)."""
     a = np.asarray(array)
     if a.ndim == 2:
         a = a[:, :, None]
@@ -405,24 +412,66 @@ def encode(
     entries.append(_entry(SAMPLE_FORMAT, 3, [3 if is_float else 1] * c))
     if icc_profile:
         entries.append(_entry(ICC, 7, icc_profile))
+    if xmp:
+        entries.append(_entry(700, 1, xmp))  # XMP: BYTE
+    own = {e[0] for e in entries}
+    entries += [e for e in (_metadata_entry(tag, value) for tag, value in (tags or {}).items()
+                            if tag not in own and tag not in _OWN_TAGS) if e is not None]
+    subs = dict(sub_ifds or {})
     if pos % 2:
         pos += 1
     ifd_at = pos
-    values_at = ifd_at + 2 + 12 * len(entries) + 4
-    ifd = struct.pack("<H", len(entries))
-    extra = b""
-    for tag, typ, n, blob in entries:
-        if len(blob) <= 4:
-            ifd += struct.pack("<HHI", tag, typ, n) + blob.ljust(4, b"\0")
-        else:
-            if (values_at + len(extra)) % 2:
-                extra += b"\0"
-            ifd += struct.pack("<HHII", tag, typ, n, values_at + len(extra))
-            extra += blob
-    ifd += struct.pack("<I", 0)
+
+    def layout(sub_at: dict[int, int]) -> tuple[bytes, bytes]:
+        rows = sorted(entries + [_entry(tag, 4, [sub_at.get(tag, 0)]) for tag in subs], key=lambda e: e[0])
+        values_at = ifd_at + 2 + 12 * len(rows) + 4
+        ifd = struct.pack("<H", len(rows))
+        extra = b""
+        for tag, typ, n, blob in rows:
+            if len(blob) <= 4:
+                ifd += struct.pack("<HHI", tag, typ, n) + blob.ljust(4, b"\0")
+            else:
+                if (values_at + len(extra)) % 2:
+                    extra += b"\0"
+                ifd += struct.pack("<HHII", tag, typ, n, values_at + len(extra))
+                extra += blob
+        return ifd + struct.pack("<I", 0), extra
+
+    ifd, extra = layout({})
+    tail, sub_at = b"", {}
+    for tag, serialise in sorted(subs.items()):  # each sub-IFD after IFD0's values, word-aligned
+        at = ifd_at + len(ifd) + len(extra) + len(tail)
+        if at % 2:
+            tail += b"\0"
+            at += 1
+        sub_at[tag] = at
+        tail += serialise(at)
+    if subs:
+        ifd, extra = layout(sub_at)  # the same length: only the pointers change
     fh.write(header + struct.pack("<I", ifd_at))
     for s in strips:
         fh.write(s)
     if (8 + sum(len(s) for s in strips)) % 2:
         fh.write(b"\0")
-    fh.write(ifd + extra)
+    fh.write(ifd + extra + tail)
+
+
+#: IFD0 tags :func:`encode` writes itself (layout, resolution, software): never taken from ``tags``.
+_OWN_TAGS = frozenset({254, 256, 257, 258, 259, 262, 273, 277, 278, 279, 282, 283, 284, 296, 305, 317, 338, 339,
+                       700, 34665, 34853, 34675})
+
+
+def _metadata_entry(tag: int, value) -> tuple[int, int, int, bytes] | None:
+    """An IFD entry for an EXIF value as Pillow gives it (str, int, rational, bytes, tuples of
+    ints), or None for what this writer does not take."""
+    if isinstance(value, str):
+        return _entry(tag, 2, value.encode("utf-8", "replace") + b"\0")
+    if isinstance(value, (bytes, bytearray)):
+        return _entry(tag, 1 if 0x9C9B <= tag <= 0x9C9F else 7, bytes(value))  # Windows XP tags: BYTE
+    if hasattr(value, "numerator") and hasattr(value, "denominator") and not isinstance(value, int):
+        num, den = int(value.numerator), int(value.denominator)
+        return _entry(tag, 5, [num, den]) if num >= 0 and den > 0 else None
+    values = value if isinstance(value, tuple) else (value,)
+    if values and all(isinstance(v, int) and 0 <= v < 1 << 32 for v in values):
+        return _entry(tag, 3 if max(values) < 1 << 16 else 4, list(values))
+    return None

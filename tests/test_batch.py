@@ -42,10 +42,22 @@ def test_discover_folder_sorted_images_only(tree):
 
 
 def test_discover_recursive_extra_suffixes_and_missing(tree):
-    found = discover([str(tree), str(tree / "nope.png")], recursive=True, extra_suffixes=(".dng",))
+    found = discover([str(tree), str(tree / "nope.png")], recursive=True, extra_suffixes=(".dng",),
+                     raw_only_folders=False)
     assert _names(found) == ["a.tif", "b.png", "c.JPG", "sub/d.webp", "sub/deeper/e.png", "x.dng"]
     assert found.missing == [str(tree / "nope.png")]
     assert found.skipped_folders == []
+    # by default a folder (its tree) holding camera RAW gives its RAW files only (RAW+JPEG shoots,
+    # also as RAW/ and JPG/ sub-folders); the other images are named
+    found = discover([str(tree)], recursive=True, extra_suffixes=(".dng",))
+    assert _names(found) == ["x.dng"]
+    assert sorted(Path(p).name for p in found.skipped_beside_raw) == ["a.tif", "b.png", "c.JPG", "d.webp", "e.png"]
+    # a folder argument without RAW keeps its images
+    found = discover([str(tree / "sub")], recursive=True, extra_suffixes=(".dng",))
+    assert _names(found) == ["d.webp", "deeper/e.png"] and found.skipped_beside_raw == []
+    # files named one by one are taken as given
+    found = discover([str(tree / "c.JPG"), str(tree / "x.dng")], extra_suffixes=(".dng",))
+    assert [s.path.name for s in found.sources] == ["c.JPG", "x.dng"] and found.skipped_beside_raw == []
 
 
 def test_discover_files_globs_and_duplicates(tree):

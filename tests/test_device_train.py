@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from gsprestore.trainpack import make_pack
-from gsprestore.weights import load_model
+from gsprestore.weights import load_model, save_weights
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
@@ -121,13 +122,21 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
 
 
 @pytest.mark.slow
-def test_dry_run_with_injected_faults_still_returns_every_model(job):
+def test_dry_run_with_injected_faults_still_returns_every_model(job, tmp_path):
     """The gradient check fails, the probe and the inference raise, every Triton launch fails as a kernel that cannot
     compile would (the fused path runs under the interpreter here), and one run overruns its window
     (ten times its budget, the window ended after its first validation): the driver stops it and
     exports its best weights."""
     models = ["ugtv_demosaic", "uglr_upscale2x"]
-    proc, out, runs = job("faults", FAULTS="probe,infer,compile,grad,overrun:uglr_upscale2x", MODELS=",".join(models))
+    # and uGTV starts from a previous job's result (INIT), not from the shipped weights
+    init = tmp_path / "init"
+    init.mkdir()
+    previous = load_model("ugtv", "demosaic")
+    with torch.no_grad():
+        next(previous.parameters()).mul_(1.01)
+    save_weights(init / "ugtv_demosaic.pt", previous)
+    proc, out, runs = job("faults", FAULTS="probe,infer,compile,grad,overrun:uglr_upscale2x", MODELS=",".join(models),
+                          INIT=str(init))
     log = _finish(proc)
     assert proc.returncode == 1, log[-3000:]  # a run ended by a signal
     summary = _check_models_and_summary(out, models)
@@ -137,6 +146,11 @@ def test_dry_run_with_injected_faults_still_returns_every_model(job):
     assert summary["cg_backward"]["path"] == "autograd" and "differ" in summary["cg_backward"]["why"]
     assert all(stages["plan"][m]["batch"] == 1 and not stages["plan"][m]["cuda_graph"] for m in models)
     assert "injected fault: infer" in json.dumps(stages["inference"])
+    assert summary["init"] == {"ugtv_demosaic": str(init / "ugtv_demosaic.pt"), "uglr_upscale2x": "shipped"}
+    start = json.loads((runs / "ugtv_demosaic" / "log.jsonl").read_text().splitlines()[0])
+    assert start["init"] == str(init / "ugtv_demosaic.pt"), start
+    # the sanity stage checked the model the run started from (a SHA-256 check of a shipped file would fail here)
+    assert "error" not in stages["sanity"]["ugtv_demosaic"], stages["sanity"]
     stopped = stages["train"]["uglr_upscale2x"]
     assert "sigterm_s" in stopped and stopped["exit_code"] != 0 and stopped["exported_from"] == "best.pt", stopped
     assert stages["train"]["ugtv_demosaic"]["exit_code"] == 0, stages["train"]["ugtv_demosaic"]

@@ -13,6 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from gsprestore import weights as W
+from gsprestore.defaults import recorded_speed
 from gsprestore.errors import WeightsError
 from gsprestore.models import build_model
 
@@ -250,3 +251,25 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
                       "--folder", str(tmp_path / "w")]) == 0
     entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
     assert [t["steps"] for t in entry["training"]] == [7, 9]
+    # a speed measured by the GPU job (its infer.json) is recorded, and read back as the model's speed
+    infer = {"method": "ugtv", "task": "demosaic", "device_name": "H100", "tile": 2000, "overlap": 32,
+             "fp32_fused": {"megapixels": 24.0, "megapixels_per_s": 13.4, "fused_ran": True},
+             "bf16_fused": {"megapixels": 24.0, "megapixels_per_s": 14.3, "fused_ran": False}}
+    (tmp_path / "infer.json").write_text(json.dumps(infer))
+    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--speed", f"cuda={tmp_path / 'infer.json'}:fp32_fused",
+                      "--folder", str(tmp_path / "w")]) == 0
+    manifest = W.read_manifest(tmp_path / "w" / "manifest.json")
+    assert manifest["models"][0]["speed"]["cuda"]["megapixels_per_second"] == 13.4
+    assert recorded_speed("ugtv", "demosaic", "cuda", manifest) == 13.4
+    assert recorded_speed("ugtv", "demosaic", "cpu", manifest) is None
+    # kept when shipped again with --keep-speed, dropped without
+    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--keep-speed", "--folder", str(tmp_path / "w")]) == 0
+    assert recorded_speed("ugtv", "demosaic", "cuda", W.read_manifest(tmp_path / "w" / "manifest.json")) == 13.4
+    # a "fused" measurement whose fused kernels did not run, or another model's, is refused
+    with pytest.raises(SystemExit, match="did not run the fused kernels"):
+        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:bf16_fused",
+                   "--folder", str(tmp_path / "w")])
+    (tmp_path / "other.json").write_text(json.dumps(dict(infer, method="uglr")))
+    with pytest.raises(SystemExit, match="not ugtv demosaic"):
+        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'other.json'}:fp32_fused",
+                   "--folder", str(tmp_path / "w")])

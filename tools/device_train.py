@@ -39,7 +39,10 @@ it. A run's ``--time-budget`` counts from its own start (``IMPORT_S`` after the 
 its window less the time already gone.
 
 Environment: ``OUT`` (required), ``DRY_RUN=1`` (CPU, tiny budgets: the CI test), ``PACK`` (default
-``carry/pack``), ``BUDGET_S`` (whole job; 530 / 360 dry), ``MODELS`` (comma list of
+``carry/pack``), ``INIT`` (a folder of ``<method>_<task>.pt`` files to start from instead of the
+shipped weights, each model whose file it holds: a previous job's ``$OUT``; the shipped files are
+checked against the manifest's SHA-256, so copying a result over them fails the sanity and
+inference stages), ``BUDGET_S`` (whole job; 530 / 360 dry), ``MODELS`` (comma list of
 ``method_task``), ``RUNS`` (run folders; default a temporary folder), ``LR``, ``BATCH_MAX``,
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
@@ -77,6 +80,7 @@ def _num(name: str, gpu: float, dry: float) -> float:
 
 OUT = Path(os.environ["OUT"]).resolve()
 PACK = Path(os.environ.get("PACK", REPO / "carry" / "pack")).resolve()
+INIT = Path(os.environ["INIT"]).resolve() if os.environ.get("INIT") else None
 BUDGET_S = _num("BUDGET_S", 530, 360)  # a dry run ends early (MAX_STEPS); the rest absorbs a loaded CPU
 END = T0 + BUDGET_S
 MODELS = [m for m in os.environ.get("MODELS", "ugtv_demosaic,uglr_demosaic,ugtv_upscale2x,uglr_upscale2x").split(",") if m]
@@ -163,11 +167,20 @@ def split_name(name: str) -> tuple[str, str]:
     return method, task
 
 
+def init_file(name: str) -> Path | None:
+    """The weights file model ``name`` starts from when ``INIT`` names a folder holding
+    ``<name>.pt`` (a previous job's ``$OUT``, carried as e.g. ``carry/init``: a second job in the
+    same window goes on from the first); None: the shipped weights."""
+    path = INIT / f"{name}.pt" if INIT else None
+    return path if path and path.is_file() else None
+
+
 def shipped(name: str):
-    """The shipped model (CPU, eval) and its weight file."""
+    """The model this job starts from (CPU, eval; the shipped weights, or ``INIT``'s file) and its
+    weight file."""
     from gsprestore.weights import load_model
 
-    model = load_model(*split_name(name))
+    model = load_model(*split_name(name), init_file(name))
     return model, Path(model.weights_file)
 
 
@@ -529,7 +542,7 @@ def train_command(name: str, plan: dict, budget: float) -> list[str]:
 
     method, task = split_name(name)
     entry = manifest_entry(method, task)  # the shipped weights (the driver does not load torch for this)
-    init = weights_dir() / entry["file"]
+    init = init_file(name) or weights_dir() / entry["file"]
     cmd = [sys.executable, "-m", "gsprestore", "train", "--task", task, "--prior", method[1:],
            "--data", str(PACK), "--out", str(RUNS / name), "--patch-size", str(PATCH),
            "--patches", str(plan["patches"]), "--val-patches", str(VAL_PATCHES), "--epochs", str(plan["epochs"]),
@@ -538,7 +551,9 @@ def train_command(name: str, plan: dict, budget: float) -> list[str]:
            "--init", str(init), "--device", "cpu" if DRY else "cuda", "--time-budget", f"{budget:.1f}",
            "--no-progress", "--log-every", "1" if DRY else "20",
            "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS))), "--workers", "2" if DRY else "4"]
-    cfg = dict(entry["config"])
+    # the shipped weights' configuration, stated (``--init`` adopts it too); an ``INIT`` file's own
+    # configuration is adopted by ``--init`` alone
+    cfg = {} if init_file(name) else dict(entry["config"])
     cfg.pop("prior", None)
     cfg.pop("task", None)
     for key, value in sorted(cfg.items()):
@@ -795,6 +810,11 @@ def main() -> int:
         f"{INFER_END - T0:.0f} s, children gone by {CLOSE - T0:.0f} s); python {tc['python_version']} "
         f"({tc['python']}), gcc {tc['gcc']}, cc {tc['cc']}, Python.h {tc['python_h']}, triton {tc['triton']}, "
         f"TRITON_CACHE_DIR {tc['triton_cache_dir']}")
+    summary["init"] = {m: str(init_file(m) or "shipped") for m in MODELS}
+    if INIT:
+        log(f"init: {summary['init']}")
+        if not any(init_file(m) for m in MODELS):
+            log(f"WARNING: INIT={INIT} holds none of {[m + '.pt' for m in MODELS]}: every model starts from the shipped weights")
     if tc["triton"] and not (tc["cc"] or tc["gcc"]) or tc["triton"] and not tc["python_h"]:
         log("WARNING: no C compiler or Python.h: Triton cannot build its launcher; the PyTorch path will run")
     save_summary()

@@ -13,7 +13,11 @@ speed, device) goes into the manifest's ``training`` list. ``--after-shipped``: 
 more stage on top of the weights shipped now, whose recorded stages are kept before it. ``--scores NAME=FILE`` takes the JSON
 written by ``gsprestore benchmark --json FILE --weights METHOD=...`` and keeps, for this model's
 method, every row (PSNR both ways, SSIM, seconds per image, noise level) with the protocol and
-the benchmark command given by ``--command NAME=...``.
+the benchmark command given by ``--command NAME=...``. ``--speed DEVICE=FILE:KEY`` records the
+megapixels per second a measurement file holds under ``KEY`` (the GPU job's ``infer.json``, e.g.
+``cuda=infer.json:fp32_fused``) as the model's speed on that kind of device, with the device name
+and conditions it states; ``--keep-speed`` keeps the shipped entry's speed records (speed does not
+depend on the weights' values).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gsprestore.weights import _read_file, ship_weights  # noqa: E402
+from gsprestore.weights import _read_file, sha256_file, ship_weights  # noqa: E402
 
 ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
             "seconds_per_image", "megapixels_per_second")
@@ -64,6 +68,36 @@ def dead_leaves_scores(model: str, seeds=(0, 1, 2), size: int = 128) -> dict:
             "baseline_psnr": [round(restored_psnr(base, task, im), 3) for im in images]}
 
 
+def measured_speed(spec: str, method: str, task: str) -> dict:
+    """``FILE:KEY`` -> the speed record of a measurement file (the GPU job's ``infer.json``): its
+    ``KEY`` block's megapixels per second, which must be of this method and task and, for a fused
+    measurement, must have run the fused kernels."""
+    path, sep, key = spec.rpartition(":")
+    if not sep:
+        raise SystemExit(f"--speed takes DEVICE=FILE:KEY, got {spec!r}")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    block = data.get(key)
+    if (data.get("method"), data.get("task")) != (method, task):
+        raise SystemExit(f"{path}: measures {data.get('method')} {data.get('task')}, not {method} {task}")
+    if not isinstance(block, dict) or not isinstance(block.get("megapixels_per_s"), (int, float)):
+        raise SystemExit(f"{path}: no measured megapixels_per_s under {key!r}")
+    if "fused" in key and "unfused" not in key and not block.get("fused_ran"):
+        raise SystemExit(f"{path}: {key} did not run the fused kernels")
+    return {"megapixels_per_second": block["megapixels_per_s"], "key": key, "device_name": data.get("device_name"),
+            "torch": data.get("torch"), "source": path,
+            "conditions": f"{block.get('megapixels')} MP mosaic in {data.get('tile')}-pixel tiles "
+                          f"(overlap {data.get('overlap')}), after an untimed run on the same tiles"}
+
+
+def _scores_this(row: dict, method: str, sha: str) -> bool:
+    """A benchmark row of this model: the method's own row (the benchmark ran the weights being
+    shipped), or one labelled ``method@FILE`` (``--weights method=FILE``) whose file has this
+    model's SHA-256."""
+    name, at, _ = str(row.get("method")).partition("@")
+    return name == method and (not at or (row.get("weights") or {}).get("sha256") == sha)
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -83,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--after-shipped", action="store_true",
                     help="the model is a further stage of the weights shipped now (train --init them): keep their "
                          "training records before the --stage ones")
+    ap.add_argument("--speed", action="append", default=[],
+                    help="DEVICE=FILE:KEY: MP/s measured on that kind of device (cpu / cuda), e.g. the GPU job's "
+                         "infer.json and its fp32_fused record")
+    ap.add_argument("--keep-speed", action="store_true", help="keep the shipped entry's speed records")
     ap.add_argument("--notes", default=None)
     ap.add_argument("--folder", default=None, help="weights folder (default: the package's gsprestore/weights/)")
     args = ap.parse_args(argv)
@@ -98,18 +136,28 @@ def main(argv: list[str] | None = None) -> int:
         shipped = manifest_entry(method, obj["task"], read_manifest(path)) if os.path.exists(path) else None
         before = (shipped or {}).get("training") or []
         stages = list(before) + (stages or [dict(obj.get("meta") or {})])
+    speed = {}
+    if args.keep_speed:
+        from gsprestore.weights import manifest_entry, manifest_path, read_manifest
+
+        path = os.path.join(args.folder, "manifest.json") if args.folder else manifest_path()
+        speed = dict(((manifest_entry(method, obj["task"], read_manifest(path)) or {}).get("speed")) or {})
+    for device, spec in _pairs(args.speed, "--speed").items():
+        speed[device] = measured_speed(spec, method, obj["task"])
     commands = _pairs(args.command, "--command")
+    sha = sha256_file(args.model)
     scores = {}
     for name, path in _pairs(args.scores, "--scores").items():
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if r["method"] == method]
+        rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if _scores_this(r, method, sha)]
         if not rows or any(r["psnr_dataset_mse"] is None for r in rows):
             raise SystemExit(f"{path}: no scored {method} row")
         scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
     scores["chart"] = chart_scores(args.model)
     scores["dead_leaves"] = dead_leaves_scores(args.model)
-    entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes)
+    entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes,
+                         speed=speed or None)
     print(json.dumps({k: entry[k] for k in ("file", "sha256", "method", "task", "params")}, indent=2))
     return 0
 

@@ -48,12 +48,57 @@ def _root(
 
 _registered: set[int] = set()
 
+#: The placeholder ``--help`` shows after an option that takes a value, by the option's name;
+#: other options get one by the value's type (:data:`_TYPE_LABELS`). Flags get none.
+_NAME_LABELS = {
+    "output": "PATH", "out": "FOLDER", "resume": "FOLDER", "data": "FOLDER", "data_dir": "FOLDER",
+    "init": "FILE", "weights": "FILE", "json": "FILE", "csv": "FILE", "markdown": "FILE",
+    "method": "METHOD", "methods": "M1,M2,...", "prior": "glr|gtv", "task": "TASK", "pattern": "PATTERN",
+    "device": "DEVICE", "precision": "PRECISION", "crop": "X,Y,W,H", "pixel": "X,Y", "ext": "EXT",
+    "suffix": "TEXT", "model_opt": "KEY=VALUE", "noise_sigma": "S1,S2,...", "time_budget": "SECONDS",
+    "wb": "WB", "output_space": "SPACE", "dataset": "NAME", "schedule": "NAME", "loss": "NAME", "codec": "NAME",
+}
+_TYPE_LABELS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
+
+
+def _value_label(param: object, ctx: object) -> str | None:
+    """What ``--help`` shows after an option: nothing for a flag (typer 0.29 prints ``<bool>``
+    there, as if it took a value), the option's own metavar, a word for what it takes (by its
+    name, else its type: ``N``, ``NUMBER``, ``TEXT``, ``PATH``; ``...`` when repeatable) instead
+    of a Python type tag (``<str>``, ``<list[str]>``). Arguments show none: their name says it."""
+    if getattr(param, "param_type_name", "") == "argument":
+        return None
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return None
+    if getattr(param, "metavar", None) is not None:
+        return param.metavar
+    name = getattr(param, "name", "") or ""
+    label = "[METHOD=]FILE" if name == "weights" and getattr(param, "multiple", False) else _NAME_LABELS.get(name)
+    if label is None:
+        try:
+            kind = param.bare_type()
+        except Exception:  # noqa: BLE001 - an unusual annotation: a neutral word
+            kind = "str"
+        kind = kind[5:-1] if kind.startswith("list[") else kind
+        label = _TYPE_LABELS.get(kind, "VALUE")
+    return label + ("..." if getattr(param, "multiple", False) else "")
+
+
+def _plain_value_labels() -> None:
+    """Use :func:`_value_label` in every command's ``--help`` (Typer's own shows Python type tags)."""
+    from typer import core
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        cls.display_type_rich = _value_label
+
 
 def _register() -> None:
     """Add every command (:mod:`.commands` imports the families, each records its functions in
     :mod:`.registry`) to ``app``, once. Imports are cheap: no torch at module level."""
     from . import commands  # noqa: F401
     from .registry import COMMANDS
+
+    _plain_value_labels()
 
     for name, fn, options in COMMANDS:
         if id(fn) not in _registered:

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 
 from ..errors import one_line
+from .batch_progress import Reporter
 from .method_choice import chosen_method, fast_or_best, time_note
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..batch import Job, Result
+    from ..batch import Job
 
 # ----------------------------------------------------------------------------------------------
 # Options shared by the commands
@@ -72,98 +73,10 @@ Overlap = Annotated[Optional[int], typer.Option("--overlap", help="Context pixel
                                                  "(default: max(32, the method's halo)).")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N (a missing device is an error).")]
 Precision = Annotated[str, typer.Option("--precision", help="fp32, or bf16 / fp16 on CUDA.")]
-
-
-class Reporter:
-    """Progress and messages on stderr: a Rich progress display (files, and tiles of the current
-    image) on a terminal; otherwise one line per file, and while a file takes long a line every
-    :func:`gsprestore.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
-    ``quiet`` keeps only errors."""
-
-    def __init__(self, quiet: bool, total: int, verb: str):
-        from rich.console import Console
-
-        self.quiet = quiet
-        self.total = total
-        self.verb = verb
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
-        self.progress = None
-        self._tiles_task = None
-        self._beat = None
-        self._tiles: tuple[int, int] | None = None
-        if not quiet and self.console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                     console=self.console, transient=True)
-            self._files_task = self.progress.add_task("files", total=total)
-
-    def __enter__(self) -> "Reporter":
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop_beat()
-        if self.progress is not None:
-            self.progress.stop()
-
-    def notice(self, message: str) -> None:
-        if not self.quiet:
-            self.console.print(f"note: {one_line(message)}", markup=False)
-
-    def error(self, message: str) -> None:
-        self.console.print(f"error: {one_line(message)}", markup=False)
-
-    def start(self, k: int, job: "Job") -> None:
-        if self.progress is not None:
-            self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}")
-        elif not self.quiet:  # no live display: say by the clock that a long file is still going
-            from ..heartbeat import Heartbeat, progress_interval
-
-            self._stop_beat()
-            self._tiles = None
-            head = f"[{k + 1}/{self.total}] {self.verb} {job.input}"
-            self._beat = Heartbeat(progress_interval(), lambda t: self._still(head, t)).start()
-
-    def _still(self, head: str, elapsed: float) -> None:
-        from ..heartbeat import clock
-
-        text = f"{head}: {clock(elapsed)} elapsed"
-        if self._tiles is not None and self._tiles[1] > 1:
-            done, total = self._tiles
-            text += f", tile {done}/{total}"
-            if done:
-                text += f", ETA {clock(elapsed * (total - done) / done)}"
-        self.console.print(text, markup=False)
-
-    def _stop_beat(self) -> None:
-        if self._beat is not None:
-            self._beat.stop()
-            self._beat = None
-
-    def tiles(self, done: int, total: int) -> None:
-        self._tiles = (done, total)
-        if self.progress is None or total <= 1:
-            return
-        if self._tiles_task is None:
-            self._tiles_task = self.progress.add_task("  tiles", total=total)
-        self.progress.update(self._tiles_task, completed=done, total=total)
-
-    def result(self, k: int, res: "Result") -> None:
-        self._stop_beat()
-        if self.progress is not None:
-            self.progress.advance(self._files_task)
-            if self._tiles_task is not None:
-                self.progress.remove_task(self._tiles_task)
-                self._tiles_task = None
-        if res.status == "failed":
-            self.error(res.error or "failed")
-        elif not self.quiet and self.progress is None:
-            what = f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped" else f"{res.seconds:.2f} s"
-            self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}"), markup=False)
+Shard = Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="Do share K of N of the files "
+                                              "(0 <= K < N, dealt round-robin after the sorted walk): one array "
+                                              "job of a batch scheduler, e.g. --shard $SLURM_ARRAY_TASK_ID/8. "
+                                              "Under torchrun the ranks share the files by themselves.")]
 
 
 def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
@@ -204,13 +117,33 @@ def _run_batch(
     meta: dict,
     extra_suffixes: tuple[str, ...] = (),
     lossless: bool = False,
+    shard: str | None = None,
+    ranks: Any = None,
 ) -> None:
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run.
     ``lossless``: an output that ``--ext same`` would make JPEG / WebP is written as PNG (a note
-    says so)."""
-    from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs
+    says so). ``shard`` (``--shard K/N``) and the ranks of torchrun (``ranks``,
+    :class:`gsprestore.distributed.Ranks`) each take their share of the planned jobs
+    (:func:`gsprestore.batch.shard_jobs`); with several ranks, rank 0 alone shows progress and
+    the summary of all of them, and every rank exits with the job's exit code (the highest)."""
+    from .. import distributed as D
+    from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
     from ..errors import GspError
     from ..io import TOOL_TAG
+
+    share = D.parse_shard(shard)
+    if ranks is None and (ranks := D.ranks_from_env()).active:
+        quiet_rank = quiet or not ranks.main  # one progress display: rank 0's
+        D.start(ranks, "gloo")  # a few small agreements: gloo on CPU and GPU alike
+        try:
+            return _run_batch(command=command, verb=verb, inputs=inputs, output=output, suffix=suffix,
+                              default_suffix=default_suffix, ext=ext, recursive=recursive, overwrite=overwrite,
+                              skip_existing=skip_existing, continue_on_error=continue_on_error,
+                              quiet=quiet_rank, as_json=as_json and ranks.main, setup=setup, meta=meta,
+                              extra_suffixes=extra_suffixes, lossless=lossless, shard=shard,
+                              ranks=_Joined(ranks, quiet))
+        finally:
+            D.finish(ranks)
 
     found = discover(inputs, recursive=recursive, output=output, tag=TOOL_TAG.format(command=command),
                      extra_suffixes=extra_suffixes)
@@ -225,6 +158,12 @@ def _run_batch(
     jobs = plan_jobs(found.sources, output, suffix=default_suffix if (suffix is None and output is None)
                      else (suffix or ""), ext=ext)
     jobs, own = drop_own_outputs(jobs)
+    if share is not None:
+        jobs = shard_jobs(jobs, *share)
+    group = ranks if isinstance(ranks, _Joined) else None
+    planned = jobs  # every rank's jobs (of this --shard)
+    if group is not None:  # after the same sorted walk on every rank: each file in one rank's share
+        jobs = shard_jobs(jobs, group.ranks.rank, group.ranks.world)
     reporter = Reporter(quiet, len(jobs), verb)
     if lossless:
         from ..batch import Job
@@ -236,7 +175,7 @@ def _run_batch(
                             f"lossless), e.g. {lossy[0].output.with_suffix('.png')}")
     own_files = found.skipped_own + [str(j.input) for j in own]
     for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
-                        (f"`gsprestore {command}` output", own_files)):
+                        (f"`gsprestore {command}` output", own_files), (found.RAW_ONLY, found.skipped_beside_raw)):
         if items:
             examples = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             reporter.notice(f"skipped {len(items)} {what} file(s): {examples}")
@@ -245,16 +184,35 @@ def _run_batch(
     if found.skipped_folders:
         reporter.notice(f"skipped {len(found.skipped_folders)} sub-folder(s) (use --recursive): "
                         + ", ".join(found.skipped_folders[:3]) + (", ..." if len(found.skipped_folders) > 3 else ""))
-    for f in failures:
-        reporter.error(f.error or "")
+    if group is not None and not group.ranks.main:
+        failures_here = []  # a missing input is counted (and said) once, by rank 0
+    else:
+        failures_here = failures
+        for f in failures:
+            reporter.error(f.error or "")
+    # what killed runs left in the output folders is swept by one process before the others write:
+    # rank 0 under torchrun; not by an array task (--shard), whose siblings may be writing there
+    # from other machines, where their pids mean nothing here
+    sweep = share is None
+    if group is not None:
+        if group.ranks.main and sweep:
+            from ..claims import sweep_stale
+
+            sweep_stale({folder for folder in {j.output.parent for j in planned} if folder.is_dir()})
+        D.barrier(group.ranks, "the start of the batch")
+        sweep = False
     if failures and not continue_on_error:
-        summary = run_jobs([], lambda j, k: None, failures=failures)
+        summary = run_jobs([], lambda j, k: None, failures=failures_here)
+        summary.stopped = True
     else:
         worker = setup(reporter)
         with reporter:
-            summary = run_jobs(jobs, worker, skip_existing=skip_existing, overwrite=overwrite,
+            summary = run_jobs(jobs, worker, sweep=sweep, skip_existing=skip_existing, overwrite=overwrite,
                                continue_on_error=continue_on_error, on_start=reporter.start,
-                               on_result=reporter.result, failures=failures)
+                               on_result=reporter.result, failures=failures_here)
+    if group is not None:
+        _finish_ranks(group, summary, command=command, meta=meta, as_json=as_json, n_jobs=len(jobs))
+        return
     if as_json:
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
@@ -267,6 +225,41 @@ def _run_batch(
         )
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
+
+
+class _Joined:
+    """The ranks of a batch under torchrun, once joined (``quiet``: the user's ``--quiet``)."""
+
+    def __init__(self, ranks: Any, quiet: bool):
+        self.ranks, self.quiet = ranks, quiet
+
+
+def _finish_ranks(group: _Joined, summary: Any, *, command: str, meta: dict, as_json: bool, n_jobs: int) -> None:
+    """The end of a batch under torchrun: rank 0 gathers every rank's results and prints the
+    job's summary (and ``--json``); every rank exits with the job's exit code, the highest of the
+    ranks' (so any rank's failure is the job's)."""
+    from .. import distributed as D
+    from ..batch import Summary
+
+    ranks = group.ranks
+    code = int(D.all_max(ranks, [summary.exit_code], what="the exit codes")[0])
+    parts = D.gather_to_rank0(ranks, summary)
+    if ranks.main:
+        total = Summary([r for part in parts for r in part.results], stopped=any(p.stopped for p in parts),
+                        seconds=max(p.seconds for p in parts))
+        if as_json:
+            typer.echo(json.dumps({"command": command, **meta, **total.to_dict(), "exit_code": code,
+                                   "ranks": ranks.world}, indent=2))
+        if not group.quiet:
+            from rich.console import Console
+
+            Console(stderr=True, highlight=False, soft_wrap=True).print(one_line(
+                f"{total.count('written')} written{_where(total)}, {total.count('skipped')} skipped, "
+                f"{total.count('failed')} failed ({total.seconds:.1f} s, {ranks.world} ranks)"
+                + ("; a rank stopped at its first failure (use --continue-on-error to go on)"
+                   if any(p.stopped for p in parts) else "")), markup=False)
+    if code:
+        raise typer.Exit(code)
 
 
 def _where(summary: Any) -> str:
@@ -370,6 +363,7 @@ def _restore_batch(
     output_space: str = "srgb",
     pattern_given: bool = False,
     prefer: str | None = None,
+    shard: str | None = None,
 ) -> None:
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
     device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``)."""
@@ -393,7 +387,10 @@ def _restore_batch(
     if method_given:
         method_spec(method, task)
     check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
-    dev = resolve_device(device)
+    from ..distributed import parse_shard, rank_device, ranks_from_env
+
+    parse_shard(shard)  # a bad --shard is a usage error before anything else runs
+    dev = resolve_device(rank_device(device, ranks_from_env()))  # under torchrun: cuda:LOCAL_RANK
     check_precision(precision, dev)
     spec = method_spec(chosen_method(method, weights, task, dev.type, prefer), task)
     if weights is not None and spec.kind != "learned":
@@ -419,7 +416,7 @@ def _restore_batch(
     _run_batch(command=task, verb=task, inputs=inputs, output=output, suffix=suffix,
                default_suffix="-demosaic" if task == "demosaic" else "-2x", ext=ext, recursive=recursive,
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
-               as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (),
+               as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (), shard=shard,
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
                      **({"pattern": pattern} if task == "demosaic" else {})})
 
@@ -449,6 +446,7 @@ def demosaic_cmd(
     as_json: JsonOut = False,
     fast: Fast = False,
     best: Best = False,
+    shard: Shard = None,
 ) -> None:
     """Demosaic single-channel Bayer mosaics or camera RAW files (files, folders, globs) to RGB.
 
@@ -465,7 +463,7 @@ def demosaic_cmd(
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space)
+                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, shard=shard)
 
 
 @command("upscale2x")
@@ -492,6 +490,7 @@ def upscale2x_cmd(
     as_json: JsonOut = False,
     fast: Fast = False,
     best: Best = False,
+    shard: Shard = None,
 ) -> None:
     """Upscale images 2x (input pixels kept on the even grid); alpha is upscaled by bicubic.
 
@@ -511,7 +510,7 @@ def upscale2x_cmd(
                    overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality)
+                   quiet=quiet, as_json=as_json, quality=quality, shard=shard)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -89,7 +89,8 @@ def train(
         Optional[int], typer.Option("--val-patches", help="Validation patches (default: patches x val-fraction).")
     ] = None,
     epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs (default: 30).", show_default=False)] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step.")] = 16,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Patches per step: the global batch (under "
+                                            "torchrun each rank takes batch / ranks of them).")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
     schedule: Annotated[str, typer.Option("--schedule", help="cosine, cosine-time (over the --time-budget), step "
                                           "or none.")] = "cosine",
@@ -166,6 +167,7 @@ def train(
     Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130 / 143: then --resume RUN_DIR."""
     from rich.console import Console
 
+    from ..distributed import ranks_from_env
     from ..errors import UsageError
     from ..models.unrolled import check_config
     from ..training import TrainConfig
@@ -173,6 +175,7 @@ def train(
     from ..training.progress import RichProgress, summary_table
 
     console = Console(stderr=True)
+    main_rank = ranks_from_env().main  # under torchrun, rank 0 alone prints (every rank trains)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be at least 1 (leave it out for torch's default), got {threads}")
     given = {name for name in ctx.params
@@ -207,7 +210,7 @@ def train(
             downscale, downscale_scope = 2, "jpeg"
         if max_steps is not None and max_steps >= 1:  # a smoke run cuts only what it can use
             patches, val_patches, note = smoke_sets(max_steps, batch_size, patches, val_patches, val_fraction, given)
-            if note:
+            if note and main_rank:
                 console.print(note, markup=False, highlight=False, soft_wrap=True)
         cfg = TrainConfig(
             task=task, prior=str(prior).lower(), data=[str(f) for f in folders], patch_size=patch_size,
@@ -231,12 +234,14 @@ def train(
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
                           workers=workers, max_steps=max_steps, progress=RichProgress(console, enabled=progress),
                           grad_checkpoint=checkpoint, time_budget=time_budget, cuda_graph=cuda_graph)
-    console.print(summary_table(result))
+    if main_rank:
+        console.print(summary_table(result))
     if result.status == "stopped":
         import signal
 
-        console.print(f"stopped by {result.signal}: checkpoint written; continue with "
-                      f"gsprestore train --resume {result.run_dir}")
+        if main_rank:
+            console.print(f"stopped by {result.signal}: checkpoint written; continue with "
+                          f"gsprestore train --resume {result.run_dir}")
         raise typer.Exit(code=128 + int(signal.Signals[result.signal]))
 
 

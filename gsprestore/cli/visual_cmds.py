@@ -11,7 +11,9 @@ import typer
 from .registry import command
 
 ImageArg = Annotated[str, typer.Argument(help="PNG, TIFF, JPEG or WebP: the ground truth (RGB), or a 1-channel mosaic / "
-                                         "the low-resolution input with --no-reference.", show_default=False)]
+                                         "the low-resolution input with --no-reference; or a camera RAW file (DNG, "
+                                         "CR2, NEF, ...), whose sensor mosaic is the input (demosaic, no reference).",
+                                         show_default=False)]
 Task = Annotated[str, typer.Option("--task", "-t", help="demosaic or upscale2x.")]
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")]
 Crop = Annotated[Optional[str], typer.Option("--crop", help="Window x,y,w,h in output pixels.")]
@@ -34,6 +36,28 @@ def _working(text: str):
     if console.is_terminal:
         return console.status(text, spinner="dots")
     return Heartbeat(progress_interval(), lambda t: console.print(f"{text} ({clock(t)} elapsed)", markup=False))
+
+
+def _read_input(image: str, task: str, pattern: str, no_reference: bool, notice) -> tuple:
+    """``(float (H, W, C) array, Bayer pattern, reference?)`` of IMAGE. A camera RAW file (by its
+    suffix, as ``demosaic`` takes it) is its white-balanced sensor mosaic in stored order, with the
+    file's own Bayer pattern: an observation, never a ground truth, and for ``--task demosaic`` only."""
+    from ..camera_raw import balanced_mosaic, is_raw_name, read_raw
+    from ..errors import GspError
+    from ..io import read_image
+
+    if not is_raw_name(image):
+        return read_image(image).array, pattern, not no_reference
+    if task != "demosaic":
+        raise GspError("a camera RAW file is a sensor mosaic: use --task demosaic (or develop it with `gsprestore "
+                       "demosaic` first)", image)
+    frame = read_raw(image)
+    if pattern.upper() != frame.pattern and pattern.upper() != "RGGB":  # RGGB is the option's default
+        notice(f"{image}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+    if not no_reference:
+        notice(f"{image}: a camera RAW file has no ground truth; its sensor mosaic (camera white balance, camera "
+               "RGB, stored order) is the input and there are no scores")
+    return balanced_mosaic(frame, "camera", notice)[:, :, None], frame.pattern, False
 
 
 def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]:
@@ -84,7 +108,7 @@ def compare(
 
     from ..errors import GspError
     from ..explain import parse_box
-    from ..io import check_writable, read_image
+    from ..io import check_writable
     from ..restorers import check_task, method_spec
     from ..visualize import compare as run_compare
     from ..visualize import save_png
@@ -99,15 +123,15 @@ def compare(
     if Path(output).exists() and not overwrite:
         raise GspError("output exists (pass --overwrite to replace it)", output)
     check_writable(output, overwrite=overwrite)
-    img = read_image(image)
     notices: list[str] = []
 
     def notice(msg: str) -> None:
         typer.echo(f"note: {msg}", err=True)
         notices.append(msg)
 
+    array, pattern, has_reference = _read_input(image, task, pattern, no_reference, notice)
     with _working(f"compare: running {', '.join(names)} on {image}..."):
-        montage, info = run_compare(img.array, task, names, pattern=pattern, reference=not no_reference, crop=box,
+        montage, info = run_compare(array, task, names, pattern=pattern, reference=has_reference, crop=box,
                                     weights=_weights_map(weights, names), skip_unavailable=skip_unavailable,
                                     notice=notice, device=device, tile=tile)
     path = save_png(montage, output, overwrite=overwrite)
@@ -147,7 +171,6 @@ def explain(
     from ..errors import GspError
     from ..explain import explain as run_explain
     from ..explain import parse_box, parse_point, write_explanation
-    from ..io import read_image
     from ..restorers import check_task
 
     check_task(task)
@@ -157,9 +180,10 @@ def explain(
         raise GspError("output folder exists and is not empty (pass --overwrite to replace its files)", out)
     if out.exists() and not out.is_dir():
         raise GspError("output exists and is not a folder", out)
-    img = read_image(image)
+    array, pattern, has_reference = _read_input(image, task, pattern, no_reference,
+                                                lambda msg: typer.echo(f"note: {msg}", err=True))
     with _working(f"explain: running {method} on {image} and drawing its graphs..."):
-        ex = run_explain(img.array, method, task, pattern=pattern, crop=box, pixel=point, weights=weights,
-                         reference=not no_reference)
+        ex = run_explain(array, method, task, pattern=pattern, crop=box, pixel=point, weights=weights,
+                         reference=has_reference)
         files = write_explanation(ex, out, overwrite=overwrite)
     typer.echo(f"wrote {len(files)} files to {out} (see {out / 'index.md'})")

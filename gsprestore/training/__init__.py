@@ -25,9 +25,16 @@ learning rate is a pure function of the step (:class:`LRSchedule`). So a checkpo
 Adam state, RNG states, step, position in the epoch) resumes a run exactly where it stopped, and
 two CPU runs with the same seed and thread count give identical weights.
 
+Under ``torchrun`` every rank calls :func:`train` and they train one model with
+DistributedDataParallel (:mod:`gsprestore.distributed`; docs/training.md, "More than one GPU"):
+``batch_size`` is the global batch, each rank takes its share of every step's batch, rank 0 alone
+writes the run folder, and every stop (``max_steps``, the time budget, a signal) is agreed so that
+all ranks stop at the same step.
+
 The modules: :mod:`.recipe` (TrainConfig, LRSchedule, losses), :mod:`.checkpoints` (the run
 folder's files), :mod:`.build` (device, patches, network), :mod:`.evaluation` (validation),
-:mod:`.stopping` (signals, time budget), :mod:`.loop` (:func:`train`), :mod:`.report` (what it
+:mod:`.stopping` (signals, time budget), :mod:`.launch` (:func:`train`: options, ranks, recipe,
+patches), :mod:`.loop` (the steps, validation, checkpoints, export), :mod:`.report` (what it
 reports and returns) and :mod:`.progress` (the
 Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` and
 ``MAX_BAD_STEPS`` are read here at run time by the loop: replace them on this package.
@@ -40,7 +47,8 @@ from .build import (adopt_init_config, build_network, build_patch_sets, epoch_or
 from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
                           load_run_config, read_log, write_json)
 from .evaluation import evaluate, observe, score_space
-from .loop import MAX_BAD_STEPS, train
+from .launch import train
+from .loop import MAX_BAD_STEPS
 from .progress import RichProgress, summary_table
 from .report import TrainProgress, TrainResult
 from .recipe import LOSSES, PRIORS, RESUMABLE_CHANGES, SCHEDULES, LRSchedule, TrainConfig, make_loss

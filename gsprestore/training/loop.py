@@ -1,5 +1,5 @@
 """The training loop (paper Sec. 5: back-propagation through the unrolled CG / ADMM iterations):
-:func:`train` opens or resumes a run folder, then :class:`_Run` does the steps, validates and
+:func:`gsprestore.training.launch.train` opens or resumes a run folder, then :class:`_Run` does the steps, validates and
 checkpoints after every epoch, and exports the best weights. It draws nothing: it reports to a
 ``progress=`` object (:class:`gsprestore.training.report.TrainProgress`; ``gsprestore train``
 passes the Rich one, :class:`gsprestore.training.progress.RichProgress`).
@@ -17,11 +17,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import GspError, UsageError
+from .. import distributed as D
+from ..errors import GspError
 from ..heartbeat import Heartbeat
-from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_config, pick_device
+from .build import build_network, epoch_order, model_config
 from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
-                          open_recipe, rng_state, set_rng_state, write_json)
+                          rng_state, set_rng_state, write_json)
 from .evaluation import observe, score_space
 from .recipe import LRSchedule, TrainConfig, without_init
 from .report import TrainProgress, TrainResult
@@ -44,85 +45,6 @@ def _package():
     return sys.modules[__package__]
 
 
-def train(
-    cfg: TrainConfig | None,
-    run_dir: str | Path,
-    *,
-    resume: bool = False,
-    epochs: int | None = None,
-    device: str = "auto",
-    threads: int | None = None,
-    workers: int = 0,
-    max_steps: int | None = None,
-    progress: TrainProgress | bool | None = None,
-    grad_checkpoint: bool = False,
-    time_budget: float | None = None,
-    cuda_graph: bool = False,
-) -> TrainResult:
-    """Train (or, with ``resume``, continue training) the run in ``run_dir``.
-
-    ``cfg`` is the recipe of a new run; with ``resume`` it is read from ``run_dir`` (pass None),
-    and only ``epochs`` may change (to extend a run). ``max_steps`` stops after that many optimizer
-    steps in total (a smoke run; the schedule still spans all epochs). SIGINT / SIGTERM finish the
-    current step and write a checkpoint (status ``stopped``).
-
-    ``time_budget`` (seconds, counted from this call, patch cutting included) ends the run in
-    time: before a step that would leave less than the time a validation, a checkpoint and the
-    export need (measured, with a margin), the run validates, checkpoints and exports its best
-    weights (status ``time-budget``). A run started from ``cfg.init`` validates those weights
-    first: they are the best until training beats them, so the exported model is never worse on
-    validation than the one it started from.
-
-    ``cuda_graph`` (CUDA only) replays each full-size batch's forward + backward from a CUDA graph
-    captured at the first step and checked against an eager step (:mod:`gsprestore.graphed_step`);
-    if capture fails or differs, the run logs why and continues eagerly.
-
-    ``progress`` receives the run's progress (:class:`TrainProgress`); None or False: nothing."""
-    import torch
-
-    t_call = time.monotonic()
-    if time_budget is not None and not time_budget > 0:
-        raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
-    deadline = Deadline(time_budget, t_call)
-    if not isinstance(progress, TrainProgress):
-        if progress not in (None, False):
-            raise TypeError("progress must be a TrainProgress (e.g. gsprestore.training.progress.RichProgress)")
-        progress = TrainProgress()
-    run_dir = Path(run_dir)
-    if threads:
-        torch.set_num_threads(int(threads))
-    if max_steps is not None and max_steps < 1:
-        raise UsageError(f"--max-steps must be >= 1, got {max_steps}")
-
-    cfg = open_recipe(cfg, run_dir, resume, epochs)
-    cfg.check()
-    init = None if resume else adopt_init_config(cfg)  # --init: the weights' own configuration
-    if init is not None:
-        progress.message(init["note"])
-    if cfg.schedule == "cosine-time" and time_budget is None:
-        raise UsageError("--schedule cosine-time anneals over the wall-clock budget: pass --time-budget")
-    dev = pick_device(device)
-    if cuda_graph and dev.type != "cuda":
-        raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
-
-    # ---- patches (a pure function of the recipe)
-    with progress.busy("cutting training patches..."):
-        sets = build_patch_sets(cfg, workers=workers)
-    if sets.train.shape[0] == 0:
-        raise UsageError("no training patches")
-    run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
-               cuda_graph=cuda_graph, max_steps=max_steps)
-    run.init_config = init
-    try:
-        run.open(resume)
-        run.loop()
-        if run.status == "stopped":
-            return run.stopped()
-        return run.export()
-    finally:
-        run.close()
-
-
 class _Window:
     """Running sums of the losses (weighted by the patches of a finite step), patches and time."""
 
@@ -136,14 +58,29 @@ class _Window:
         self.loss, self.n, self.t, self.p = self.loss + loss * weight, self.n + weight, self.t + dt, self.p + patches
 
 
+class _NoLog:
+    """The log of a rank other than 0: nothing is written (rank 0 is the one writer)."""
+
+    on_write = None
+
+    def write(self, event: str, **record: Any) -> dict[str, Any]:
+        return {"event": event, **record}
+
+
 class _Run:
     """One call of :func:`train`: the model, optimizer, schedule and counters of a run, and its
-    steps, epochs, checkpoints and export."""
+    steps, epochs, checkpoints and export. With several ranks (``ranks``), every rank runs one,
+    in lockstep; only rank 0's touches the run folder."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, sets, dev, progress: TrainProgress, deadline: Deadline, *,
-                 grad_checkpoint: bool, cuda_graph: bool, max_steps: int | None):
+                 grad_checkpoint: bool, cuda_graph: bool, max_steps: int | None, ranks: D.Ranks | None = None):
         import torch
 
+        self.ranks = ranks or D.Ranks()
+        self.main = self.ranks.main
+        self.world_sizes: list[int] = []  # the world size of every call that trained this run
+        self.signum: int | None = None  # the signal the ranks agreed to stop on
+        self.fraction: float | None = None  # the budget's fraction spent, as the ranks agreed (cosine-time)
         self.cfg, self.run_dir, self.sets, self.dev = cfg, run_dir, sets, dev
         self.progress, self.deadline, self.cuda_graph, self.max_steps = progress, deadline, cuda_graph, max_steps
         self.grad_checkpoint = grad_checkpoint
@@ -177,22 +114,37 @@ class _Run:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.loss_fn = _package().make_loss(cfg.loss, cfg.charbonnier_eps)
         ck = None
+        ranks = self.ranks
         if resume:
             ck = self._load_last()
-        else:
+        elif self.main:
             run_dir.mkdir(parents=True, exist_ok=True)
             write_json({"format": RUN_FORMAT, "method": cfg.method, "task": cfg.task, "recipe": cfg.to_json(),
                         "command": cfg.command(run_dir), "model_config": model_config(self.model),
                         "patches": self.sets.info}, run_dir / "config.json")
-        self.log = JsonLog(run_dir / "log.jsonl")
-        # a record at least every LOG_INTERVAL_S, whatever runs (a long step, a validation, the export)
-        self.alive = Heartbeat(_heartbeat().LOG_INTERVAL_S, self._alive)
-        self.log.on_write = self.alive.touch
-        self.alive.start()
+        self.world_sizes.append(ranks.world)
+        self.net = self.model  # what the steps call: the model, or its DistributedDataParallel wrapper
+        if ranks.active:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # rank 0's weights go to every rank here (they are equal already: same seed or checkpoint)
+            self.net = DistributedDataParallel(self.model, device_ids=[self.dev.index] if self.dev.type == "cuda"
+                                               else None)
+        if self.main:
+            self._record_ranks()
+            self.log = JsonLog(run_dir / "log.jsonl")
+            # a record at least every LOG_INTERVAL_S, whatever runs (a long step, a validation, the export)
+            self.alive = Heartbeat(_heartbeat().LOG_INTERVAL_S, self._alive)
+            self.log.on_write = self.alive.touch
+            self.alive.start()
+        else:
+            self.log = _NoLog()
         from .._version import __version__
 
         self.log.write("resume" if resume else "start", epoch=self.state["epoch"], step=self.state["step"],
                        batch=self.state["batch"], device=str(self.dev), threads=torch.get_num_threads(),
+                       world_size=ranks.world, global_batch=cfg.batch_size,
+                       per_rank_batch=cfg.batch_size // ranks.world, backend=ranks.backend,
                        max_steps=self.max_steps, epochs=cfg.epochs, steps_per_epoch=self.spe,
                        train_patches=self.n_train, val_patches=int(self.sets.val.shape[0]),
                        params=sum(p.numel() for p in self.model.parameters()), version=__version__,
@@ -211,9 +163,12 @@ class _Run:
             kept0 = self.validate_and_keep(False, initial=True)
             self.init_val = None if kept0["val"] is None else kept0["val"]["psnr"]
             self.log.write("init-val", val_psnr=self.init_val, val_time=kept0["val_time"], init=cfg.init)
-            if n_val:  # the first step's estimate, for the budget
-                self.deadline.expect_step(kept0["val_time"] / n_val, cfg.batch_size)
-        elif self.deadline.at is not None and n_val:  # time the validation (and so a step) the budget must keep
+            if n_val:  # the first step's estimate, for the budget (each rank validated its share)
+                self.deadline.expect_step(kept0["val_time"] / math.ceil(n_val / self.ranks.world), cfg.batch_size)
+        elif self.deadline.at is not None and n_val and self.main:
+            # time the validation (and so a step) the budget must keep; with several ranks rank 0's
+            # budget governs (any rank's stop is everyone's) and the figure, a whole validation on
+            # one rank, is on the safe side until the first shared validation is measured
             self.phase = "timing a validation"
             t0 = time.perf_counter()
             vb = max(cfg.batch_size, 32)
@@ -234,8 +189,18 @@ class _Run:
         self.log.write("alive", phase=self.phase, epoch=self.state["epoch"] + 1, step=self.state["step"],
                        elapsed_s=round(elapsed, 1))
 
-    def _load_last(self) -> dict[str, Any]:
+    def _read_last(self) -> dict[str, Any]:
+        """``last.pt``, with the best record of ``best.pt`` where that one is better."""
         ck = load_checkpoint(self.run_dir / "last.pt")
+        if (self.run_dir / "best.pt").is_file():  # best.pt is written first: trust it over last.pt
+            b = load_checkpoint(self.run_dir / "best.pt")
+            best = ck["best"]
+            if best["psnr"] is None or (b["best"]["psnr"] is not None and b["best"]["psnr"] > best["psnr"]):
+                ck["best"] = dict(b["best"])
+        return ck
+
+    def _load_last(self) -> dict[str, Any]:
+        ck = D.from_rank0(self.ranks, self._read_last, "reading last.pt")  # rank 0 reads it for all
         info = self.sets.info
         if ck["train_digest"] != info["train_digest"] or ck["val_digest"] != info["val_digest"]:
             raise GspError("the training photos changed since this run started (patch fingerprint differs); "
@@ -245,18 +210,28 @@ class _Run:
         self.state.update({k: ck[k] for k in self.state})
         self.history = list(ck.get("history", []))
         self.best = dict(ck["best"])
-        if (self.run_dir / "best.pt").is_file():  # best.pt is written first: trust it over last.pt
-            b = load_checkpoint(self.run_dir / "best.pt")
-            if self.best["psnr"] is None or (b["best"]["psnr"] is not None and b["best"]["psnr"] > self.best["psnr"]):
-                self.best = dict(b["best"])
+        self.world_sizes = list(ck.get("world_sizes", [1]))
         set_rng_state(ck["rng"])
         return ck
+
+    def _record_ranks(self) -> None:
+        """``config.json`` says how many ranks trained the run: ``ranks``, one entry per call."""
+        from .checkpoints import read_run_config
+
+        stored = read_run_config(self.run_dir)
+        stored.setdefault("ranks", []).append({
+            "world_size": self.ranks.world, "global_batch": self.cfg.batch_size,
+            "per_rank_batch": self.cfg.batch_size // self.ranks.world, "backend": self.ranks.backend,
+            "from_step": self.state["step"], "time": round(time.time(), 3)})
+        write_json(stored, self.run_dir / "config.json")
 
     # ---- checkpoints, validation
 
     def checkpoint(self) -> None:
+        if not self.main:
+            return
         info = self.sets.info
-        atomic_save({
+        atomic_save({"world_sizes": self.world_sizes,
             "format": CHECKPOINT_FORMAT, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "schedule": asdict(self.sched), "rng": rng_state(), **self.state, "best": self.best,
             "history": self.history, "train_digest": info["train_digest"], "val_digest": info["val_digest"],
@@ -269,8 +244,7 @@ class _Run:
         t0 = time.perf_counter()
         if not initial:
             self.phase = "validation"
-        val = _package().evaluate(self.model, cfg.task, self.val_x, batch_size=max(cfg.batch_size, 32),
-                                  device=self.dev) if self.val_x.shape[0] else None
+        val = self._evaluate()
         self.deadline.val_s = time.perf_counter() - t0
         improved = val is not None and (best["psnr"] is None or val["psnr"] > best["psnr"])
         if val is None:  # no validation slice: the latest model is the best we know
@@ -279,11 +253,34 @@ class _Run:
             best.update({"psnr": None if val is None else val["psnr"],
                          "epoch": 0 if initial else self.state["epoch"] + 1, "step": self.state["step"],
                          "partial": partial, "init": initial})
+        if improved and self.main:
             atomic_save({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(), "best": dict(best),
                          "val": val, "model_config": model_config(self.model), "recipe": cfg.to_json()},
                         self.run_dir / "best.pt")
         self.last_psnr = None if val is None else val["psnr"]
         return {"val": val, "improved": improved, "val_time": time.perf_counter() - t0}
+
+    def _evaluate(self) -> dict[str, Any] | None:
+        """The validation figures (None without validation patches). With several ranks each
+        evaluates its contiguous share of the patches and the shares' mean MSEs are summed,
+        weighted by their sizes: the dataset-MSE PSNR of the whole set, on every rank."""
+        cfg, n_val = self.cfg, int(self.val_x.shape[0])
+        if not n_val:
+            return None
+        vb = max(cfg.batch_size, 32)
+        if not self.ranks.active:
+            return _package().evaluate(self.model, cfg.task, self.val_x, batch_size=vb, device=self.dev)
+        lo, hi = D.split(n_val, self.ranks.rank, self.ranks.world)
+        sums = [0.0, 0.0]
+        if hi > lo:
+            part = _package().evaluate(self.model, cfg.task, self.val_x[lo:hi], batch_size=vb, device=self.dev)
+            sums = [(hi - lo) * 10.0 ** (-part[key] / 10.0) for key in ("psnr", "psnr_rgb")]
+        total = D.all_sum(self.ranks, sums, self.dev, "the validation")
+
+        def psnr(sq_sum: float) -> float:
+            return math.inf if sq_sum <= 0 else 10.0 * math.log10(n_val / sq_sum)
+
+        return {"psnr": psnr(total[0]), "psnr_rgb": psnr(total[1]), "space": score_space(cfg.task)}
 
     # ---- steps, epochs
 
@@ -310,16 +307,17 @@ class _Run:
             if state["step"] >= self.stop_at:
                 self.status = "max-steps"
                 break
-            if self.deadline.out_of_time():
+            if self._out_of_time():
                 self.status = "time-budget"
                 break
             self.step(epoch, order, ep, win)
-            if self.stopper.signum is not None:
+            if self._stop_signal() is not None:
                 self.status = "stopped"
                 break
         if self.status == "stopped":
             return False
-        if self.status == "time-budget" and ep.p == 0 and (self.run_dir / "best.pt").is_file():
+        if (self.status == "time-budget" and ep.p == 0
+                and D.from_rank0(self.ranks, (self.run_dir / "best.pt").is_file, "the time budget")):
             return False  # no step since the last validation: nothing new to validate
         partial = state["batch"] < self.spe
         if partial and state["step"] >= self.stop_at:
@@ -352,9 +350,31 @@ class _Run:
                            + (" [partial epoch]" if partial else ""))
         if state["step"] >= self.stop_at and state["epoch"] < cfg.epochs:
             self.status = "max-steps"
-        if self.stopper.signum is not None and self.status == "finished":
+        if self._stop_signal() is not None and self.status == "finished":
             self.status = "stopped"
         return True
+
+    def _out_of_time(self) -> bool:
+        """The time budget says stop before the next step: on one rank, the ranks agree (any rank)."""
+        late = self.deadline.out_of_time()
+        if not self.ranks.active:
+            return late
+        # and the budget's fraction spent (the cosine-time learning rate), the same on every rank,
+        # or the ranks' weights would drift apart
+        frac = self.deadline.fraction()
+        got = D.all_max(self.ranks, [float(late), -1.0 if frac is None else frac], self.dev, "the time-budget check")
+        self.fraction = None if got[1] < 0 else got[1]
+        return got[0] > 0
+
+    def _stop_signal(self) -> int | None:
+        """The signal (SIGINT / SIGTERM) to stop on: this process's, or with several ranks the one
+        any rank received (all stop at the same step)."""
+        if self.ranks.active:
+            got = D.all_max(self.ranks, [float(self.stopper.signum or 0)], self.dev, "the stop check")[0]
+            self.signum = int(got) or None
+        else:
+            self.signum = self.stopper.signum
+        return self.signum
 
     def step(self, epoch: int, order, ep: _Window, win: _Window) -> None:
         """One optimizer step on the next batch of ``order`` (skipped if its loss or gradient is
@@ -363,12 +383,29 @@ class _Run:
         b = state["batch"]
         t0 = time.perf_counter()
         self.phase = f"step {state['step'] + 1}"
-        lr = self.sched(state["step"], self.deadline.fraction())
+        # cosine-time: with several ranks, the fraction of the budget they agreed on before the step
+        lr = self.sched(state["step"], self.fraction if self.ranks.active else self.deadline.fraction())
         for g in self.opt.param_groups:
             g["lr"] = lr
-        gt = self.train_x[order[b * cfg.batch_size:(b + 1) * cfg.batch_size]].float() / 255.0
-        loss = self._forward_backward(gt)
+        idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+        n_all, weight = int(idx.shape[0]), 1.0
+        if self.ranks.active:  # this rank's contiguous share of the global batch
+            lo, hi = D.split(n_all, self.ranks.rank, self.ranks.world)
+            # DDP averages the ranks' gradients: weight each rank's mean loss by its share, so that
+            # the average is the gradient of the global batch's mean loss (as on one rank)
+            weight = (hi - lo) * self.ranks.world / n_all
+            idx = idx[lo:hi] if hi > lo else idx[:1]  # a rank without patches still joins (weight 0)
+        gt = self.train_x[idx].float() / 255.0
+        try:
+            loss = self._forward_backward(gt, weight)
+        except RuntimeError as exc:  # DDP's gradient all-reduce: a rank that died ends the job here
+            if not self.ranks.active:
+                raise
+            raise GspError(f"rank {self.ranks.rank} of {self.ranks.world}: step {state['step'] + 1} failed "
+                           f"({D._first_line(exc)}); if another rank stopped, see its log") from None
         lv = float(loss.detach())  # synchronises the device: timings below are real
+        if self.ranks.active:  # the global batch's mean loss, the same on every rank
+            lv = D.all_sum(self.ranks, [lv * (hi - lo)], self.dev, "the step's loss")[0] / n_all
         gnorm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                      cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
         if math.isfinite(lv) and math.isfinite(gnorm):
@@ -379,7 +416,7 @@ class _Run:
             lv = 0.0  # not counted in the running loss (below, weighted by 0 patches)
         dt = time.perf_counter() - t0
         self.deadline.step_took(dt)
-        bs = gt.shape[0]
+        bs = n_all
         lw = bs if self.bad_run == 0 else 0  # weight of this step in the running losses
         state["batch"] += 1
         state["step"] += 1
@@ -397,7 +434,7 @@ class _Run:
                            lr=lr, patches_per_s=win.p / max(win.t, 1e-9))
             win.reset()
 
-    def _forward_backward(self, gt):
+    def _forward_backward(self, gt, weight: float = 1.0):
         """The loss of batch ``gt`` with the gradients in ``.grad``: from the CUDA graph when one was
         captured for this batch shape, else eagerly (the first full-size batch tries the capture)."""
         cfg = self.cfg
@@ -409,11 +446,11 @@ class _Run:
             self.log.write("cuda-graph", used=self.graphed is not None, **ginfo)
         if self.graphed is not None and tuple(gt.shape) == self.graphed.shape:
             return self.graphed(gt)  # overwrites every parameter's .grad
-        out = self.model(*observe(cfg.task, gt))
+        out = self.net(*observe(cfg.task, gt))
         loss = self.loss_fn(out, gt)
         # after a capture the gradients are the graph's static tensors: zero them, keep them
         self.opt.zero_grad(set_to_none=self.graphed is None)
-        loss.backward()
+        (loss if weight == 1.0 else loss * weight).backward()
         return loss
 
     def _skip(self, epoch: int, lv: float, gnorm: float) -> None:
@@ -435,12 +472,15 @@ class _Run:
 
     def stopped(self) -> TrainResult:
         """Stopped by a signal: checkpoint, log, no export."""
+        import signal
+
         state, best = self.state, self.best
+        name = signal.Signals(self.signum).name if self.signum else self.stopper.name
         self.checkpoint()
-        self.log.write("stop", reason=self.stopper.name, epoch=state["epoch"], batch=state["batch"],
-                       step=state["step"])
+        self.log.write("stop", reason=name, epoch=state["epoch"], batch=state["batch"],
+                       step=state["step"], world_size=self.ranks.world)
         return TrainResult(self.run_dir, self.status, state["epoch"], state["step"], best["psnr"], best["epoch"],
-                           self.last_psnr, self._pps(), None, self.stopper.name)
+                           self.last_psnr, self._pps(), None, name)
 
     def export(self) -> TrainResult:
         """Export the best weights with the full recipe (``model.pt``), write ``summary.json``."""
@@ -450,6 +490,9 @@ class _Run:
         self.phase = "export"
 
         pps = self._pps()
+        if not self.main:  # rank 0 writes model.pt and summary.json
+            return TrainResult(run_dir, self.status, state["epoch"], state["step"], best["psnr"], best["epoch"],
+                               self.last_psnr, pps, run_dir / "model.pt", None, {})
         best_ck = load_checkpoint(run_dir / "best.pt")
         export_model = build_network(without_init(cfg))
         export_model.load_state_dict(best_ck["model"])
@@ -465,6 +508,7 @@ class _Run:
             "patches_per_s": pps, "device": str(self.dev), "threads": torch.get_num_threads(),
             "train_time_s": state["train_time"], "params": sum(p.numel() for p in export_model.parameters()),
             "version": __version__, "torch": torch.__version__,
+            "world_size": self.ranks.world, "world_sizes": self.world_sizes, "global_batch": cfg.batch_size,
         }
         model_path = export_weights(run_dir / "model.pt", export_model, meta)
         summary = {
@@ -475,6 +519,7 @@ class _Run:
             "val_space": score_space(cfg.task),
             "patches_per_s": pps, "train_time_s": state["train_time"], "elapsed_s": state["elapsed"],
             "params": meta["params"], "device": str(self.dev), "model": str(model_path),
+            "world_size": self.ranks.world, "world_sizes": self.world_sizes, "global_batch": cfg.batch_size,
         }
         write_json(summary, run_dir / "summary.json")
         self.log.write("end", **summary)

@@ -1,0 +1,47 @@
+"""benchmarks/make_results.py --merge: rows scored with ``--weights M=FILE`` count as the shipped
+method's rows only when FILE is byte for byte the shipped weights (same SHA-256)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from gsprestore.weights import manifest_entry
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _make_results():
+    sys.path.insert(0, str(BENCH))  # make_results imports its sibling scatter_png
+    try:
+        spec = importlib.util.spec_from_file_location("make_results", BENCH / "make_results.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_merge_relabels_rows_of_the_shipped_weights_only(tmp_path):
+    mr = _make_results()
+    shipped = manifest_entry("ugtv", "demosaic")["sha256"]
+    proto = {"task": "demosaic", "dataset": "mcm", "noise": {"sigma": 0.0}}
+    stored = {"protocol": proto, "results": [
+        {"method": "ugtv", "noise_sigma": 0.0, "psnr_dataset_mse": 30.0},
+        {"method": "menon", "noise_sigma": 0.0, "psnr_dataset_mse": 32.68}]}
+    (tmp_path / "demosaic-mcm.json").write_text(json.dumps(stored))
+    new = {"protocol": proto, "results": [
+        {"method": "ugtv@run/model.pt", "noise_sigma": 0.0, "psnr_dataset_mse": 34.5,
+         "weights": {"path": "run/model.pt", "sha256": shipped, "shipped": False}},
+        {"method": "uglr@run/other.pt", "noise_sigma": 0.0, "psnr_dataset_mse": 34.1,
+         "weights": {"path": "run/other.pt", "sha256": "0" * 64, "shipped": False}}]}
+    src = tmp_path / "new.json"
+    src.write_text(json.dumps(new))
+    target = mr.merge_rows(src, tmp_path)
+    rows = {r["method"]: r for r in json.loads(target.read_text())["results"]}
+    # the shipped file's row replaced the stored ugtv row; the other file's row keeps its label
+    assert rows["ugtv"]["psnr_dataset_mse"] == 34.5 and rows["ugtv"]["weights"]["shipped"] is True
+    assert "uglr@run/other.pt" in rows and "uglr" not in rows
+    assert rows["menon"]["psnr_dataset_mse"] == 32.68
