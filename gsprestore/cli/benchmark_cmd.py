@@ -188,7 +188,8 @@ def benchmark(
     save_outputs: Annotated[
         Optional[Path],
         typer.Option("--save-outputs", help="Write every method's output images into this folder, as "
-                     "DIR/<task>/<method>[/sigma-<s>]/<image>.png (8-bit, what mean PSNR scores)."),
+                     "DIR/<task>/<method>/<image>.png (noisy runs: a sigma-<s> folder below the method's), 8-bit "
+                     "PNG, what mean PSNR scores."),
     ] = None,
     limit: Annotated[
         Optional[int], typer.Option("--limit", help="Score only the first N images of the (sorted) data set.")
