@@ -98,10 +98,10 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     if args.keep_freed:
-        from gsprestore.training import build
+        import gsprestore.training as training
 
-        if hasattr(build, "keep_freed_memory"):
-            build.keep_freed_memory()
+        if hasattr(training, "keep_freed_memory"):  # a tree from before it has none
+            training.keep_freed_memory()
     paths = ({"autograd": {"cg_adjoint": 0}, "adjoint": {"cg_adjoint": 1}} if hasattr(backend.settings, "cg_adjoint")
              else {"tree": {}})
     rows = []

@@ -28,26 +28,46 @@ def gib(n: float) -> str:
     return f"{value:.1f} GiB" if value >= 0.95 else f"{value:.2f} GiB"
 
 
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters
+
+
+def _mallopt(*settings: tuple[int, int]) -> bool:
+    """glibc ``mallopt(param, value)`` for each pair, in order; False where unavailable or refused."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return all(libc.mallopt(param, value) for param, value in settings)
+    except (OSError, AttributeError):
+        return False
+
+
+def set_mmap_threshold(nbytes: int) -> bool:
+    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets
+    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
+    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
+    keeps the resident size well above the live tensors. Returns False where unavailable."""
+    return _mallopt((M_MMAP_THRESHOLD, int(nbytes)))
+
+
+def keep_freed_memory(top_pad: int = 256 << 20) -> bool:
+    """glibc: keep freed memory in the heap for the next step (``M_MMAP_THRESHOLD`` 32 MiB, the
+    most glibc takes, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` ``top_pad``), so that the same
+    1-30 MB tensors a training step allocates and frees do not come back from the OS as fresh
+    zero pages each step (tens of thousands of page faults per step; ``gsprestore train`` sets
+    this unless ``--grad-checkpoint`` asks for the opposite). Returns False where unavailable."""
+    return _mallopt((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, (1 << 31) - 1), (M_TOP_PAD, int(top_pad)))
+
+
 _KEPT: list[bool] = []  # keep_freed_heap_memory's result, once per process
 
 
 def keep_freed_heap_memory() -> bool:
-    """glibc, once per process: keep freed memory in the heap for the next allocation
-    (``M_MMAP_THRESHOLD`` 32 MiB, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` 256 MiB) instead of
-    handing every large buffer back to the OS and faulting it in again as fresh zero pages. The
-    tiled engine sets it before restoring on the CPU: the learned models allocate and free the same
-    tens-of-MB tensors in every layer of every tile, and on this project's CPU this halves their time
-    (``benchmarks/bench_tiling.py --rules``). The same settings as ``gsprestore train``'s
-    (``training.build.keep_freed_memory``). False where unavailable (not glibc)."""
+    """:func:`keep_freed_memory`, once per process (its result remembered). The tiled engine calls
+    it before restoring on the CPU: the learned models allocate and free the same tens-of-MB
+    tensors in every layer of every tile, and on this project's CPU keeping them in the heap
+    halves their time (``benchmarks/bench_tiling.py --rules``)."""
     if not _KEPT:
-        import ctypes
-        import ctypes.util
-
-        trim, top_pad, mmap = -1, -2, -3  # glibc's M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _KEPT.append(bool(libc.mallopt(mmap, 32 << 20) and libc.mallopt(trim, (1 << 31) - 1)
-                              and libc.mallopt(top_pad, 256 << 20)))
-        except (OSError, AttributeError):
-            _KEPT.append(False)
+        _KEPT.append(keep_freed_memory())
     return _KEPT[0]

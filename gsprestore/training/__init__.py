@@ -42,8 +42,8 @@ Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` 
 
 from __future__ import annotations
 
-from .build import (adopt_init_config, build_network, build_patch_sets, epoch_order, keep_freed_memory, model_factory,
-                    pick_device, set_mmap_threshold)
+from ..memory import keep_freed_memory, set_mmap_threshold  # the trainer's allocator settings
+from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, pick_device
 from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
                           load_run_config, read_log, write_json)
 from .evaluation import evaluate, observe, score_space

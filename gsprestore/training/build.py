@@ -36,38 +36,6 @@ def model_factory() -> Callable:
     return build_model
 
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters
-
-
-def _mallopt(*settings: tuple[int, int]) -> bool:
-    """glibc ``mallopt(param, value)`` for each pair, in order; False where unavailable or refused."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return all(libc.mallopt(param, value) for param, value in settings)
-    except (OSError, AttributeError):
-        return False
-
-
-def set_mmap_threshold(nbytes: int) -> bool:
-    """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets
-    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
-    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
-    keeps the resident size well above the live tensors. Returns False where unavailable."""
-    return _mallopt((M_MMAP_THRESHOLD, int(nbytes)))
-
-
-def keep_freed_memory(top_pad: int = 256 << 20) -> bool:
-    """glibc: keep freed memory in the heap for the next step (``M_MMAP_THRESHOLD`` 32 MiB, the
-    most glibc takes, ``M_TRIM_THRESHOLD`` 2 GiB, ``M_TOP_PAD`` ``top_pad``), so that the same
-    1-30 MB tensors a training step allocates and frees do not come back from the OS as fresh
-    zero pages each step (tens of thousands of page faults per step; ``gsprestore train`` sets
-    this unless ``--grad-checkpoint`` asks for the opposite). Returns False where unavailable."""
-    return _mallopt((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, (1 << 31) - 1), (M_TOP_PAD, int(top_pad)))
-
-
 def adopt_init_config(cfg: TrainConfig) -> dict[str, Any] | None:
     """``--init``: the new run's network takes the configuration stored with its starting weights
     (:func:`~gsprestore.training.checkpoints.init_config`: e.g. the shipped uGTV demosaicker's
