@@ -84,7 +84,7 @@ def test_mosaic_command_does_not_import_torch(tmp_path):
 
     from gsprestore.io import write_image
 
-    write_image(tmp_path / "p.png", np.random.default_rng(0).random((16, 20, 3)), 8)
+    write_image(tmp_path / "p.png", np.random.default_rng(0).random((24, 28, 3)), 8)  # a DNG needs 22x22
     code = ("import sys; from gsprestore.cli.app import main\n"
             "for out in ('m.png', 'm.dng'):\n"
             "    sys.argv = ['gsprestore', 'mosaic', 'p.png', '-o', out, '-q']\n"

@@ -42,7 +42,7 @@ Environment: ``OUT`` (required), ``DRY_RUN=1`` (CPU, tiny budgets: the CI test),
 ``carry/pack``), ``INIT`` (a folder of ``<method>_<task>.pt`` files to start from instead of the
 shipped weights, each model whose file it holds: a previous job's ``$OUT``; the shipped files are
 checked against the manifest's SHA-256, so copying a result over them fails the sanity and
-inference stages), ``BUDGET_S`` (whole job; 530 / 360 dry), ``MODELS`` (comma list of
+inference stages), ``BUDGET_S`` (whole job; 530 / 420 dry), ``MODELS`` (comma list of
 ``method_task``), ``RUNS`` (run folders; default a temporary folder), ``LR``, ``BATCH_MAX``,
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
@@ -81,7 +81,7 @@ def _num(name: str, gpu: float, dry: float) -> float:
 OUT = Path(os.environ["OUT"]).resolve()
 PACK = Path(os.environ.get("PACK", REPO / "carry" / "pack")).resolve()
 INIT = Path(os.environ["INIT"]).resolve() if os.environ.get("INIT") else None
-BUDGET_S = _num("BUDGET_S", 530, 360)  # a dry run ends early (MAX_STEPS); the rest absorbs a loaded CPU
+BUDGET_S = _num("BUDGET_S", 530, 420)  # a dry run ends early (MAX_STEPS); the rest absorbs a loaded CPU
 END = T0 + BUDGET_S
 MODELS = [m for m in os.environ.get("MODELS", "ugtv_demosaic,uglr_demosaic,ugtv_upscale2x,uglr_upscale2x").split(",") if m]
 #: fraction of the training window each model trains for (the rest: 0.7)
@@ -108,7 +108,7 @@ INFER_MP = _num("INFER_MP", 24.0, 0.01)
 INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
 # seconds (GPU / dry run)
 INFER_S = _num("INFER_S", 60, 30)  # inference after training
-PRE_S = _num("PRE_S", 75, 120)  # the pre child's hard limit
+PRE_S = _num("PRE_S", 75, 180)  # the pre child's hard limit (a dry run: room for a loaded CI machine)
 TAIL_S = _num("TAIL_S", 15, 15)  # after every child is gone: exports, summary, archive
 KILL_WAIT_S = _num("KILL_WAIT_S", 10, 5)  # SIGTERM -> SIGKILL
 MIN_TRAIN_S = _num("MIN_TRAIN_S", 90, 30)  # less left: no training
