@@ -382,8 +382,9 @@ def infer(dev, out: dict, save, until: float) -> None:
                 timed_calls = {k: v - timed_calls.get(k, 0) for k, v in calls.items()}
                 fused_ran = bool(timed_calls) and backend.settings.gpu_fused == 1
             megapixels = y.shape[-2] * y.shape[-1] / 1e6
-            out[key] = {"megapixels": round(megapixels, 2), "seconds": round(secs, 2), "warmup_s": round(warm, 2),
-                        "megapixels_per_s": round(megapixels / secs, 3), "fused_ran": fused_ran,
+            # 4 significant digits: a slow CPU rehearsal measures ~1e-4 MP/s, which 3 decimals round to 0
+            out[key] = {"megapixels": float(f"{megapixels:.4g}"), "seconds": round(secs, 2), "warmup_s": round(warm, 2),
+                        "megapixels_per_s": float(f"{megapixels / secs:.4g}"), "fused_ran": fused_ran,
                         "fused_calls": timed_calls,
                         "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
             print(f"inference {key}: {megapixels:.1f} MP in {secs:.2f} s = {megapixels / secs:.2f} MP/s "
