@@ -90,6 +90,14 @@ def measured_speed(spec: str, method: str, task: str) -> dict:
                           f"(overlap {data.get('overlap')}), after an untimed run on the same tiles"}
 
 
+def _shipped_entry(folder: str | None, method: str, task: str) -> dict:
+    """The manifest entry of the weights shipped now for ``method`` and ``task`` ({} if none)."""
+    from gsprestore.weights import manifest_entry, manifest_path, read_manifest
+
+    path = os.path.join(folder, "manifest.json") if folder else manifest_path()
+    return (manifest_entry(method, task, read_manifest(path)) if os.path.exists(path) else None) or {}
+
+
 def _scores_this(row: dict, method: str, sha: str) -> bool:
     """A benchmark row of this model: the method's own row (the benchmark ran the weights being
     shipped), or one labelled ``method@FILE`` (``--weights method=FILE``) whose file has this
@@ -129,19 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     method = obj["method"]
     stages = [dict(_read_file(p).get("meta") or {}, file=os.path.basename(os.path.dirname(os.path.abspath(p))))
               for p in args.stage] or None
+    shipped = _shipped_entry(args.folder, method, obj["task"]) if args.after_shipped or args.keep_speed else {}
     if args.after_shipped:
-        from gsprestore.weights import manifest_entry, manifest_path, read_manifest
-
-        path = os.path.join(args.folder, "manifest.json") if args.folder else manifest_path()
-        shipped = manifest_entry(method, obj["task"], read_manifest(path)) if os.path.exists(path) else None
-        before = (shipped or {}).get("training") or []
-        stages = list(before) + (stages or [dict(obj.get("meta") or {})])
-    speed = {}
-    if args.keep_speed:
-        from gsprestore.weights import manifest_entry, manifest_path, read_manifest
-
-        path = os.path.join(args.folder, "manifest.json") if args.folder else manifest_path()
-        speed = dict(((manifest_entry(method, obj["task"], read_manifest(path)) or {}).get("speed")) or {})
+        stages = list(shipped.get("training") or []) + (stages or [dict(obj.get("meta") or {})])
+    speed = dict(shipped.get("speed") or {}) if args.keep_speed else {}
     for device, spec in _pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, method, obj["task"])
     commands = _pairs(args.command, "--command")
