@@ -53,7 +53,8 @@ from . import backend
 from .window import (DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions,
                      sum_to, zero_outside)
 from .window import band_rows, bands, directed_regions
-from .graph_setup import Degree, LbarWeights, ScaleEdges, degree_of, lbar_weights, scale_edges
+from .graph_setup import (Degree, LbarWeights, ScaleEdges, _apply_metric, _EdgeWeights, _metric4,
+                          _native_edge_distances, degree_of, lbar_weights, scale_edges)
 
 
 __all__ = [
@@ -86,23 +87,6 @@ _TINY = 1e-30  # floor for degrees before division (an isolated node then gets w
 # --------------------------------------------------------------------------------------------
 
 
-def _metric4(metric: Tensor) -> Tensor:
-    """Metric as ``(B' or 1, K' or 1, F, F)``, symmetrised (d only sees the symmetric part)."""
-    if metric.dim() == 2:
-        metric = metric[None, None]
-    elif metric.dim() == 3:
-        metric = metric[None]
-    elif metric.dim() != 4:
-        raise ValueError(f"metric must be (F, F), (K, F, F) or (B, K, F, F), got {tuple(metric.shape)}")
-    return 0.5 * (metric + metric.transpose(-1, -2))
-
-
-def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
-    """``M f`` per pixel: ``(B', K', F, F) x (B, K, F, H, W) -> (B, K, F, H, W)``."""
-    B, K, F, H, W = f.shape
-    return torch.matmul(m4, f.reshape(B, K, F, H * W)).reshape(B, K, F, H, W)
-
-
 def project_features(features: Tensor, factor: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Per-head projection ``g = A_k^T f`` of features ``(B, K * F, H, W)`` (any memory layout,
     e.g. the feature CNN's channels-last output) by the metric factors ``factor`` ``(K, F, F)``
@@ -118,71 +102,6 @@ def project_features(features: Tensor, factor: Tensor, *, workspace: Optional[di
         return out
     f = features.reshape(B, K, F, H * W)
     return torch.matmul(factor.transpose(-1, -2), f).reshape(B, K, F, H, W)
-
-
-def _native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor) -> Tensor:
-    """The native distance (``exp``: weight) kernel into ``out`` (B, K, 12, H, W), zeroed where
-    edges leave the image; ``mf`` = M f (:func:`_apply_metric`)."""
-    B, Kout, _, H, W = out.shape
-    F = features.shape[2]
-    return backend.native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
-
-
-class _EdgeWeights(torch.autograd.Function):
-    """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 27)."""
-
-    @staticmethod
-    def forward(ctx, features: Tensor, metric: Tensor, exp: bool):  # type: ignore[override]
-        B, K, F, H, W = features.shape
-        m4 = _metric4(metric)
-        mf = _apply_metric(m4, features)
-        Kout = max(K, m4.shape[1])
-        if backend.usable(features, mf):
-            out = _native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, NU, H, W))
-            ctx.exp = exp
-            ctx.save_for_backward(features, metric, out if exp else None)
-            return out
-        out = features.new_zeros(B, Kout, NU, H, W)
-        for k, P, Q in regions(H, W):
-            diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
-            mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
-            d = (diff * mdiff).sum(dim=2)
-            if exp:
-                torch.exp(d.neg_(), out=out[:, :, k, P[0], P[1]])
-            else:
-                out[:, :, k, P[0], P[1]] = d
-        ctx.exp = exp
-        ctx.save_for_backward(features, metric, out if exp else None)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
-        features, metric, w = ctx.saved_tensors
-        B, K, F, H, W = features.shape
-        m4 = _metric4(metric)
-        mf = _apply_metric(m4, features)
-        # dL/dd: for w = exp(-d), dL/dd = -dL/dw * w
-        gd = -grad_out * w if ctx.exp else grad_out
-        need_f, need_m = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        gf = torch.zeros_like(features) if need_f else None
-        Kout = gd.shape[1]
-        gm = features.new_zeros(B, Kout, F, F) if need_m else None
-        for k, P, Q in regions(H, W):
-            g = gd[:, :, k : k + 1, P[0], P[1]]  # (B, K, 1, h, w)
-            diff = features[..., P[0], P[1]] - features[..., Q[0], Q[1]]
-            if need_f:
-                mdiff = mf[..., P[0], P[1]] - mf[..., Q[0], Q[1]]
-                t = sum_to(2.0 * g * mdiff, gf[..., P[0], P[1]].shape)
-                gf[..., P[0], P[1]].add_(t)
-                gf[..., Q[0], Q[1]].sub_(t)
-            if need_m:
-                gdiff = g * diff  # (B, Kout, F, h, w)
-                gm += torch.matmul(gdiff.flatten(3), diff.expand_as(gdiff).flatten(3).transpose(-1, -2))
-        if need_m:
-            gm = 0.5 * (gm + gm.transpose(-1, -2))  # gradient through the symmetrisation
-            gm = sum_to(gm, m4.shape).reshape(metric.shape)
-        return gf, gm, None
 
 
 def edge_distances(features: Tensor, metric: Optional[Tensor], *, workspace: Optional[dict] = None) -> Tensor:
@@ -252,10 +171,8 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
             Kout, mf = max(K, m4.shape[1]), _apply_metric(m4, features)
         out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
         return _native_edge_distances(features, mf, exp, out)
-    if metric is None:
-        if not (torch.is_grad_enabled() and features.requires_grad):
-            return _euclidean_edge_distances(features, exp)
-        metric = torch.eye(features.shape[2], dtype=features.dtype, device=features.device)
+    if metric is None and not (torch.is_grad_enabled() and features.requires_grad):
+        return _euclidean_edge_distances(features, exp)
     return _EdgeWeights.apply(features, metric, exp)
 
 

@@ -294,6 +294,44 @@ def test_gradcheck_edge_weights(either_backend, gen):
         f, M)
 
 
+@pytest.mark.parametrize("hw", [(4, 5), (7, 9), (2, 3)])
+def test_gradcheck_edge_weights_projected(either_backend, gen, hw):
+    """metric=None (features already projected, g = A^T f): the backward is the features'
+    gradient alone (a native gather kernel on the CPU), at sizes where offsets leave the image."""
+    g = (0.5 * rand(gen, 2, 2, 3, *hw)).requires_grad_()
+    _gc(lambda a: G.edge_weights(a, None), g)
+    _gc(lambda a: G.edge_distances(a, None), g)
+    _gc(lambda a: G.random_walk_weights_from_distances(G.edge_distances(a, None)), g)
+
+
+def test_projected_edge_weights_equal_metric_form_and_backends(gen):
+    """d(A^T f) with metric None == d(f) with M = A A^T, values and gradients of f and A, and the
+    native backward equals the PyTorch one."""
+    from gsprestore import backend as BK
+
+    f = (0.5 * rand(gen, 2, 2, 3, 6, 7)).requires_grad_()
+    A = rand(gen, 2, 3, 3).requires_grad_()
+    seed = rand(gen, 2, 2, G.NU, 6, 7)
+    results = []
+    for mode in ("native", "torch"):
+        if mode == "native" and not BK.available():
+            pytest.skip(f"native kernels unavailable: {BK.error()}")
+        with BK.use(mode):
+            for exp in (True, False):
+                fn = G.edge_weights if exp else G.edge_distances
+                proj = torch.matmul(A.transpose(-1, -2), f.flatten(3)).view_as(f)
+                out_p = fn(proj, None)
+                out_m = fn(f, A @ A.transpose(-1, -2))
+                torch.testing.assert_close(out_p, out_m, rtol=1e-12, atol=1e-12)
+                gp = torch.autograd.grad((out_p * seed).sum(), (f, A))
+                gm = torch.autograd.grad((out_m * seed).sum(), (f, A))
+                for a, b in zip(gp, gm):
+                    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+                results.append(gp)
+    for a, b in zip(results[0] + results[1], results[2] + results[3]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
+
+
 def test_gradcheck_full_jacobian_tiny(gen):
     """Full (not random-projection) Jacobian check of the bilinear ops on a 3x3 image."""
     wbar = valid_weights(gen, 1, 1, 24, 3, 3).requires_grad_()

@@ -305,18 +305,15 @@ class UnrolledBlock(nn.Module):
         buffers the graph functions reuse."""
         from .. import graph
 
-        if workspace is not None:  # inference: the metric applied as its factor (same d)
-            f, metric = self.projected_features(x, workspace), None
-        else:
-            f, metric = self.head_features(x), self.metric()
+        # the metric applied as its factor: g = A_k^T f, d = |g_p - g_q|^2 (the same d as
+        # (f_p - f_q)^T M_k (f_p - f_q)); under autograd A_k's gradient comes through the
+        # projection, and the distances' backward is the features' gradient alone
+        g = self.projected_features(x, workspace)
         if self.prior == "glr":
             # floor: a node whose every weight underflows to 0 would be isolated, and the
             # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
-            return graph.edge_weights(f, metric, workspace=workspace).clamp_min(GLR_MIN_WEIGHT)
-        if metric is None:
-            return graph.random_walk_weights_from_projected(f, workspace=workspace)
-        d = graph.edge_distances(f, metric, workspace=workspace)
-        return graph.random_walk_weights_from_distances(d, workspace=workspace)
+            return graph.edge_weights(g, None, workspace=workspace).clamp_min(GLR_MIN_WEIGHT)
+        return graph.random_walk_weights_from_projected(g, workspace=workspace)
 
     def mix_weights(self) -> Tensor:
         """Head weights pi_k = softmax(mix_logits) (sum to one)."""

@@ -29,7 +29,7 @@ from torch import Tensor
 __all__ = ["Kernels", "NativeUnavailable", "library_path", "load"]
 
 #: The C interface version this loader speaks (``gsp_abi_version()`` in kernels.cpp).
-ABI_VERSION = 2
+ABI_VERSION = 3
 _MAXD = 6  # kernels.cpp MAXD
 _NONE = [0, -1] + [0] * (2 * _MAXD)
 _DTYPES = {torch.float32: 0, torch.float64: 1}
@@ -115,6 +115,7 @@ class Kernels:
             "admm_edge_replay",
             "admm_node_update",
             "edge_distances",
+            "edge_distances_backward",
             "random_walk_from_distances",
             "project_heads",
         ):
@@ -155,6 +156,10 @@ class Kernels:
     def edge_distances(self, f, mf, out, do_exp: bool):
         self._call("edge_distances", (f, mf, out), (int(bool(do_exp)),))
         return out
+
+    def edge_distances_backward(self, g, gd, gg):
+        self._call("edge_distances_backward", (g, gd, gg))
+        return gg
 
     def random_walk_from_distances(self, d, wbar):
         self._call("random_walk_from_distances", (d, wbar))

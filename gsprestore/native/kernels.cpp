@@ -346,7 +346,29 @@ static void dma_impl(const Ten& w, const Ten& a, bool has_a, const Ten& x, Ten& 
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
       const T* wb = wp + b * wsb + k * wsk;
-      for (int64_t c = 0; c < C; ++c) {
+      int64_t c0 = 0;
+      if (has_a && xsr == W && i >= 2 && i + 2 < H) {
+        // an interior row: up to 4 channels at once in registers (stencil_row_multi), each
+        // weight vector loaded once for all of them
+        for (; c0 < C; c0 += 4) {
+          const int64_t nc = std::min<int64_t>(4, C - c0);
+          T* o[4];
+          const T* ar[4];
+          const T* xb[4];
+          for (int64_t c = 0; c < nc; ++c) {
+            o[c] = op + (((b * K + k) * C + c0 + c) * H + i) * W;
+            ar[c] = ap + b * asb + k * ask + (c0 + c) * asc + i * asr;
+            xb[c] = xp + b * xsb + k * xsk + (c0 + c) * xsc;
+          }
+          switch (nc) {
+            case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
+            case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
+            case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
+            default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
+          }
+        }
+      }
+      for (int64_t c = c0; c < C; ++c) {
         T* o = op + (((b * K + k) * C + c) * H + i) * W;
         const T* xb = xp + b * xsb + k * xsk + c * xsc;
         if (has_a)
@@ -1022,6 +1044,56 @@ static void edge_dist_impl(const Ten& f, const Ten& mf, Ten& out, bool do_exp) {
   });
 }
 
+// Gradient of the distances d_k[p] = |g_p - g_q|^2 (q = p + o_k, edge_dist_impl with mf = f) for
+// the projected features g: given gd = dL/dd (B, K, 12, H, W) contiguous,
+//   gg[p] = 2 sum_k (gd_k[p] (g_p - g_{p+o_k}) + gd_k[p - o_k] (g_p - g_{p-o_k}))
+// over the in-image neighbours (each pixel gathers its 24 directed terms: no scatter, no race).
+// g, gg (B, K, F, H, W) contiguous; gg is overwritten. Threads over (b, k, row).
+template <typename T>
+static void edge_dist_backward_impl(const Ten& g, const Ten& gd, Ten& gg) {
+  const int64_t B = g.size(0), K = g.size(1), F = g.size(2), H = g.size(3), W = g.size(4);
+  const int64_t HW = H * W;
+  const T* gp = g.data_ptr<T>();
+  const T* dp = gd.data_ptr<T>();
+  T* op = gg.data_ptr<T>();
+  parallel_chunks(B * K * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, bk = idx / H;
+      const T* gb = gp + bk * F * HW;
+      const T* db = dp + bk * NU * HW;
+      T* ob = op + bk * F * HW;
+      for (int64_t c = 0; c < F; ++c) std::fill(ob + c * HW + i * W, ob + c * HW + (i + 1) * W, T(0));
+      for (int kk = 0; kk < NU; ++kk) {
+        const int dy = OFF[kk][0], dx = OFF[kk][1];
+        const int64_t n = W - std::abs(dx);
+        if (n <= 0) continue;
+        // forward term: p = (i, j) tail, q = (i + dy, j + dx); j in [max(0, -dx), max(0, -dx) + n)
+        if (i + dy < H) {
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          const T* __restrict__ w = db + kk * HW + i * W + px;
+          for (int64_t c = 0; c < F; ++c) {
+            T* __restrict__ o = ob + c * HW + i * W + px;
+            const T* __restrict__ a = gb + c * HW + i * W + px;
+            const T* __restrict__ q = gb + c * HW + (i + dy) * W + qx;
+            for (int64_t j = 0; j < n; ++j) o[j] += T(2) * w[j] * (a[j] - q[j]);
+          }
+        }
+        // reverse term: p = (i, j) head, tail t = (i - dy, j - dx) holds the weight
+        if (i - dy >= 0) {
+          const int64_t px = std::max(0, dx), tx = std::max(0, -dx);
+          const T* __restrict__ w = db + kk * HW + (i - dy) * W + tx;
+          for (int64_t c = 0; c < F; ++c) {
+            T* __restrict__ o = ob + c * HW + i * W + px;
+            const T* __restrict__ a = gb + c * HW + i * W + px;
+            const T* __restrict__ t = gb + c * HW + (i - dy) * W + tx;
+            for (int64_t j = 0; j < n; ++j) o[j] += T(2) * w[j] * (a[j] - t[j]);
+          }
+        }
+      }
+    }
+  });
+}
+
 // Eq. 28 from distances: wbar[j, p] = softmax over the in-image directed edges j of p of -dd,
 // dd[j < 12, p] = d_j[p], dd[12 + k, p] = d_k[p - o_k]. d (B, K, 12, H, W) contiguous,
 // wbar (B, K, 24, H, W) zero-initialised. Threads over (b, k, row).
@@ -1163,7 +1235,7 @@ static void need(int64_t n, int64_t want) {
 extern "C" __attribute__((visibility("default"))) const char* gsp_last_error() { return g_err; }
 
 // bumped whenever an entry point's arguments change (the loader refuses another version)
-extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 2; }
+extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 3; }
 
 // (w, a?, x, out)
 GSP_ENTRY(gsp_diag_minus_adjacency) {
@@ -1269,6 +1341,16 @@ GSP_ENTRY(gsp_edge_distances) {
     need(n, 3);
     Ten f = ten_at(rec, 0), mf = ten_at(rec, 1), out = ten_at(rec, 2);
     GSP_DISPATCH(dtype, edge_dist_impl<scalar_t>(f, mf, out, ia[0] != 0));
+  });
+}
+
+// (g, gd, gg)
+GSP_ENTRY(gsp_edge_distances_backward) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 3);
+    Ten g = ten_at(rec, 0), gd = ten_at(rec, 1), gg = ten_at(rec, 2);
+    GSP_DISPATCH(dtype, edge_dist_backward_impl<scalar_t>(g, gd, gg));
   });
 }
 
