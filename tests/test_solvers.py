@@ -291,6 +291,25 @@ def test_gradcheck_admm_edge_step(either_backend, gen, per_head):
                                     fast_mode=True)
 
 
+def test_edge_step_unused_state_gets_no_zero_tensors(either_backend, gen):
+    """Only n used (the last ADMM step): the state's gradients arrive as None (no zero-filled
+    edge tensors) and the inputs' gradients equal those from explicit zero state gradients."""
+    B, K, C, h, w = 1, 2, 2, 4, 5
+    wbar = G.random_walk_weights(graph_weights(gen, B, K, h, w)).requires_grad_()
+    x = rand(gen, B, K, C, h, w).requires_grad_()
+    D, u, v = (rand(gen, B, K, C, 24, h, w).abs().requires_grad_() for _ in range(3))
+    gamma = torch.tensor([2.0, 3.0], dtype=DT, requires_grad=True)
+    seed = rand(gen, B, K, C, h, w)
+    inputs = (x, wbar, D, u, v, gamma)
+    D2, u2, v2, n = S.admm_edge_step(*inputs)
+    only_n = torch.autograd.grad((n * seed).sum(), inputs)
+    D2, u2, v2, n = S.admm_edge_step(*inputs)
+    zeros = torch.autograd.grad((D2, u2, v2, n), inputs, (torch.zeros_like(D2), torch.zeros_like(u2),
+                                                          torch.zeros_like(v2), seed))
+    for a, b in zip(only_n, zeros):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
 def test_compact_gradients_equal_plain_form(either_backend, gen):
     """Gradients through the fused op equal plain autograd through the nine-vector ADMM."""
     wbar, known, mask = gtv_problem(gen, B=2, K=2, C=2, h=5, w=5)

@@ -103,6 +103,9 @@ class _AdmmEdgeStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, wbar, D, u, v, gamma, *hist):  # type: ignore[override]
+        # the last step's state (D', u', v') feeds nothing: its gradients stay None instead of
+        # three zero-filled edge tensors (the kernel and the formulas read None as zero)
+        ctx.set_materialize_grads(False)
         ctx.first = D is None
         ctx.replay = bool(hist)
         if ctx.replay:
