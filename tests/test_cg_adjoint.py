@@ -106,26 +106,40 @@ def _model_grads(model, known, mask, gt, adjoint):
 
 @pytest.mark.parametrize("name", ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"])
 def test_shipped_models_gradients_equal_reference(name):
-    """Every parameter's gradient of a shipped model through the adjoint CG against plain autograd
-    through every CG step: float64 equal to 1e-8 relative per parameter tensor; float32 within
-    1e-4 relative over all parameters together and per tensor (tensors whose gradient is not
-    dominated by cancellation: at least 1 % of the largest; a feature conv's bias gradient
-    sums many nearly cancelling terms, eq. 27 seeing only feature differences)."""
+    """Every parameter's gradient of a shipped model through the adjoint CG (on the CPU: its forward
+    in the fused kernel, its backward the adjoint recurrence) against plain autograd through every
+    CG step. float64: equal to 1e-8 relative per parameter tensor. float32: the two paths round
+    differently (another summation order; a relu of the ADMM step that flips at a rounding
+    difference), and plain autograd's own float32 gradient is 2-4e-4 (relative) from the float64
+    one for uGTV, so "within 1e-4 of the reference" is below what float32 resolves there. The
+    check is the one that matters: the new path's float32 gradient is as close to the float64
+    gradient as the reference's (over all parameters and per tensor whose gradient is at least
+    1 % of the largest; a feature conv's bias gradient sums many nearly cancelling terms)."""
     from gsprestore.tasks import network_input
     from gsprestore.weights import load_model
 
     method, task = name.split("_")
     model = load_model(method, task)
     gt = torch.rand(2, 3, 16, 20, generator=torch.Generator().manual_seed(0))
-    for dtype, tol, floor in ((torch.float64, 1e-8, 1e-9), (torch.float32, 1e-4, 1e-2)):
+    grads = {}
+    for dtype in (torch.float64, torch.float32):
         model.to(dtype)
         known, mask = network_input(task, gt.to(dtype))
         (out0, g0), (out1, g1) = (_model_grads(model, known, mask, gt.to(dtype), a) for a in (0, 1))
-        torch.testing.assert_close(out1, out0, rtol=0, atol=0)  # the forward is the same arithmetic
+        # the same recurrence: rounding only
+        torch.testing.assert_close(out1, out0, rtol=1e-11 if dtype == torch.float64 else 1e-4,
+                                   atol=1e-11 if dtype == torch.float64 else 1e-4)
         assert g0.keys() == g1.keys() and len(g0) == len(list(model.parameters()))
-        flat0, flat1 = (torch.cat([g[n].flatten() for n in sorted(g0)]) for g in (g0, g1))
-        assert (flat1 - flat0).norm() <= tol * flat0.norm()
-        scale = max(float(g.norm()) for g in g0.values())
-        for n, g in g0.items():
-            if float(g.norm()) >= floor * scale:
-                assert float((g1[n] - g).norm()) <= tol * float(g.norm()), (dtype, n)
+        grads[dtype] = ({n: g.double() for n, g in g0.items()}, {n: g.double() for n, g in g1.items()})
+    (t, t1), (r32, n32) = grads[torch.float64], grads[torch.float32]
+    scale = max(float(g.norm()) for g in t.values())
+    for n, g in t.items():  # float64: the adjoint equals plain autograd
+        if float(g.norm()) >= 1e-9 * scale:
+            assert float((t1[n] - g).norm()) <= 1e-8 * float(g.norm()), n
+    flat = lambda d: torch.cat([d[n].flatten() for n in sorted(t)])  # noqa: E731
+    err_ref, err_new = (float((flat(d) - flat(t)).norm() / flat(t).norm()) for d in (r32, n32))
+    assert err_new <= 1.5 * err_ref + 1e-5, (err_new, err_ref)
+    for n, g in t.items():
+        if float(g.norm()) >= 1e-2 * scale:
+            e_ref, e_new = float((r32[n] - g).norm()), float((n32[n] - g).norm())
+            assert e_new <= 2 * e_ref + 1e-4 * float(g.norm()), (n, e_new, e_ref)

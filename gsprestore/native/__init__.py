@@ -108,6 +108,7 @@ class Kernels:
             "diag_minus_adjacency",
             "diag_minus_adjacency_grad_w",
             "cg_unrolled",
+            "cg_unrolled_record",
             "incidence_laplacian_weights",
             "degree",
             "admm_edge_step",
@@ -172,6 +173,9 @@ class Kernels:
     # solvers/: the fused inference CG, the ADMM edge step (forward, backward, replayed), the node update
     def cg_unrolled(self, w, diag, keep, pre, rhs, x, g, v, v2, al, be, mode: int) -> None:
         self._call("cg_unrolled", (w, diag, keep, pre, rhs, x, g, v, v2, al, be), (int(mode),))
+
+    def cg_unrolled_record(self, w, diag, keep, pre, rhs, x, g, vrec, grec, al, be, mode: int) -> None:
+        self._call("cg_unrolled_record", (w, diag, keep, pre, rhs, x, g, vrec, grec, al, be), (int(mode),))
 
     def admm_edge_step(self, x, wbar, D, u, v, D2, u2, v2, g, n) -> None:
         self._call("admm_edge_step", (x, wbar, D, u, v, D2, u2, v2, g, n))

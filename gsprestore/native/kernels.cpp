@@ -396,7 +396,8 @@ template <typename T>
 static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, bool has_keep,
                              const Ten& pre, bool has_pre, const Ten& rhs,
                              Ten& x, Ten& g, Ten& v, Ten& v2,
-                             const Ten& al, const Ten& be, int64_t mode) {
+                             const Ten& al, const Ten& be, int64_t mode,
+                             T* vrec = nullptr, T* grec = nullptr, int64_t rec_stride = 0) {
   const int64_t B = x.size(0), K = x.size(1), C = x.size(2), H = x.size(3), W = x.size(4);
   const int64_t Tn = al.size(0);
   const int64_t HW = x.stride(2);  // plane stride of x, g, v, v2 (H * W, or padded: graph._padded_planes)
@@ -407,7 +408,10 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
   const T* bep = be.data_ptr<T>();
   T* xp = x.data_ptr<T>();
   T* gp = g.data_ptr<T>();
-  T* bufs[2] = {v.data_ptr<T>(), v2.data_ptr<T>()};
+  // recording (training: cg_adjoint.py's forward): v^t into vrec + t * rec_stride (every step
+  // its own buffer, nothing overwritten) and, with grec, g^t before step t updates it
+  T* bufs[2] = {vrec ? nullptr : v.data_ptr<T>(), vrec ? nullptr : v2.data_ptr<T>()};
+  auto vbuf = [&](int64_t t) -> T* { return vrec ? vrec + t * rec_stride : bufs[t % 2]; };
   const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
   const int64_t dsb = bst(diag, 0), dsk = bst(diag, 1), dsc = bst(diag, 2), dsr = diag.stride(3);
   int64_t ksb = 0, ksk = 0, ksc = 0, ksr = 0;
@@ -450,7 +454,7 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
                              i, H, W);
       const T* __restrict__ avr = multi ? av + c * W : av;
       T* __restrict__ gr = gp + plane * HW + i * W;
-      T* __restrict__ vr = bufs[0] + plane * HW + i * W;
+      T* __restrict__ vr = vbuf(0) + plane * HW + i * W;
       const T* __restrict__ rr = rp + b * rsb + k * rsk + c * rsc + i * rsr;
       const T* __restrict__ kr = has_keep ? kp + b * ksb + k * ksk + c * ksc + i * ksr : nullptr;
       const T* __restrict__ pr = has_pre ? pp + b * psb + k * psk + c * psc + i * psr : nullptr;
@@ -463,9 +467,14 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
   };
   // step t on row i of plane (b, k), all channels; av a scratch row
   auto row_step = [&](int64_t b, int64_t k, int64_t i, int64_t t, T* __restrict__ av) {
-    const T* vp = bufs[t % 2];
-    T* vn = bufs[(t + 1) % 2];
     const bool last = t + 1 == Tn;
+    const T* vp = vbuf(t);
+    T* vn = last ? nullptr : vbuf(t + 1);
+    if (grec)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t off = ((b * K + k) * C + c) * HW + i * W;
+        std::copy(gp + off, gp + off + W, grec + t * rec_stride + off);
+      }
     const T a = alp[t * K + k];
     const T bn = last ? T(0) : bep[(t + 1) * K + k];
     const T* wb = wp + b * wsb + k * wsk;
@@ -1265,6 +1274,23 @@ GSP_ENTRY(gsp_cg_unrolled) {
     for (int i = 0; i < 11; ++i) t[i] = ten_at(rec, i);
     GSP_DISPATCH(dtype, cg_unrolled_impl<scalar_t>(t[0], t[1], t[2], t[2].defined(), t[3], t[3].defined(), t[4],
                                                    t[5], t[6], t[7], t[8], t[9], t[10], ia[0]));
+  });
+}
+
+// (w, diag, keep?, pre?, rhs, x, g, vrec, grec?, al, be): the fused CG recording v^t (and g^t)
+// of every step into vrec / grec (T, B, K, C, H, W), contiguous like x and g
+GSP_ENTRY(gsp_cg_unrolled_record) {
+  return guarded(nthreads, [&] {
+    need(n, 11);
+    Ten t[11];
+    for (int i = 0; i < 11; ++i) t[i] = ten_at(rec, i);
+    Ten none;
+    none.nd = -1;
+    GSP_DISPATCH(dtype, cg_unrolled_impl<scalar_t>(t[0], t[1], t[2], t[2].defined(), t[3], t[3].defined(), t[4],
+                                                   t[5], t[6], none, none, t[9], t[10], ia[0],
+                                                   t[7].data_ptr<scalar_t>(),
+                                                   t[8].defined() ? t[8].data_ptr<scalar_t>() : nullptr,
+                                                   t[7].stride(0)));
   });
 }
 

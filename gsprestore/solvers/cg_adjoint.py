@@ -39,6 +39,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import backend
 from .. import graph as G
 from ..window import sum_to
 
@@ -65,6 +66,27 @@ def _stencil(w: Tensor, diag: Tensor, u: Tensor) -> Tensor:
     return G.diag_minus_adjacency_apply(w, u, diag)
 
 
+def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
+    """The forward recurrence in the fused native kernel (one sweep over the rows for all T
+    steps, the inference kernel's) recording every ``v^t`` (and ``g^t`` when the preconditioner
+    needs a gradient) into buffers of their own: (x^T, [v^t], [g^t])."""
+    from .cg import _step_table
+
+    T, shape = alphas.shape[0], b.shape
+    x = torch.empty(shape, dtype=b.dtype)
+    x.copy_(x0.expand(shape))
+    g = torch.empty(shape, dtype=b.dtype)
+    vrec = torch.empty((T,) + tuple(shape), dtype=b.dtype)
+    grec = torch.empty((T,) + tuple(shape), dtype=b.dtype) if need_pre else None
+    rc = backend.rows_contiguous
+    full = lambda t: None if t is None else rc(t.expand(shape))  # noqa: E731
+    with torch.no_grad():
+        backend.native().cg_unrolled_record(rc(w), full(diag), full(keep), full(precond), rc(b), x, g, vrec, grec,
+                                            _step_table(alphas, T, shape[1], b), _step_table(betas, T, shape[1], b),
+                                            backend.settings.fused_cg_mode)
+    return x, list(vrec.unbind(0)), ([] if grec is None else list(grec.unbind(0)))
+
+
 class _UnrolledCG(torch.autograd.Function):
     """(w, diag, keep, precond, b, x0, alphas, betas) -> x^T of the unrolled CG recurrence (see
     the module docstring); ``keep``/``precond`` may be None (1)."""
@@ -74,6 +96,13 @@ class _UnrolledCG(torch.autograd.Function):
         T = alphas.shape[0]
         need_pre = precond is not None and ctx.needs_input_grad[3]
         shape = b.shape
+        ctx.T, ctx.b_shape = T, b.shape
+        ctx.need_pre = need_pre
+        ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
+        if backend.usable(w, diag, keep, precond, b, x0, alphas, betas):
+            x, vs, gs = _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre)
+            ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, *vs, *gs)
+            return x
         x = x0.expand(shape).clone(memory_format=torch.contiguous_format)
         g = _stencil(w, diag, x)
         if keep is not None:
@@ -95,9 +124,6 @@ class _UnrolledCG(torch.autograd.Function):
                 if keep is not None:
                     av.mul_(keep)
                 g.addcmul_(a, av, value=-1.0)
-        ctx.T, ctx.b_shape = T, b.shape
-        ctx.need_pre = need_pre
-        ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
         ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, *vs, *gs)
         return x
 
