@@ -109,6 +109,7 @@ class Kernels:
             "diag_minus_adjacency_grad_w",
             "cg_unrolled",
             "cg_unrolled_record",
+            "cg_unrolled_backward",
             "incidence_laplacian_weights",
             "degree",
             "admm_edge_step",
@@ -176,6 +177,11 @@ class Kernels:
 
     def cg_unrolled_record(self, w, diag, keep, pre, rhs, x, g, vrec, grec, al, be, mode: int) -> None:
         self._call("cg_unrolled_record", (w, diag, keep, pre, rhs, x, g, vrec, grec, al, be), (int(mode),))
+
+    def cg_unrolled_backward(self, w, diag, keep, pre, vrec, grec, x0, xbar, al, be, gw, gd, gp, gb, gx0, ga,
+                             gbe) -> None:
+        self._call("cg_unrolled_backward", (w, diag, keep, pre, vrec, grec, x0, xbar, al, be, gw, gd, gp, gb, gx0,
+                                            ga, gbe))
 
     def admm_edge_step(self, x, wbar, D, u, v, D2, u2, v2, g, n) -> None:
         self._call("admm_edge_step", (x, wbar, D, u, v, D2, u2, v2, g, n))

@@ -571,6 +571,193 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
   }
 }
 
+// Backward of the unrolled CG (solvers/cg_adjoint.py, the adjoint recurrence of its module
+// docstring) for A = keep * (diag - W), keep without a gradient, in one sweep per plane (b, k):
+// for s = 0 .. T-1 (t = T-1-s) and a last step s = T, each on row r = i - 2 s at sweep position i,
+// as in cg_unrolled_impl's wavefront. Per row (all channels c):
+//   u      = A^T gbar^{t+1} = diag * y - W y,  y = keep * gbar^{t+1}          (s >= 1)
+//   vbar   = -a_t xbar + beta_{t+1} vbar^{t+1} - a_t u
+//   ga_t  -= <xbar, v^t> + <u, v^t>;   gd += -a_t y v^t;   gw -= -a_t (y_p v^t_q + y_q v^t_p)
+//   gbar^t = gbar^{t+1} + P vbar;  gp += vbar g^t;  gbe_t += <vbar, v^{t-1}>
+// and at s = T: gb = -gbar^0, gx0 = xbar + A^T gbar^0, gd += y x0, gw -= (y_p x0_q + y_q x0_p).
+// y lives in two buffers (y^{t+1} read by step s within 2 rows, y^t written: step s + 1 writes
+// the buffer step s - 1 wrote, at rows step s no longer reads); gbar and vbar are pointwise, one
+// buffer each. The per-plane buffers are the thread's own; gw, gd, gp, gb, gx0 are written
+// (not accumulated into): every (b, k) plane of them belongs to one thread. ga / gbe: one sum per
+// plane and step, (B * K, T). Tensors: w (B, K|1, 12, H, W) rows contiguous; diag, keep?, pre?,
+// x0 (B, K, C, H, W) broadcast strides, rows contiguous; vrec, grec? (T, B, K, C, H, W) and xbar,
+// gd, gp?, gb, gx0 (B, K, C, H, W) contiguous; gw (B, K, 12, H, W) contiguous.
+template <typename T>
+static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, const Ten& pre, const Ten& vrec,
+                             const Ten& grec, const Ten& x0, const Ten& xbar, const Ten& al, const Ten& be,
+                             Ten& gw, Ten& gd, Ten& gp, Ten& gb, Ten& gx0, Ten& ga, Ten& gbe) {
+  const int64_t Tn = vrec.size(0), B = vrec.size(1), K = vrec.size(2), C = vrec.size(3), H = vrec.size(4),
+                W = vrec.size(5);
+  const int64_t HW = H * W, rs = vrec.stride(0);
+  const bool has_keep = keep.defined(), has_pre = pre.defined(), want_gp = gp.defined();
+  const T* wp = w.data_ptr<T>();
+  const int64_t wsb = bst(w, 0), wsk = bst(w, 1), wsj = w.stride(2), wsr = w.stride(3);
+  auto strides = [](const Ten& t, int64_t* s) {
+    s[0] = bst(t, 0); s[1] = bst(t, 1); s[2] = bst(t, 2); s[3] = t.stride(3);
+  };
+  int64_t ds[4], ks[4] = {}, ps[4] = {}, xs[4];
+  strides(diag, ds);
+  if (has_keep) strides(keep, ks);
+  if (has_pre) strides(pre, ps);
+  strides(x0, xs);
+  const T* dp = diag.data_ptr<T>();
+  const T* kp = has_keep ? keep.data_ptr<T>() : nullptr;
+  const T* pp = has_pre ? pre.data_ptr<T>() : nullptr;
+  const T* xp0 = x0.data_ptr<T>();
+  const T* vp = vrec.data_ptr<T>();
+  const T* grp = want_gp ? grec.data_ptr<T>() : nullptr;
+  const T* xbp = xbar.data_ptr<T>();
+  const T* alp = al.data_ptr<T>();
+  const T* bep = be.data_ptr<T>();
+  T* gwp = gw.data_ptr<T>();
+  T* gdp = gd.data_ptr<T>();
+  T* gpp = want_gp ? gp.data_ptr<T>() : nullptr;
+  T* gbp = gb.data_ptr<T>();
+  T* gxp = gx0.data_ptr<T>();
+  T* gap = ga.data_ptr<T>();
+  T* gbep = gbe.data_ptr<T>();
+  const int64_t LAG = 2;
+  parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> buf(4 * C * HW + C * W);
+    T* Y[2] = {buf.data(), buf.data() + C * HW};
+    T* G = buf.data() + 2 * C * HW;   // gbar, pointwise
+    T* VB = buf.data() + 3 * C * HW;  // beta_{t+1} vbar^{t+1}, pointwise
+    T* U = buf.data() + 4 * C * HW;   // scratch rows: the stencil of y (C rows)
+    std::vector<double> dga(Tn), dgbe(Tn);
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const int64_t b = pl / K, k = pl % K;
+      const T* wb = wp + b * wsb + k * wsk;
+      std::fill(dga.begin(), dga.end(), 0.0);
+      std::fill(dgbe.begin(), dgbe.end(), 0.0);
+      auto rowp = [&](const T* base, const int64_t* s, int64_t c, int64_t r) { return base + b * s[0] + k * s[1] + c * s[2] + r * s[3]; };
+      // u rows = diag * y - W y on row r of the C planes of y (plane stride HW, row stride W)
+      auto stencil = [&](const T* y, int64_t r) {
+        if (r >= 2 && r + 2 < H && C <= 4) {
+          T* o[4];
+          const T* ar[4];
+          const T* xb[4];
+          for (int64_t c = 0; c < C; ++c) { o[c] = U + c * W; ar[c] = rowp(dp, ds, c, r); xb[c] = y + c * HW; }
+          switch (C) {
+            case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, r, W); break;
+            case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, r, W); break;
+            case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, r, W); break;
+            default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, r, W); break;
+          }
+          return;
+        }
+        for (int64_t c = 0; c < C; ++c)
+          stencil_row<T, true>(U + c * W, rowp(dp, ds, c, r), y + c * HW, W, wb, wsj, wsr, r, H, W);
+      };
+      // gw row r -= coef * sum_c (y_p x_q + y_q x_p); x given by plane bases xq(c) with row stride xr
+      T* gwb = gwp + pl * NU * HW;
+      auto grad_w = [&](const T* y, auto xplane, int64_t xr, T coef, int64_t r) {
+        for (int kk = 0; kk < NU; ++kk) {
+          const int dy = OFF[kk][0], dx = OFF[kk][1];
+          const int64_t n = W - std::abs(dx);
+          if (n <= 0 || r + dy >= H) continue;
+          const int64_t px = std::max(0, -dx), qx = std::max(0, dx);
+          T* __restrict__ o = gwb + kk * HW + r * W + px;
+          for (int64_t c = 0; c < C; ++c) {
+            const T* __restrict__ yp = y + c * HW + r * W + px;
+            const T* __restrict__ yq = y + c * HW + (r + dy) * W + qx;
+            const T* xb = xplane(c);
+            const T* __restrict__ xpp = xb + r * xr + px;
+            const T* __restrict__ xq = xb + (r + dy) * xr + qx;
+            for (int64_t j = 0; j < n; ++j) o[j] -= coef * (yp[j] * xq[j] + yq[j] * xpp[j]);
+          }
+        }
+      };
+      auto step = [&](int64_t s, int64_t r) {
+        const int64_t t = Tn - 1 - s;
+        const T a = alp[t * K + k];
+        const T* yo = Y[(s + 1) % 2];  // y^{t+1} (written by step s - 1)
+        T* yn = Y[s % 2];
+        if (s >= 1) stencil(yo, r);
+        double sa = 0.0, sb = 0.0;
+        const T bt = t > 0 ? bep[t * K + k] : T(0);
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t off = pl * C * HW + c * HW + r * W;  // (b, k, c, r) in the contiguous tensors
+          const T* __restrict__ xb = xbp + off;
+          const T* __restrict__ v = vp + t * rs + off;
+          const T* __restrict__ u = U + c * W;
+          const T* __restrict__ y = yo + c * HW + r * W;
+          T* __restrict__ vb = VB + c * HW + r * W;
+          T* __restrict__ gbar = G + c * HW + r * W;
+          T* __restrict__ ynr = yn + c * HW + r * W;
+          T* __restrict__ gdr = gdp + off;
+          const T* __restrict__ pr = has_pre ? rowp(pp, ps, c, r) : nullptr;
+          const T* __restrict__ kr = has_keep ? rowp(kp, ks, c, r) : nullptr;
+          double da = 0.0, db = 0.0;
+          for (int64_t j = 0; j < W; ++j) {
+            T vbar = -a * xb[j];
+            T dot = xb[j] * v[j];
+            if (s >= 1) {
+              vbar += vb[j] - a * u[j];
+              dot += u[j] * v[j];
+              gdr[j] -= a * y[j] * v[j];
+            } else {
+              gdr[j] = T(0);
+            }
+            da += dot;
+            const T pv = has_pre ? pr[j] * vbar : vbar;
+            const T gn = s >= 1 ? gbar[j] + pv : pv;
+            gbar[j] = gn;
+            ynr[j] = has_keep ? kr[j] * gn : gn;
+            vb[j] = bt * vbar;
+            if (t > 0) db += vbar * (v - rs)[j];
+            if (want_gp) {
+              const T q = vbar * (grp + t * rs + off)[j];
+              if (s >= 1) gpp[off + j] += q; else gpp[off + j] = q;
+            }
+          }
+          sa += da;
+          sb += db;
+        }
+        dga[t] -= sa;
+        if (t > 0) dgbe[t] += sb;
+        if (s == 0)
+          for (int kk = 0; kk < NU; ++kk) std::fill(gwb + kk * HW + r * W, gwb + kk * HW + (r + 1) * W, T(0));
+        if (s >= 1) grad_w(yo, [&](int64_t c) { return vp + t * rs + pl * C * HW + c * HW; }, W, -a, r);
+      };
+      auto finish = [&](int64_t r) {  // s = T: gbar^0 in G, y^0 in Y[(T - 1) % 2]
+        const T* y = Y[(Tn - 1) % 2];
+        stencil(y, r);
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t off = pl * C * HW + c * HW + r * W;
+          const T* __restrict__ gbar = G + c * HW + r * W;
+          const T* __restrict__ xb = xbp + off;
+          const T* __restrict__ u = U + c * W;
+          const T* __restrict__ yr = y + c * HW + r * W;
+          const T* __restrict__ x0r = rowp(xp0, xs, c, r);
+          for (int64_t j = 0; j < W; ++j) {
+            gbp[off + j] = -gbar[j];
+            gxp[off + j] = xb[j] + u[j];
+            gdp[off + j] += yr[j] * x0r[j];
+          }
+        }
+        grad_w(y, [&](int64_t c) { return rowp(xp0, xs, c, 0); }, xs[3], T(1), r);
+      };
+      for (int64_t i = 0; i < H + LAG * Tn; ++i) {
+        for (int64_t s = 0; s <= Tn; ++s) {
+          const int64_t r = i - LAG * s;
+          if (r < 0) break;
+          if (r >= H) continue;
+          if (s < Tn) step(s, r); else finish(r);
+        }
+      }
+      for (int64_t t = 0; t < Tn; ++t) {
+        gap[pl * Tn + t] = T(dga[t]);
+        gbep[pl * Tn + t] = T(dgbe[t]);
+      }
+    }
+  });
+}
+
 // Weights of L-bar = C-bar^T C-bar (graph.incidence_laplacian_weights):
 // s_kk[p] = wbar_kk[p]^2 + wbar_{12+kk}[p + o_kk]^2 where p + o_kk is inside the image, else 0.
 // wbar (B, K, 24, H, W) contiguous, s (B, K, 12, H, W) with contiguous rows (its planes may be
@@ -1291,6 +1478,18 @@ GSP_ENTRY(gsp_cg_unrolled_record) {
                                                    t[7].data_ptr<scalar_t>(),
                                                    t[8].defined() ? t[8].data_ptr<scalar_t>() : nullptr,
                                                    t[7].stride(0)));
+  });
+}
+
+// (w, diag, keep?, pre?, vrec, grec?, x0, xbar, al, be, gw, gd, gp?, gb, gx0, ga, gbe)
+GSP_ENTRY(gsp_cg_unrolled_backward) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 17);
+    Ten t[17];
+    for (int i = 0; i < 17; ++i) t[i] = ten_at(rec, i);
+    GSP_DISPATCH(dtype, cg_backward_impl<scalar_t>(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9],
+                                                   t[10], t[11], t[12], t[13], t[14], t[15], t[16]));
   });
 }
 

@@ -69,7 +69,7 @@ def _stencil(w: Tensor, diag: Tensor, u: Tensor) -> Tensor:
 def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
     """The forward recurrence in the fused native kernel (one sweep over the rows for all T
     steps, the inference kernel's) recording every ``v^t`` (and ``g^t`` when the preconditioner
-    needs a gradient) into buffers of their own: (x^T, [v^t], [g^t])."""
+    needs a gradient) into buffers of their own: (x^T, v (T, B, K, C, H, W), g or None)."""
     from .cg import _step_table
 
     T, shape = alphas.shape[0], b.shape
@@ -84,7 +84,41 @@ def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
         backend.native().cg_unrolled_record(rc(w), full(diag), full(keep), full(precond), rc(b), x, g, vrec, grec,
                                             _step_table(alphas, T, shape[1], b), _step_table(betas, T, shape[1], b),
                                             backend.settings.fused_cg_mode)
-    return x, list(vrec.unbind(0)), ([] if grec is None else list(grec.unbind(0)))
+    return x, vrec, grec
+
+
+def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar):
+    """The adjoint recurrence in one native sweep per plane (``cg_unrolled_backward``: the
+    stencils, the vector updates, the step sizes' inner products and the per-edge weight
+    gradient of every step together); ``keep`` needs no gradient."""
+    from .cg import _step_table
+
+    need_w, need_d, _, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
+    T, shape = ctx.T, xbar.shape
+    B, K, C, H, W = shape
+    rc = backend.rows_contiguous
+    full = lambda t: None if t is None else rc(t.expand(shape))  # noqa: E731
+    gw = xbar.new_empty(B, K, G.NU, H, W)
+    gd, gb, gx0 = (torch.empty_like(xbar) for _ in range(3))
+    gp = torch.empty_like(xbar) if (need_p and precond is not None) else None
+    ga, gbe = xbar.new_empty(B * K, T), xbar.new_empty(B * K, T)
+    backend.native().cg_unrolled_backward(rc(w), full(diag), full(keep), full(precond), vrec,
+                                          grec if gp is not None else None, full(x0), xbar,
+                                          _step_table(alphas, T, K, xbar), _step_table(betas, T, K, xbar),
+                                          gw, gd, gp, gb, gx0, ga, gbe)
+
+    def steps(g: Tensor, like: Tensor) -> Tensor:
+        g = g.view(B, K, T).sum(0).t()  # (T, K)
+        return (g.sum(1) if like.dim() == 1 else g).to(like.dtype)
+
+    return (sum_to(gw, w.shape) if need_w else None,
+            sum_to(gd, diag.shape) if need_d else None,
+            None,
+            sum_to(gp, precond.shape) if gp is not None else None,
+            sum_to(gb, ctx.b_shape) if need_b else None,
+            sum_to(gx0, x0.shape) if need_x0 else None,
+            steps(ga, alphas) if need_a else None,
+            steps(gbe, betas) if need_be else None)
 
 
 class _UnrolledCG(torch.autograd.Function):
@@ -99,9 +133,10 @@ class _UnrolledCG(torch.autograd.Function):
         ctx.T, ctx.b_shape = T, b.shape
         ctx.need_pre = need_pre
         ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
-        if backend.usable(w, diag, keep, precond, b, x0, alphas, betas):
-            x, vs, gs = _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre)
-            ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, *vs, *gs)
+        ctx.recorded = backend.usable(w, diag, keep, precond, b, x0, alphas, betas)
+        if ctx.recorded:  # v^t (and g^t) as one (T, B, K, C, H, W) tensor each
+            x, vrec, grec = _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre)
+            ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, vrec, grec)
             return x
         x = x0.expand(shape).clone(memory_format=torch.contiguous_format)
         g = _stencil(w, diag, x)
@@ -132,9 +167,15 @@ class _UnrolledCG(torch.autograd.Function):
     def backward(ctx, xbar):  # type: ignore[override]
         T = ctx.T
         w, diag, keep, precond, x0, alphas, betas, *rest = ctx.saved_tensors
-        vs, gs = rest[:T], rest[T:]
         need_w, need_d, need_k, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
         xbar = xbar.contiguous()
+        if ctx.recorded:
+            vrec, grec = rest
+            if not (need_k and keep is not None) and backend.usable(xbar):
+                return _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar)
+            vs, gs = vrec.unbind(0), (() if grec is None else grec.unbind(0))
+        else:
+            vs, gs = rest[:T], rest[T:]
         shape = xbar.shape
         B, K, C, H, W = shape
         # A_bar is the sum over terms c_s (g_s (v_s)^T): the weights' gradient accumulates in one
