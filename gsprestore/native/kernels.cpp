@@ -1088,6 +1088,56 @@ static void dma_grad_w_impl(const Ten& g, const Ten& x, Ten& gw) {
   });
 }
 
+// One row segment of edge_bwd_impl (the same arithmetic, restrict-qualified so that it
+// vectorises): writes the edge state's gradients (not FIRST), adds to gw, and leaves the node
+// gradient contribution gr * wbar in sc (scattered by the caller: tail +, head -) and the gamma
+// term of each edge in tg (summed by the caller).
+template <typename T, bool FIRST>
+static void edge_bwd_row(int64_t n, T gam, T hi, T inv, const T* __restrict__ xt, const T* __restrict__ xh,
+                         const T* __restrict__ wr, const T* __restrict__ Dr, const T* __restrict__ ur,
+                         const T* __restrict__ vr, const T* __restrict__ gD2r, const T* __restrict__ gu2r,
+                         const T* __restrict__ gv2r, const T* __restrict__ gnt, const T* __restrict__ gnh,
+                         T* __restrict__ gwr, T* __restrict__ gDr, T* __restrict__ gur, T* __restrict__ gvr,
+                         T* __restrict__ sc, T* __restrict__ tgr) {
+  for (int64_t t = 0; t < n; ++t) {
+    const T dxv = xt[t] - xh[t];
+    const T r = wr[t] * dxv;
+    T d0 = 0, a, bb;
+    if constexpr (FIRST) {
+      a = -hi; bb = T(-0.5) * r;
+    } else {
+      d0 = Dr[t];
+      const T u0 = ur[t], v0 = vr[t];
+      a = T(0.5) * (u0 + v0) - hi;
+      bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
+    }
+    const T sp = a + bb, sm = a - bb;
+    const T uu = relu(sp), vv = relu(sm);
+    const T diff = uu - vv;
+    const T dn = d0 - gam * (T(2) * r + diff);
+    const T e0 = dn * hi - T(0.5) * diff;
+    const T ggn = gnt[t] - gnh[t];
+    const T ge = ggn * wr[t];
+    const T gdn = gD2r[t] + ge * hi;
+    const T gU = gu2r[t] - T(0.5) * ge - gam * gdn;
+    const T gV = gv2r[t] + T(0.5) * ge + gam * gdn;
+    const T s1 = T(sp > T(0)) * gU;  // (as products: the loop stays branch-free and vectorises)
+    const T s2 = T(sm > T(0)) * gV;
+    const T ga = s1 + s2, gb = s1 - s2;
+    const T gr = T(-2) * gam * gdn - T(0.5) * gb;
+    gwr[t] += ggn * e0 + gr * dxv;
+    sc[t] = gr * wr[t];
+    if constexpr (!FIRST) {
+      gDr[t] = gdn + T(0.25) * gb * inv;
+      gur[t] = T(0.5) * ga + T(0.25) * gb;
+      gvr[t] = T(0.5) * ga - T(0.25) * gb;
+    }
+    T tg = -ge * dn * hi * inv - gdn * (T(2) * r + diff) + ga * hi * inv;
+    if constexpr (!FIRST) tg -= gb * d0 * T(0.25) * inv * inv;
+    tgr[t] = tg;
+  }
+}
+
 // Backward of the fused ADMM edge step (same arithmetic as the PyTorch formulas in
 // solvers._AdmmEdgeStep.backward). Threads over (b, k): gw sums over channels, gx and the
 // per-unit gamma partial sums stay private to a unit.
@@ -1118,7 +1168,7 @@ static void edge_bwd_impl(const Ten& x, const Ten& wbar, bool first, const Ten& 
   T* gvp = first ? nullptr : gv.data_ptr<T>();
   T* ggp = gg.data_ptr<T>();
   parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> zeros(W, T(0));
+    std::vector<T> zeros(W, T(0)), sc(W), tg(W);
     for (int64_t bk = begin; bk < end; ++bk) {
       const int64_t b = bk / K, k = bk % K;
       const T gam = g_per_head ? gp[k] : gp[0];
@@ -1153,44 +1203,22 @@ static void edge_bwd_impl(const Ten& x, const Ten& wbar, bool first, const Ten& 
             T* gxt = gxb + i * W + tx;
             T* gxh = gxb + (i + dy) * W + hx;
             T* gwr = gwb + jj * HW + i * W + tx;
-            for (int64_t t = 0; t < n_; ++t) {
-              const T dxv = xt[t] - xh[t];
-              const T r = wr[t] * dxv;
-              T d0 = 0, a, bb;
-              if (first) {
-                a = -hi; bb = T(-0.5) * r;
-              } else {
-                d0 = Dp[to + t];
-                const T u0 = up[to + t], v0 = vp[to + t];
-                a = T(0.5) * (u0 + v0) - hi;
-                bb = T(0.25) * (d0 * inv + u0 - v0) - T(0.5) * r;
-              }
-              const T sp = a + bb, sm = a - bb;
-              const T uu = relu(sp), vv = relu(sm);
-              const T diff = uu - vv;
-              const T dn = d0 - gam * (T(2) * r + diff);
-              const T e0 = dn * hi - T(0.5) * diff;
-              const T ggn = gnt[t] - gnh[t];
-              const T ge = ggn * wr[t];
-              const T gdn = gD2r[t] + ge * hi;
-              const T gU = gu2r[t] - T(0.5) * ge - gam * gdn;
-              const T gV = gv2r[t] + T(0.5) * ge + gam * gdn;
-              const T s1 = sp > T(0) ? gU : T(0);
-              const T s2 = sm > T(0) ? gV : T(0);
-              const T ga = s1 + s2, gb = s1 - s2;
-              const T gr = T(-2) * gam * gdn - T(0.5) * gb;
-              gwr[t] += ggn * e0 + gr * dxv;
-              gxt[t] += gr * wr[t];
-              gxh[t] -= gr * wr[t];
-              if (!first) {
-                gDp[to + t] = gdn + T(0.25) * gb * inv;
-                gup[to + t] = T(0.5) * ga + T(0.25) * gb;
-                gvp[to + t] = T(0.5) * ga - T(0.25) * gb;
-              }
-              T tg = -ge * dn * hi * inv - gdn * (T(2) * r + diff) + ga * hi * inv;
-              if (!first) tg -= gb * d0 * T(0.25) * inv * inv;
-              gsum += double(tg);
-            }
+            const T* Dr = first ? z : Dp + to;
+            const T* ur = first ? z : up + to;
+            const T* vr = first ? z : vp + to;
+            T* gDr = first ? sc.data() : gDp + to;
+            T* gur = first ? sc.data() : gup + to;
+            T* gvr = first ? sc.data() : gvp + to;
+            if (first)
+              edge_bwd_row<T, true>(n_, gam, hi, inv, xt, xh, wr, Dr, ur, vr, gD2r, gu2r, gv2r, gnt, gnh, gwr,
+                                    gDr, gur, gvr, sc.data(), tg.data());
+            else
+              edge_bwd_row<T, false>(n_, gam, hi, inv, xt, xh, wr, Dr, ur, vr, gD2r, gu2r, gv2r, gnt, gnh, gwr,
+                                     gDr, gur, gvr, sc.data(), tg.data());
+            scatter_row<T>(gxt, gxh, sc.data(), n_);
+            double rs = 0.0;
+            for (int64_t t = 0; t < n_; ++t) rs += double(tg[t]);
+            gsum += rs;
           }
         }
       }
