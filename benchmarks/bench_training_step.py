@@ -95,6 +95,8 @@ def main() -> None:
     ap.add_argument("--patch", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep-freed", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--paths", default="autograd,adjoint",
+                    help="which of the tree's paths to time (a tree without the setting has one: 'tree')")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     if args.keep_freed:
@@ -104,6 +106,8 @@ def main() -> None:
             training.keep_freed_memory()
     paths = ({"autograd": {"cg_adjoint": 0}, "adjoint": {"cg_adjoint": 1}} if hasattr(backend.settings, "cg_adjoint")
              else {"tree": {}})
+    if len(paths) > 1:
+        paths = {k: v for k, v in paths.items() if k in args.paths.split(",")}
     rows = []
     print(f"torch {torch.__version__}, native kernels: {backend.native() is not None}, paths: {', '.join(paths)}")
     for name in args.models.split(","):

@@ -571,6 +571,50 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
   }
 }
 
+// f.template operator()<b...>() with the run-time flags as template arguments (each combination
+// compiles its own branch-free loop)
+template <bool... Bs, typename F>
+static void dispatch_bools(F&& f) { f.template operator()<Bs...>(); }
+template <bool... Bs, typename F, typename... R>
+static void dispatch_bools(F&& f, bool b, R... rest) {
+  if (b) dispatch_bools<Bs..., true>(f, rest...);
+  else dispatch_bools<Bs..., false>(f, rest...);
+}
+
+// One row of one channel of a step of cg_backward_impl (the pointwise part; S1: s >= 1, PRE / KEEP
+// / GP: a preconditioner / keep / the preconditioner's gradient, TP: t > 0). The terms of the two
+// inner products go to da / db (summed by the caller).
+template <typename T, bool S1, bool PRE, bool KEEP, bool GP, bool TP>
+static void cg_bwd_row(int64_t W, T a, T bt, const T* __restrict__ xb, const T* __restrict__ v,
+                       const T* __restrict__ vprev, const T* __restrict__ u, const T* __restrict__ y,
+                       T* __restrict__ vb, T* __restrict__ gbar, T* __restrict__ ynr, T* __restrict__ gdr,
+                       const T* __restrict__ pr, const T* __restrict__ kr, const T* __restrict__ gt,
+                       T* __restrict__ gpr, T* __restrict__ da, T* __restrict__ db) {
+  for (int64_t j = 0; j < W; ++j) {
+    T vbar = -a * xb[j];
+    T dot = xb[j] * v[j];
+    if constexpr (S1) {
+      vbar += vb[j] - a * u[j];
+      dot += u[j] * v[j];
+      gdr[j] -= a * y[j] * v[j];
+    } else {
+      gdr[j] = T(0);
+    }
+    da[j] = dot;
+    T pv = vbar;
+    if constexpr (PRE) pv = pr[j] * vbar;
+    T gn = pv;
+    if constexpr (S1) gn += gbar[j];
+    gbar[j] = gn;
+    if constexpr (KEEP) ynr[j] = kr[j] * gn; else ynr[j] = gn;
+    vb[j] = bt * vbar;
+    if constexpr (TP) db[j] = vbar * vprev[j];
+    if constexpr (GP) {
+      if constexpr (S1) gpr[j] += vbar * gt[j]; else gpr[j] = vbar * gt[j];
+    }
+  }
+}
+
 // Backward of the unrolled CG (solvers/cg_adjoint.py, the adjoint recurrence of its module
 // docstring) for A = keep * (diag - W), keep without a gradient, in one sweep per plane (b, k):
 // for s = 0 .. T-1 (t = T-1-s) and a last step s = T, each on row r = i - 2 s at sweep position i,
@@ -623,11 +667,13 @@ static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, con
   T* gbep = gbe.data_ptr<T>();
   const int64_t LAG = 2;
   parallel_chunks(B * K, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> buf(4 * C * HW + C * W);
+    std::vector<T> buf(4 * C * HW + C * W + 2 * W);
     T* Y[2] = {buf.data(), buf.data() + C * HW};
     T* G = buf.data() + 2 * C * HW;   // gbar, pointwise
     T* VB = buf.data() + 3 * C * HW;  // beta_{t+1} vbar^{t+1}, pointwise
     T* U = buf.data() + 4 * C * HW;   // scratch rows: the stencil of y (C rows)
+    T* DA = U + C * W;                // scratch rows: the terms of the step sizes' inner products
+    T* DB = DA + W;
     std::vector<double> dga(Tn), dgbe(Tn);
     for (int64_t pl = begin; pl < end; ++pl) {
       const int64_t b = pl / K, k = pl % K;
@@ -692,29 +738,17 @@ static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, con
           T* __restrict__ gdr = gdp + off;
           const T* __restrict__ pr = has_pre ? rowp(pp, ps, c, r) : nullptr;
           const T* __restrict__ kr = has_keep ? rowp(kp, ks, c, r) : nullptr;
+          const T* __restrict__ vprev = t > 0 ? v - rs : nullptr;
+          const T* __restrict__ gt = want_gp ? grp + t * rs + off : nullptr;
+          T* __restrict__ gpr = want_gp ? gpp + off : nullptr;
+          dispatch_bools([&]<bool S1, bool PRE, bool KEEP, bool GP, bool TP>() {
+            cg_bwd_row<T, S1, PRE, KEEP, GP, TP>(W, a, bt, xb, v, vprev, u, y, vb, gbar, ynr, gdr, pr, kr, gt, gpr,
+                                                 DA, DB);
+          }, s >= 1, has_pre, has_keep, want_gp, t > 0);
           double da = 0.0, db = 0.0;
-          for (int64_t j = 0; j < W; ++j) {
-            T vbar = -a * xb[j];
-            T dot = xb[j] * v[j];
-            if (s >= 1) {
-              vbar += vb[j] - a * u[j];
-              dot += u[j] * v[j];
-              gdr[j] -= a * y[j] * v[j];
-            } else {
-              gdr[j] = T(0);
-            }
-            da += dot;
-            const T pv = has_pre ? pr[j] * vbar : vbar;
-            const T gn = s >= 1 ? gbar[j] + pv : pv;
-            gbar[j] = gn;
-            ynr[j] = has_keep ? kr[j] * gn : gn;
-            vb[j] = bt * vbar;
-            if (t > 0) db += vbar * (v - rs)[j];
-            if (want_gp) {
-              const T q = vbar * (grp + t * rs + off)[j];
-              if (s >= 1) gpp[off + j] += q; else gpp[off + j] = q;
-            }
-          }
+          for (int64_t j = 0; j < W; ++j) da += double(DA[j]);
+          if (t > 0)
+            for (int64_t j = 0; j < W; ++j) db += double(DB[j]);
           sa += da;
           sb += db;
         }
