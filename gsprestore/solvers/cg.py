@@ -21,6 +21,7 @@ from torch import Tensor
 
 from .. import backend
 from .. import graph as G
+from .cg_adjoint import _step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
@@ -136,12 +137,6 @@ class StencilOperator:
     def __call__(self, v: Tensor) -> Tensor:
         out = G.diag_minus_adjacency_apply(self.w, v, self.diag)
         return out if self.keep is None else self.keep * out
-
-
-def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
-    """(T,) or (T, K) step sizes as a contiguous (T, K) table of ``like``'s dtype."""
-    p = param.detach().to(dtype=like.dtype)
-    return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
 def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tensor, betas: Tensor,

@@ -54,6 +54,13 @@ def _step(table: Tensor, t: int) -> Tensor:
     return p if p.dim() == 0 else p.reshape(1, -1, 1, 1, 1)
 
 
+def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
+    """(T,) or (T, K) step sizes as a contiguous (T, K) table of ``like``'s dtype (what the native
+    kernels read)."""
+    p = param.detach().to(dtype=like.dtype)
+    return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
+
+
 def _dot(a: Tensor, b: Tensor, like: Tensor) -> Tensor:
     """Per-step-size inner product: ``sum(a * b)`` reduced to the shape of one entry of the step
     table ``like`` (a scalar, or one value per head)."""
@@ -70,8 +77,6 @@ def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
     """The forward recurrence in the fused native kernel (one sweep over the rows for all T
     steps, the inference kernel's) recording every ``v^t`` (and ``g^t`` when the preconditioner
     needs a gradient) into buffers of their own: (x^T, v (T, B, K, C, H, W), g or None)."""
-    from .cg import _step_table
-
     T, shape = alphas.shape[0], b.shape
     x = torch.empty(shape, dtype=b.dtype)
     x.copy_(x0.expand(shape))
@@ -91,8 +96,6 @@ def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
     """The adjoint recurrence in one native sweep per plane (``cg_unrolled_backward``: the
     stencils, the vector updates, the step sizes' inner products and the per-edge weight
     gradient of every step together); ``keep`` needs no gradient."""
-    from .cg import _step_table
-
     need_w, need_d, _, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
     T, shape = ctx.T, xbar.shape
     B, K, C, H, W = shape
