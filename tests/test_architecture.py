@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                      "paper"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
                                 "camera_raw", "metadata"}),
-    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
+    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_adjoint_triton", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
                                     "solvers.admm_edge", "solvers.admm_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),

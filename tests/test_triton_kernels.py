@@ -151,6 +151,92 @@ def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
         assert r["moved"] > 0.01 and r["diff"] <= 1e-5, (method, r)
 
 
+TRAIN_SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G
+from gsprestore.solvers import cg, cg_adjoint
+
+torch.manual_seed(0)
+def weights(B, K, H, W):
+    w = torch.rand(B, K, 12, H, W) + 0.1
+    for kk, (dy, dx) in enumerate(G.OFFSETS):  # zero on edges that leave the image
+        if dy > 0: w[..., kk, H - dy:, :] = 0
+        if dx > 0: w[..., kk, :, W - dx:] = 0
+        if dx < 0: w[..., kk, :, :-dx] = 0
+    return w
+
+calls = []
+real = cg_adjoint._backward_triton
+cg_adjoint._backward_triton = lambda *a: calls.append(1) or real(*a)
+out = []
+# (B, K, KW, C, H, W, keep, P^-1, one step size per head): two pixel blocks, a shared graph,
+# three channels, no keep / P
+for B, K, KW, C, H, W, with_keep, with_pre, per_head in [(1, 2, 2, 2, 9, 11, True, True, True),
+                                                          (2, 2, 1, 1, 23, 29, False, True, False),
+                                                          (1, 1, 1, 3, 6, 7, True, False, True)]:
+    w = weights(B, KW, H, W)
+    diag = G.degree(w.expand(B, K, 12, H, W)) + 0.5
+    keep = (torch.rand(B, 1, C, H, W) > 0.3).float() if with_keep else None
+    vals = dict(w=w, diag=diag, pre=1 / diag if with_pre else None, b=torch.randn(B, K, C, H, W),
+                x0=torch.randn(B, 1, C, H, W), al=torch.rand(*((4, K) if per_head else (4,))) * 0.5,
+                be=torch.rand(*((4, K) if per_head else (4,))) * 0.3)
+    names = [n for n, v in vals.items() if v is not None]
+    res = {}
+    # the Triton training kernels (float32), plain autograd through every CG step in float64 (the
+    # reference) and in float32 (what float32 resolves)
+    for label, dtype, adjoint in (("triton", torch.float32, 1), ("plain64", torch.float64, 0),
+                                  ("plain32", torch.float32, 0)):
+        leaves = {n: vals[n].to(dtype).clone().requires_grad_(True) for n in names}
+        with backend.configure(cg_adjoint=adjoint):
+            x = cg.cg_unrolled(cg.StencilOperator(leaves["w"], leaves["diag"], None if keep is None else keep.to(dtype)),
+                               leaves["b"], leaves["x0"], leaves["al"], leaves["be"], precond=leaves.get("pre"))
+        seed = torch.linspace(-1, 1, x.numel(), dtype=dtype).reshape(x.shape)
+        grads = torch.autograd.grad((x * seed).sum(), [leaves[n] for n in names])
+        res[label] = dict(zip(names, (g.double() for g in grads)), x=x.detach().double())
+    out.append({n: [float((res[l][n] - ref).norm() / ref.norm()) for l in ("triton", "plain32")]
+                for n, ref in res["plain64"].items()})
+n_calls = len(calls)
+# a Triton whose backward kernel cannot compile: the PyTorch adjoint takes over (said once) and
+# the fused kernels are off for the rest of the run
+from gsprestore.solvers import cg_adjoint_triton
+def boom(*a, **k):
+    raise RuntimeError("no compiler here")
+cg_adjoint_triton.backward = boom
+backend.settings.gpu_fused = 1
+w = weights(1, 2, 8, 9); diag = G.degree(w) + 0.5
+b, x0 = torch.randn(1, 2, 1, 8, 9), torch.randn(1, 1, 1, 8, 9)
+grads = []
+for adjoint in (1, 0):
+    ww = w.clone().requires_grad_(True)
+    with backend.configure(cg_adjoint=adjoint):
+        x = cg.cg_unrolled(cg.StencilOperator(ww, diag, None), b, x0, torch.full((3,), 0.4), torch.full((3,), 0.2))
+    grads.append(torch.autograd.grad(x.sum(), ww)[0])
+fallback = {"diff": float((grads[0] - grads[1]).abs().max() / grads[1].abs().max()), "gpu_fused": backend.settings.gpu_fused}
+print("RESULT" + json.dumps({"calls": n_calls, "errors": out, "fallback": fallback}))
+"""
+
+
+@pytest.mark.slow
+def test_triton_training_kernels_give_the_adjoint_gradients():
+    """The unrolled CG's training form on a GPU (:mod:`gsprestore.solvers.cg_adjoint_triton`: the
+    forward recording every step, the adjoint recurrence one kernel per step), run in Triton's
+    interpreter: used for every solve (counted), and its float32 values and gradients of every
+    input as close to plain float64 autograd as plain float32 autograd's own."""
+    env = dict(os.environ, TRITON_INTERPRET="1", GSPRESTORE_NATIVE="0", GSPRESTORE_TRITON="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert res["calls"] == 3
+    assert res["fallback"]["diff"] <= 1e-5 and res["fallback"]["gpu_fused"] == 0, res["fallback"]
+    assert "the fused Triton CG training kernel failed" in proc.stderr
+    for case in res["errors"]:
+        assert set(case) >= {"w", "diag", "b", "x0", "al", "be", "x"}, case
+        for name, (triton_err, plain32_err) in case.items():
+            assert triton_err <= 3 * plain32_err + 2e-6, (name, case)
+
+
 def test_gpu_fused_path_is_refused_for_cpu_tensors_without_the_interpreter(monkeypatch):
     import torch
 

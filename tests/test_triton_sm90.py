@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: the test). The unrolled random-walk kernel took 143-149 s (the job's first GPU forward would
 #: have waited minutes for it, again for each tile shape); each variant now takes 0.1-2.2 s.
 COMPILE_LIMIT_S = 10.0
-KERNELS = {"_random_walk_kernel", "_edge_weights_kernel", "_cg_step_kernel", "_replay_kernel"}
+KERNELS = {"_random_walk_kernel", "_edge_weights_kernel", "_cg_step_kernel", "_replay_kernel",
+           "_adjoint_step_kernel", "_zero_edges_kernel"}
 MODELS = {"ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"}
 
 
@@ -35,7 +36,11 @@ def test_every_kernel_variant_the_job_launches_compiles_for_sm90_in_seconds(tmp_
     table = "\n".join(f"{v['kernel']} {v['constexprs']}: {v['cpu_seconds']} s CPU {v['error'] or ''}" for v in variants)
     assert res.returncode == 0 and not any(v["error"] for v in variants), table
     assert {v["kernel"] for v in variants} == KERNELS, table
-    assert set().union(*(v["models"] for v in variants)) == MODELS, table
+    launched_by = set().union(*(v["models"] for v in variants))
+    assert {m.replace(" (training)", "") for m in launched_by} == MODELS, table
+    # the training step of every model launches the CG training kernels
+    training = {m for v in variants if v["kernel"] == "_adjoint_step_kernel" for m in v["models"]}
+    assert training == {m + " (training)" for m in MODELS}, table
     slow = [v for v in variants if v["cpu_seconds"] > COMPILE_LIMIT_S]
     assert not slow, table
     # shapes are run-time arguments: a new tile shape reuses the compiled variants

@@ -7,7 +7,8 @@ short window. This tool finds the variants that launch would compile and compile
 
 1. **record** (a child process under ``TRITON_INTERPRET=1``, so that CPU tensors take the fused
    path): the four shipped models' forwards (the job's sanity check; its inference and
-   validation run the same kernels) at each ``--shapes`` size, with every kernel launch recorded
+   validation run the same kernels) and a training step of each (unrolled CG's training kernels,
+   :mod:`gsprestore.solvers.cg_adjoint_triton`) at each ``--shapes`` size, with every kernel launch recorded
    (kernel, argument kinds and values, constexpr keywords) and not run (interpreted, the shipped
    models' launches take tens of minutes; no dispatch depends on the values they write);
 2. **compile** (a child process, Triton's NVIDIA backend told that the current target is
@@ -35,7 +36,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: (module, kernel) of every fused Triton kernel
 KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
-           ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel")]
+           ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
+           ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
+           ("gsprestore.solvers.cg_adjoint_triton", "_zero_edges_kernel")]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
 
 
@@ -86,6 +89,10 @@ def record(shapes: list[tuple[int, int]]) -> list[dict]:
             current.update(model=name, shape=f"{h}x{w}")
             with torch.no_grad():
                 model(*observe(task, torch.rand(2, 3, h, w)))
+            # a training step (the job's): unrolled CG's training kernels, forward and backward
+            current.update(model=name + " (training)")
+            model.zero_grad(set_to_none=True)
+            model(*observe(task, torch.rand(2, 3, h, w))).mean().backward()
     return launches
 
 

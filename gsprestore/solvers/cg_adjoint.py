@@ -124,6 +124,37 @@ def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
             steps(gbe, betas) if need_be else None)
 
 
+def _triton_ok(w, diag, keep, precond, b, x0) -> bool:
+    """The Triton training kernels apply: float32 on a GPU (or under ``TRITON_INTERPRET=1``)."""
+    from . import cg_triton
+
+    ts = [t for t in (w, diag, keep, precond, b, x0) if t is not None]
+    return cg_triton.available() and b.dtype == torch.float32 and backend.gpu_fused_usable(*ts)
+
+
+def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar):
+    """The adjoint recurrence as Triton kernels (:mod:`.cg_adjoint_triton`); ``keep`` needs no
+    gradient."""
+    from . import cg_adjoint_triton
+
+    need_w, need_d, _, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
+    want_gp = need_p and precond is not None
+    gw, gd, gp, gb, gx0, ga, gbe = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar,
+                                                               alphas, betas, want_gp)
+
+    def steps(g: Tensor, like: Tensor) -> Tensor:  # (T, K) -> like's shape
+        return (g.sum(1) if like.dim() == 1 else g).to(like.dtype)
+
+    return (sum_to(gw, w.shape) if need_w else None,
+            sum_to(gd, diag.shape) if need_d else None,
+            None,
+            sum_to(gp, precond.shape) if want_gp else None,
+            sum_to(gb, ctx.b_shape) if need_b else None,
+            sum_to(gx0, x0.shape) if need_x0 else None,
+            steps(ga, alphas) if need_a else None,
+            steps(gbe, betas) if need_be else None)
+
+
 class _UnrolledCG(torch.autograd.Function):
     """(w, diag, keep, precond, b, x0, alphas, betas) -> x^T of the unrolled CG recurrence (see
     the module docstring); ``keep``/``precond`` may be None (1)."""
@@ -137,8 +168,19 @@ class _UnrolledCG(torch.autograd.Function):
         ctx.need_pre = need_pre
         ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
         ctx.recorded = backend.usable(w, diag, keep, precond, b, x0, alphas, betas)
-        if ctx.recorded:  # v^t (and g^t) as one (T, B, K, C, H, W) tensor each
+        ctx.triton = False
+        if not ctx.recorded and _triton_ok(w, diag, keep, precond, b, x0):
+            from . import cg_adjoint_triton
+
+            try:
+                x, vrec, grec = cg_adjoint_triton.forward_recorded(w, diag, keep, precond, b, x0, alphas, betas,
+                                                                   need_pre)
+                ctx.recorded = ctx.triton = True
+            except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+                backend.gpu_fused_failed("CG training kernel", exc)
+        elif ctx.recorded:
             x, vrec, grec = _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre)
+        if ctx.recorded:  # v^t (and g^t) as one (T, B, K, C, H, W) tensor each
             ctx.save_for_backward(w, diag, keep, precond, x0, alphas, betas, vrec, grec)
             return x
         x = x0.expand(shape).clone(memory_format=torch.contiguous_format)
@@ -174,7 +216,12 @@ class _UnrolledCG(torch.autograd.Function):
         xbar = xbar.contiguous()
         if ctx.recorded:
             vrec, grec = rest
-            if not (need_k and keep is not None) and backend.usable(xbar):
+            if ctx.triton and not (need_k and keep is not None) and backend.gpu_fused_usable(xbar):
+                try:
+                    return _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar)
+                except Exception as exc:  # noqa: BLE001 - the PyTorch adjoint below, said once
+                    backend.gpu_fused_failed("CG training kernel", exc)
+            elif not ctx.triton and not (need_k and keep is not None) and backend.usable(xbar):
                 return _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar)
             vs, gs = vrec.unbind(0), (() if grec is None else grec.unbind(0))
         else:

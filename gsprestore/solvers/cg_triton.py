@@ -130,11 +130,14 @@ def _dense(t: Optional[Tensor], shape) -> Optional[Tensor]:
 
 
 def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tensor, x0: Tensor, alphas: Tensor,
-                       betas: Tensor, precond: Optional[Tensor] = None) -> Tensor:
+                       betas: Tensor, precond: Optional[Tensor] = None, *, record: bool = False,
+                       record_g: bool = False):
     """:func:`~gsprestore.solvers.cg.cg_unrolled` of ``v -> keep * (diag * v - W v)`` without
     autograd, float32: ``w`` (B, K|1, 12, H, W) undirected weights (zero on edges that leave the
     image), ``diag``/``keep``/``precond`` (``P^-1``) broadcasting to ``b``'s (B, K, C, H, W),
-    ``alphas``/``betas`` (T,) or (T, K). Returns x^T. ``T + 1`` kernel launches."""
+    ``alphas``/``betas`` (T,) or (T, K). Returns x^T. ``T + 1`` kernel launches. ``record`` (the
+    training forward, :mod:`.cg_adjoint_triton`): every ``v^t`` into a buffer of its own, and with
+    ``record_g`` every ``g^t``; returns ``(x^T, v (T, B, K, C, H, W), g or None)``."""
     if triton is None:
         raise RuntimeError("Triton is not installed")
     if b.dtype != torch.float32:
@@ -157,6 +160,15 @@ def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tenso
                               HAS_KEEP=keep_d is not None, HAS_PRE=pre_d is not None, START=start, LAST=last,
                               BLOCK_SIZE=BLOCK)
 
+    if record:
+        vrec = bc.new_empty((T,) + tuple(b.shape))
+        grec = bc.new_empty((T,) + tuple(b.shape)) if record_g else None
+        launch(x, vrec[0], 0, True, False)
+        for t in range(T):
+            if grec is not None:
+                grec[t].copy_(g)
+            launch(vrec[t], vrec[t + 1] if t + 1 < T else v, t, False, t + 1 == T)
+        return x, vrec, grec
     launch(x, v, 0, True, False)  # g = A x0 - b, v = P^-1 g
     bufs = (v, v2)
     for t in range(T):
