@@ -123,14 +123,20 @@ print("RESULT" + json.dumps(res))
 """
 
 
-@pytest.mark.slow
-def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
+def _interpreted(script: str):
+    """Run ``script`` in a child process under Triton's interpreter (CPU tensors take the fused
+    paths, the native kernels off): (the finished process, the JSON it printed after RESULT)."""
     env = dict(os.environ, TRITON_INTERPRET="1", GSPRESTORE_NATIVE="0", GSPRESTORE_TRITON="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(proc.stdout.split("RESULT", 1)[1])
+    return proc, json.loads(proc.stdout.split("RESULT", 1)[1])
+
+
+@pytest.mark.slow
+def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
+    proc, res = _interpreted(SCRIPT)
     for diff, scale in res["kernel"]:
         assert scale > 0.1 and diff <= 2e-5 * scale, (diff, scale)
     for w_diff, rw_diff, row_sum in res["graphs"]:
@@ -222,12 +228,7 @@ def test_triton_training_kernels_give_the_adjoint_gradients():
     forward recording every step, the adjoint recurrence one kernel per step), run in Triton's
     interpreter: used for every solve (counted), and its float32 values and gradients of every
     input as close to plain float64 autograd as plain float32 autograd's own."""
-    env = dict(os.environ, TRITON_INTERPRET="1", GSPRESTORE_NATIVE="0", GSPRESTORE_TRITON="1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(proc.stdout.split("RESULT", 1)[1])
+    proc, res = _interpreted(TRAIN_SCRIPT)
     assert res["calls"] == 3
     assert res["fallback"]["diff"] <= 1e-5 and res["fallback"]["gpu_fused"] == 0, res["fallback"]
     assert "the fused Triton CG training kernel failed" in proc.stderr

@@ -33,39 +33,7 @@ from .cg_triton import BLOCK, cg_unrolled_triton, triton
 if triton is not None:
     import triton.language as tl
 
-    @triton.jit
-    def _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, DY: tl.constexpr, DX: tl.constexpr,
-                      KK: tl.constexpr):
-        """acc + w_kk(p) y(p + o) + w_kk(p - o) y(p - o) (as cg_triton._pair)."""
-        fi = i + DY
-        fj = j + DX
-        fwd = in_img & (fi >= 0) & (fi < H) & (fj >= 0) & (fj < W)
-        wf = tl.load(w_ptr + KK * HW + i * W + j, mask=fwd, other=0.0)
-        yf = tl.load(y_ptr + fi * W + fj, mask=fwd, other=0.0)
-        bi = i - DY
-        bj = j - DX
-        bwd = in_img & (bi >= 0) & (bi < H) & (bj >= 0) & (bj < W)
-        wb = tl.load(w_ptr + KK * HW + bi * W + bj, mask=bwd, other=0.0)
-        yb = tl.load(y_ptr + bi * W + bj, mask=bwd, other=0.0)
-        return acc + wf * yf + wb * yb
-
-    @triton.jit
-    def _stencil(w_ptr, y_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
-        """W y at the block's pixels (the 12 undirected offsets of graph.OFFSETS, in order)."""
-        acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 0, 1, 0)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 0, 2, 1)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 1, -2, 2)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 1, -1, 3)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 1, 0, 4)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 1, 1, 5)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 1, 2, 6)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 2, -2, 7)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 2, -1, 8)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 2, 0, 9)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 2, 1, 10)
-        acc = _stencil_pair(acc, w_ptr, y_ptr, i, j, H, W, HW, in_img, 2, 2, 11)
-        return acc
+    from .cg_triton import _stencil
 
     @triton.jit
     def _edge_grad(gw_ptr, y_ptr, x_ptr, yp, xp, coef, i, j, H, W, HW, in_img, DY: tl.constexpr,

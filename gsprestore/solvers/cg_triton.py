@@ -66,6 +66,25 @@ if triton is not None:
         vb = tl.load(v_ptr + bi * W + bj, mask=bwd, other=0.0)
         return acc + wf * vf + wb * vb
 
+    @triton.jit
+    def _stencil(w_ptr, v_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
+        """W v at a block's pixels: the 12 undirected offsets of the 5x5 window (graph.OFFSETS),
+        in the same order (the training kernels of cg_adjoint_triton use it too)."""
+        acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 1, 0)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 2, 1)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -2, 2)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -1, 3)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 0, 4)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 1, 5)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 2, 6)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -2, 7)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -1, 8)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 0, 9)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 1, 10)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 2, 11)
+        return acc
+
     # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
     # and each new tile shape would compile the kernel again
     @triton.jit(do_not_specialize=["t", "C", "KW", "KH", "H", "W"])
@@ -90,20 +109,7 @@ if triton is not None:
             b = plane // (C * KH)
             wp = w_ptr + (b * KW + k % KW).to(tl.int64) * 12 * HW  # one graph per head, or shared (KW = 1)
             vp = v_ptr + base
-            acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-            # the 12 undirected offsets of the 5x5 window (graph.OFFSETS), in the same order
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 0, 1, 0)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 0, 2, 1)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 1, -2, 2)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 1, -1, 3)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 1, 0, 4)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 1, 1, 5)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 1, 2, 6)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 2, -2, 7)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 2, -1, 8)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 2, 0, 9)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 2, 1, 10)
-            acc = _pair(acc, wp, vp, i, j, H, W, HW, in_img, 2, 2, 11)
+            acc = _stencil(wp, vp, i, j, H, W, HW, in_img, BLOCK_SIZE)
             av = tl.load(diag_ptr + base + offs, mask=in_img, other=0.0) * v - acc
             if HAS_KEEP:
                 av = av * tl.load(keep_ptr + base + offs, mask=in_img, other=0.0)
