@@ -11,8 +11,10 @@ gsprestore runs its PyTorch path, saying so once.
 
 import os
 import platform
+import shutil
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # -fno-trapping-math: no kernel relies on floating-point exceptions; without it GCC keeps the
 # float comparisons of the ADMM edge backward as branches and leaves that loop scalar (the values
@@ -35,5 +37,27 @@ ext_modules = [kernel("_kernels", "kernels.cpp")]
 if platform.machine().lower() in ("x86_64", "amd64"):
     ext_modules.append(kernel("_kernels_avx2", "kernels_avx2.cpp", ["-mavx2", "-mfma"]))
 
+class BuildExt(build_ext):
+    """build_ext whose in-place copy (``pip install -e .``, ``setup.py build_ext --inplace``)
+    replaces a library by renaming a finished copy over it instead of rewriting the file: a
+    process that has the old library loaded (e.g. a training run of the same checkout) keeps its
+    mapped copy instead of crashing. Every source the copies include counts as a dependency
+    (kernels_avx2.cpp includes kernels.cpp), so a change to it rebuilds both."""
+
+    def build_extension(self, ext):
+        ext.depends = sorted(set(ext.depends) | {"gsprestore/native/kernels.cpp"})
+        super().build_extension(ext)
+
+    def copy_file(self, infile, outfile, *args, **kwargs):
+        if not str(outfile).endswith((".so", ".pyd", ".dylib")):
+            return super().copy_file(infile, outfile, *args, **kwargs)
+        tmp = f"{outfile}.{os.getpid()}.tmp"
+        shutil.copyfile(infile, tmp)
+        shutil.copymode(infile, tmp)
+        os.replace(tmp, outfile)
+        return outfile, True
+
+
 # the copies compile side by side (about 15 s each on one core)
-setup(ext_modules=ext_modules, options={"build_ext": {"parallel": min(len(ext_modules), os.cpu_count() or 1)}})
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt},
+      options={"build_ext": {"parallel": min(len(ext_modules), os.cpu_count() or 1)}})
