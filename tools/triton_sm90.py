@@ -37,8 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: (module, kernel) of every fused Triton kernel
 KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
            ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
-           ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
-           ("gsprestore.solvers.cg_adjoint_triton", "_zero_edges_kernel")]
+           ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel")]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
 
 

@@ -327,6 +327,18 @@ static void stencil_row_multi(T* const* o, const T* const* ar, const T* const* x
   for (int64_t j = j0; j + V <= j1; j += V) vector_at(j);
   if ((j1 - j0) % V) vector_at(j1 - V);
 }
+// stencil_row_multi for nc = 1..4 channels given at run time
+template <typename T>
+static void stencil_row_channels(int64_t nc, T* const* o, const T* const* ar, const T* const* xb, const T* wb,
+                                 int64_t wsj, int64_t wsr, int64_t i, int64_t W) {
+  switch (nc) {
+    case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
+    case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
+    case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
+    default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
+  }
+}
+
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
 // contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
 template <typename T>
@@ -360,12 +372,7 @@ static void dma_impl(const Ten& w, const Ten& a, bool has_a, const Ten& x, Ten& 
             ar[c] = ap + b * asb + k * ask + (c0 + c) * asc + i * asr;
             xb[c] = xp + b * xsb + k * xsk + (c0 + c) * xsc;
           }
-          switch (nc) {
-            case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
-            case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
-            case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
-            default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
-          }
+          stencil_row_channels<T>(nc, o, ar, xb, wb, wsj, wsr, i, W);
         }
       }
       for (int64_t c = c0; c < C; ++c) {
@@ -436,12 +443,7 @@ static void cg_unrolled_impl(const Ten& w, const Ten& diag, const Ten& keep, boo
       ar[c] = dp + b * dsb + k * dsk + c * dsc + i * dsr;
       xb[c] = u + ((b * K + k) * C + c) * HW;
     }
-    switch (C) {
-      case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, i, W); break;
-      case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, i, W); break;
-      case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, i, W); break;
-      default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
-    }
+    stencil_row_channels<T>(C, o, ar, xb, wb, wsj, wsr, i, W);
     return true;
   };
   auto init_row = [&](int64_t b, int64_t k, int64_t i, T* __restrict__ av) {
@@ -688,12 +690,7 @@ static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, con
           const T* ar[4];
           const T* xb[4];
           for (int64_t c = 0; c < C; ++c) { o[c] = U + c * W; ar[c] = rowp(dp, ds, c, r); xb[c] = y + c * HW; }
-          switch (C) {
-            case 1: stencil_row_multi<T, 1>(o, ar, xb, wb, wsj, wsr, r, W); break;
-            case 2: stencil_row_multi<T, 2>(o, ar, xb, wb, wsj, wsr, r, W); break;
-            case 3: stencil_row_multi<T, 3>(o, ar, xb, wb, wsj, wsr, r, W); break;
-            default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, r, W); break;
-          }
+          stencil_row_channels<T>(C, o, ar, xb, wb, wsj, wsr, r, W);
           return;
         }
         for (int64_t c = 0; c < C; ++c)

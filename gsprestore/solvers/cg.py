@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .. import backend
 from .. import graph as G
-from .cg_adjoint import _step_table
+from .cg_adjoint import _full_rows, _step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
@@ -148,9 +148,7 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     # x, g, v, v2 in planes padded apart (backend.padded_planes: no cache-set conflicts between channels)
     x, g, v, v2 = (backend.padded_planes(b, *b.shape) for _ in range(4))
     x.copy_(x0.expand(b.shape))  # the kernel starts with g = A x - b, v = P^-1 g
-    diag = backend.rows_contiguous(op.diag.expand(b.shape))
-    keep = None if op.keep is None else backend.rows_contiguous(op.keep.expand(b.shape))
-    pre = None if precond is None else backend.rows_contiguous(precond.expand(b.shape))
+    diag, keep, pre = (_full_rows(t, b.shape) for t in (op.diag, op.keep, precond))
     backend.native().cg_unrolled(backend.rows_contiguous(op.w), diag, keep, pre, backend.rows_contiguous(b), x, g, v, v2,
                             _step_table(alphas, T, K, b), _step_table(betas, T, K, b),
                                 backend.settings.fused_cg_mode)

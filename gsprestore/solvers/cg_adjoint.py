@@ -61,6 +61,12 @@ def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
     return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
+def _full_rows(t: Optional[Tensor], shape) -> Optional[Tensor]:
+    """``t`` broadcast to ``shape`` with contiguous rows (broadcast dims stay stride 0), as the
+    native CG kernels read their per-pixel operands; None stays None."""
+    return None if t is None else backend.rows_contiguous(t.expand(shape))
+
+
 def _dot(a: Tensor, b: Tensor, like: Tensor) -> Tensor:
     """Per-step-size inner product: ``sum(a * b)`` reduced to the shape of one entry of the step
     table ``like`` (a scalar, or one value per head)."""
@@ -83,8 +89,7 @@ def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
     g = torch.empty(shape, dtype=b.dtype)
     vrec = torch.empty((T,) + tuple(shape), dtype=b.dtype)
     grec = torch.empty((T,) + tuple(shape), dtype=b.dtype) if need_pre else None
-    rc = backend.rows_contiguous
-    full = lambda t: None if t is None else rc(t.expand(shape))  # noqa: E731
+    rc, full = backend.rows_contiguous, lambda t: _full_rows(t, shape)  # noqa: E731
     with torch.no_grad():
         backend.native().cg_unrolled_record(rc(w), full(diag), full(keep), full(precond), rc(b), x, g, vrec, grec,
                                             _step_table(alphas, T, shape[1], b), _step_table(betas, T, shape[1], b),
@@ -96,11 +101,10 @@ def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
     """The adjoint recurrence in one native sweep per plane (``cg_unrolled_backward``: the
     stencils, the vector updates, the step sizes' inner products and the per-edge weight
     gradient of every step together); ``keep`` needs no gradient."""
-    need_w, need_d, _, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
+    need_p = ctx.needs_input_grad[3]
     T, shape = ctx.T, xbar.shape
     B, K, C, H, W = shape
-    rc = backend.rows_contiguous
-    full = lambda t: None if t is None else rc(t.expand(shape))  # noqa: E731
+    rc, full = backend.rows_contiguous, lambda t: _full_rows(t, shape)  # noqa: E731
     gw = xbar.new_empty(B, K, G.NU, H, W)
     gd, gb, gx0 = (torch.empty_like(xbar) for _ in range(3))
     gp = torch.empty_like(xbar) if (need_p and precond is not None) else None
@@ -109,9 +113,16 @@ def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
                                           grec if gp is not None else None, full(x0), xbar,
                                           _step_table(alphas, T, K, xbar), _step_table(betas, T, K, xbar),
                                           gw, gd, gp, gb, gx0, ga, gbe)
+    per_step = lambda g: g.view(B, K, T).sum(0).t()  # noqa: E731 - one sum per plane and step -> (T, K)
+    return _input_grads(ctx, w, diag, precond, x0, alphas, betas, gw, gd, gp, gb, gx0, per_step(ga), per_step(gbe))
 
-    def steps(g: Tensor, like: Tensor) -> Tensor:
-        g = g.view(B, K, T).sum(0).t()  # (T, K)
+
+def _input_grads(ctx, w, diag, precond, x0, alphas, betas, gw, gd, gp, gb, gx0, ga, gbe):
+    """The fused backwards' full-size gradients (``ga``/``gbe`` (T, K)) reduced to the shapes of
+    :class:`_UnrolledCG`'s inputs, None where no gradient is wanted (``keep``: never)."""
+    need_w, need_d, _, _, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
+
+    def steps(g: Tensor, like: Tensor) -> Tensor:  # (T, K) -> (T,) or (T, K)
         return (g.sum(1) if like.dim() == 1 else g).to(like.dtype)
 
     return (sum_to(gw, w.shape) if need_w else None,
@@ -128,8 +139,7 @@ def _triton_ok(w, diag, keep, precond, b, x0) -> bool:
     """The Triton training kernels apply: float32 on a GPU (or under ``TRITON_INTERPRET=1``)."""
     from . import cg_triton
 
-    ts = [t for t in (w, diag, keep, precond, b, x0) if t is not None]
-    return cg_triton.available() and b.dtype == torch.float32 and backend.gpu_fused_usable(*ts)
+    return cg_triton.available() and backend.gpu_fused_usable(w, diag, keep, precond, b, x0)
 
 
 def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar):
@@ -137,22 +147,11 @@ def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
     gradient."""
     from . import cg_adjoint_triton
 
-    need_w, need_d, _, need_p, need_b, need_x0, need_a, need_be = ctx.needs_input_grad
-    want_gp = need_p and precond is not None
-    gw, gd, gp, gb, gx0, ga, gbe = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar,
-                                                               alphas, betas, want_gp)
-
-    def steps(g: Tensor, like: Tensor) -> Tensor:  # (T, K) -> like's shape
-        return (g.sum(1) if like.dim() == 1 else g).to(like.dtype)
-
-    return (sum_to(gw, w.shape) if need_w else None,
-            sum_to(gd, diag.shape) if need_d else None,
-            None,
-            sum_to(gp, precond.shape) if want_gp else None,
-            sum_to(gb, ctx.b_shape) if need_b else None,
-            sum_to(gx0, x0.shape) if need_x0 else None,
-            steps(ga, alphas) if need_a else None,
-            steps(gbe, betas) if need_be else None)
+    T, K = ctx.T, xbar.shape[1]
+    want_gp = ctx.needs_input_grad[3] and precond is not None
+    grads = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar, _step_table(alphas, T, K, xbar),
+                                       _step_table(betas, T, K, xbar), want_gp)
+    return _input_grads(ctx, w, diag, precond, x0, alphas, betas, *grads)
 
 
 class _UnrolledCG(torch.autograd.Function):
@@ -165,8 +164,6 @@ class _UnrolledCG(torch.autograd.Function):
         need_pre = precond is not None and ctx.needs_input_grad[3]
         shape = b.shape
         ctx.T, ctx.b_shape = T, b.shape
-        ctx.need_pre = need_pre
-        ctx.has_keep, ctx.has_pre = keep is not None, precond is not None
         ctx.recorded = backend.usable(w, diag, keep, precond, b, x0, alphas, betas)
         ctx.triton = False
         if not ctx.recorded and _triton_ok(w, diag, keep, precond, b, x0):

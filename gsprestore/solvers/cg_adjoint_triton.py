@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from .. import backend
-from .cg_triton import BLOCK, cg_unrolled_triton, triton
+from .cg_triton import BLOCK, _dense, cg_unrolled_triton, triton
 
 if triton is not None:
     import triton.language as tl
@@ -138,16 +138,6 @@ if triton is not None:
             tl.store(dots_ptr + (bk * NB + blk) * 2, da)
             tl.store(dots_ptr + (bk * NB + blk) * 2 + 1, db)
 
-    @triton.jit(do_not_specialize=["KW", "KH", "H", "W"])
-    def _zero_edges_kernel(gw_ptr, KW, KH, H, W, BLOCK_SIZE: tl.constexpr):
-        """gw = 0 for one (b, k) plane's 12 weight planes (the steps then add their terms on the
-        edges inside the image; those that leave it stay 0)."""
-        bk = tl.program_id(1)
-        HW = H * W
-        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        m = offs < 12 * HW
-        tl.store(gw_ptr + bk.to(tl.int64) * 12 * HW + offs, tl.zeros([BLOCK_SIZE], dtype=tl.float32), mask=m)
-
 
 def forward_recorded(w: Tensor, diag: Tensor, keep: Optional[Tensor], precond: Optional[Tensor], b: Tensor,
                      x0: Tensor, alphas: Tensor, betas: Tensor, need_pre: bool):
@@ -156,29 +146,26 @@ def forward_recorded(w: Tensor, diag: Tensor, keep: Optional[Tensor], precond: O
 
 
 def backward(w: Tensor, diag: Tensor, keep: Optional[Tensor], precond: Optional[Tensor], vrec: Tensor,
-             grec: Optional[Tensor], x0: Tensor, xbar: Tensor, alphas: Tensor, betas: Tensor, want_gp: bool):
-    """The adjoint recurrence: (gw (B, K, 12, H, W), gd, gp or None, gb, gx0 (B, K, C, H, W),
-    ga (T, K), gbe (T, K)), float32; ``keep`` gets no gradient."""
+             grec: Optional[Tensor], x0: Tensor, xbar: Tensor, al: Tensor, be: Tensor, want_gp: bool):
+    """The adjoint recurrence for the step sizes ``al``/``be`` (contiguous (T, K) tables):
+    (gw (B, K, 12, H, W), gd, gp or None, gb, gx0 (B, K, C, H, W), ga (T, K), gbe (T, K)),
+    float32; ``keep`` gets no gradient."""
     if triton is None:
         raise RuntimeError("Triton is not installed")
     T, B, K, C, H, W = vrec.shape
     shape = (B, K, C, H, W)
-    dense = lambda t: None if t is None else t.expand(shape).contiguous()  # noqa: E731
     wc = w.contiguous()
-    diag_d, keep_d, pre_d, x0_d = dense(diag), dense(keep), dense(precond), dense(x0)
+    diag_d, keep_d, pre_d, x0_d = _dense(diag, shape), _dense(keep, shape), _dense(precond, shape), _dense(x0, shape)
     xbar = xbar.contiguous()
-    al = alphas.detach().to(torch.float32).reshape(T, -1).expand(T, K).contiguous()
-    be = betas.detach().to(torch.float32).reshape(T, -1).expand(T, K).contiguous()
     ys = (torch.empty_like(xbar), torch.empty_like(xbar))
     gbar, vb = torch.empty_like(xbar), torch.empty_like(xbar)
-    gw = xbar.new_empty(B, K, 12, H, W)
+    gw = xbar.new_zeros(B, K, 12, H, W)  # the steps add their terms on the edges inside the image
     gd, gb, gx0 = torch.empty_like(xbar), torch.empty_like(xbar), torch.empty_like(xbar)
     gp = torch.empty_like(xbar) if want_gp else None
     grid = backend.pixel_grid(H * W, BLOCK, B * K)
     NB = grid[0]
     dots = xbar.new_zeros(T, B * K, NB, 2)
     dummy = xbar
-    _zero_edges_kernel[backend.pixel_grid(12 * H * W, BLOCK, B * K)](gw, wc.shape[1], K, H, W, BLOCK_SIZE=BLOCK)
 
     def launch(t: int, s: int, final: bool) -> None:
         _adjoint_step_kernel[grid](
