@@ -168,6 +168,13 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
         "gsprestore: the fused Triton %s failed (%s: %s); using the PyTorch path", kernel, type(exc).__name__, exc)
 
 
+#: (module, kernel) of every fused Triton kernel: inference (graphs, CG steps, the ADMM edge
+#: replay) and training (the CG and ADMM edge adjoints); tools/triton_sm90.py compiles them all
+TRITON_KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
+                  ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
+                  ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
+                  ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel")]
+
 #: CUDA's limit on grid axes 1 and 2 (axis 0 takes up to 2^31 - 1 blocks)
 MAX_GRID_YZ = 65535
 

@@ -291,6 +291,22 @@ def test_gradcheck_admm_edge_step(either_backend, gen, per_head):
                                     fast_mode=True)
 
 
+def test_gradcheck_admm_edge_step_graph_shared_by_the_heads(either_backend, gen):
+    """One graph (K = 1) for two heads of iterates and one gamma: the weights' and gamma's
+    gradients sum over the heads once (the PyTorch backward used to count the weights' twice; the
+    native one failed to shape gamma's)."""
+    B, K, C, h, w = 1, 2, 2, 3, 4
+    wbar = G.random_walk_weights(graph_weights(gen, B, 1, h, w)).requires_grad_()
+    x0, x1 = (rand(gen, B, K, C, h, w).requires_grad_() for _ in range(2))
+    gamma = torch.tensor([[[[[2.5]]]]], dtype=DT, requires_grad=True)
+
+    def two_steps(x0, x1, wbar, gamma):
+        D, u, v, _ = S.admm_edge_step(x0, wbar, None, None, None, gamma)
+        return S.admm_edge_step(x1, wbar, D, u, v, gamma)[3]
+
+    assert torch.autograd.gradcheck(two_steps, (x0, x1, wbar, gamma), fast_mode=True)
+
+
 def test_edge_step_unused_state_gets_no_zero_tensors(either_backend, gen):
     """Only n used (the last ADMM step): the state's gradients arrive as None (no zero-filled
     edge tensors) and the inputs' gradients equal those from explicit zero state gradients."""

@@ -255,3 +255,101 @@ def test_gpu_fused_path_is_refused_for_cpu_tensors_without_the_interpreter(monke
         assert not backend.gpu_fused_usable(t)
     monkeypatch.setenv("GSPRESTORE_TRITON", "0")
     assert not backend.gpu_fused_usable(t)
+
+
+EDGE_SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G
+from gsprestore.solvers import admm_adjoint_triton as AT, gtv
+
+torch.manual_seed(0)
+def weights(B, K, H, W):
+    # random-walk weights of the 24 directed edges (tail p, head p + o), 0 on edges leaving the image
+    w = torch.rand(B, K, 24, H, W) + 0.1
+    ii, jj = torch.meshgrid(torch.arange(H), torch.arange(W), indexing="ij")
+    for j, (dy, dx) in enumerate(list(G.OFFSETS) + [(-dy, -dx) for dy, dx in G.OFFSETS]):
+        w[..., j, :, :] *= ((ii + dy >= 0) & (ii + dy < H) & (jj + dx >= 0) & (jj + dx < W))
+    return w
+
+def rel(res):
+    return {k: [float((res[l][k] - ref).norm() / ref.norm()) for l in ("triton", "plain32")] for k, ref in res["plain64"].items()}
+
+out = {"edge": [], "calls": 0}
+real = AT._EdgeTerm.apply
+def counted(*a):
+    out["calls"] += 1
+    return real(*a)
+AT._EdgeTerm.apply = counted
+# the op alone: (B, K, KW, C, H, W, S, gamma per head): two pixel blocks (17 x 16), a shared graph,
+# iterates shared by the heads (K = 1) and not, 1 and 3 edge steps
+for B, K, KW, C, H, W, S, per_head in [(1, 2, 1, 1, 17, 16, 1, False), (1, 2, 2, 2, 5, 6, 3, True)]:
+    vals = dict(w=weights(B, KW, H, W), g=torch.rand(1, K, 1, 1, 1) * 5 + 2 if per_head else torch.full((1, 1, 1, 1, 1), 6.0))
+    for s in range(S):
+        vals[f"x{s}"] = torch.randn(B, K if s % 2 == 0 else 1, C, H, W) * 0.3
+    res = {}
+    for label, dtype, fused in (("triton", torch.float32, True), ("plain64", torch.float64, False), ("plain32", torch.float32, False)):
+        lv = {k: v.to(dtype).clone().requires_grad_(True) for k, v in vals.items()}
+        xs = [lv[f"x{s}"] for s in range(S)]
+        if fused:
+            n = AT.edge_term(xs, lv["w"], lv["g"])
+        else:
+            with backend.use("torch"):
+                n = AT._stateful([x.expand(B, K, C, H, W) for x in xs], lv["w"], lv["g"])
+        seed = torch.linspace(-1, 1, n.numel(), dtype=dtype).reshape(n.shape)
+        res[label] = dict(zip(lv, (g.double() for g in torch.autograd.grad((n * seed).sum(), list(lv.values())))),
+                          n=n.detach().double())
+    out["edge"].append(rel(res))
+# inside the GTV solver (3 ADMM iterations: edge terms of 1 and 2 steps), with learned steps and
+# per-head gamma, against the PyTorch path: every input's gradient
+B, K, C, H, W = 1, 2, 2, 6, 7
+vals = dict(w=weights(B, K, H, W) * 0.5, known=torch.rand(B, 1, C, H, W), g=torch.tensor([3.0, 8.0]),
+            al=torch.rand(3, 2) * 0.5 + 0.2, be=torch.rand(3, 2) * 0.3)
+mask = (torch.rand(B, 1, C, H, W) > 0.5).float()
+res = {}
+for label, dtype, fused in (("triton", torch.float32, True), ("plain64", torch.float64, False), ("plain32", torch.float32, False)):
+    lv = {k: v.to(dtype).clone().requires_grad_(True) for k, v in vals.items()}
+    with (backend.configure(gpu_fused=1) if fused else backend.use("torch")):
+        x = gtv.gtv_interpolate(lv["w"], lv["known"] * mask.to(dtype), mask.to(dtype), gamma=lv["g"], admm_iters=3,
+                                cg_iters=3, cg=("unrolled", lv["al"], lv["be"]), precondition=True)
+    seed = torch.linspace(-1, 1, x.numel(), dtype=dtype).reshape(x.shape)
+    res[label] = dict(zip(lv, (g.double() for g in torch.autograd.grad((x * seed).sum(), list(lv.values())))),
+                      x=x.detach().double())
+out["solver"] = rel(res)
+out["calls_fused"] = out["calls"]
+# a Triton whose kernels cannot compile: the stateful PyTorch steps take over (said once) and
+# the fused kernels are off for the rest of the run; forward, then backward
+def boom(*a, **k):
+    raise RuntimeError("no compiler here")
+out["fallback"] = {}
+w, g = weights(1, 2, 5, 6), torch.tensor([[[[[4.0]]]]]).requires_grad_(True)
+xs = [torch.randn(1, 2, 1, 5, 6, requires_grad=True) for _ in range(2)]
+with backend.use("torch"):
+    ref = torch.autograd.grad(AT._stateful(xs, w, g).square().sum(), [g, *xs])
+for name in ("edge_term_replayed_triton", "backward"):
+    saved = getattr(AT, name)
+    setattr(AT, name, boom)
+    backend.settings.gpu_fused = 1
+    got = torch.autograd.grad(AT.edge_term(xs, w, g).square().sum(), [g, *xs])
+    out["fallback"][name] = {"diff": max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(got, ref)),
+                             "gpu_fused": backend.settings.gpu_fused}
+    setattr(AT, name, saved)
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_triton_admm_edge_training_kernel_gives_the_stateful_gradients():
+    """The ADMM edge term's training form on a GPU (:mod:`gsprestore.solvers.admm_adjoint_triton`:
+    the replay kernel forward, one fused adjoint kernel backward), run in Triton's interpreter:
+    the term and the gradients of every input (iterates, weights, gamma) as close to the stateful
+    steps in float64 as those steps in float32; inside the GTV solver, where it serves every
+    edge term (counted); and the PyTorch steps when a kernel fails."""
+    proc, res = _interpreted(EDGE_SCRIPT)
+    assert res["calls_fused"] == 2 + 2  # the two op cases, then the solver's two edge terms
+    for case in res["edge"] + [res["solver"]]:
+        for name, (triton_err, plain32_err) in case.items():
+            assert triton_err <= 3 * plain32_err + 2e-6, (name, case)
+    assert set(res["solver"]) == {"w", "known", "g", "al", "be", "x"}
+    for name, r in res["fallback"].items():
+        assert r["diff"] <= 1e-5 and r["gpu_fused"] == 0, (name, r)
+    assert "the fused Triton ADMM edge training kernel failed" in proc.stderr

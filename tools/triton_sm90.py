@@ -8,7 +8,8 @@ short window. This tool finds the variants that launch would compile and compile
 1. **record** (a child process under ``TRITON_INTERPRET=1``, so that CPU tensors take the fused
    path): the four shipped models' forwards (the job's sanity check; its inference and
    validation run the same kernels) and a training step of each (unrolled CG's training kernels,
-   :mod:`gsprestore.solvers.cg_adjoint_triton`) at each ``--shapes`` size, with every kernel launch recorded
+   :mod:`gsprestore.solvers.cg_adjoint_triton`, and uGTV's ADMM edge term,
+   :mod:`gsprestore.solvers.admm_adjoint_triton`) at each ``--shapes`` size, with every kernel launch recorded
    (kernel, argument kinds and values, constexpr keywords) and not run (interpreted, the shipped
    models' launches take tens of minutes; no dispatch depends on the values they write);
 2. **compile** (a child process, Triton's NVIDIA backend told that the current target is
@@ -34,10 +35,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: (module, kernel) of every fused Triton kernel
-KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
-           ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
-           ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel")]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
 
 
@@ -77,7 +74,7 @@ def record(shapes: list[tuple[int, int]]) -> list[dict]:
 
             return run
 
-    for module, name in KERNELS:
+    for module, name in backend.TRITON_KERNELS:
         mod = importlib.import_module(module)
         setattr(mod, name, Recorder(module, name))
     torch.manual_seed(0)

@@ -166,7 +166,7 @@ class _AdmmEdgeStep(torch.autograd.Function):
             ga, gb = s1 + s2, s1 - s2
             gr = gr - 0.5 * gb
             if need_w:
-                gw[:, :, j, ty, tx].add_(_sum_c(ggn * e0 + gr * dx_, wbar))
+                gw[:, :, j, ty, tx].add_((ggn * e0 + gr * dx_).sum(dim=2))  # over channels; heads by sum_to below
             if need_x:
                 t = gr * wj
                 gx[..., ty, tx].add_(t)
@@ -205,16 +205,8 @@ def _edge_step_backward_native(x, wbar, D, u, v, g, gD2, gu2, gv2, gn, first):
     backend.native().admm_edge_step_backward(x.contiguous(), wbar.contiguous(), D, u, v, gk, c(gD2), c(gu2), c(gv2),
                                         c(gn), gx, gw, gD, gu, gv, gg)
     gg = gg.view(B, K).sum(0)
-    gg = gg.reshape(g.shape) if g.dim() else gg.sum()
+    gg = gg.reshape(g.shape) if g.numel() == K else gg.sum().reshape(g.shape)  # one gamma per head, or shared
     return gx, window.sum_to(gw, wbar.shape), gD, gu, gv, gg
-
-
-def _sum_c(t: Tensor, wbar: Tensor) -> Tensor:
-    """Sum an edge-slice gradient (B, K, C, h, w) over channels (and heads if wbar has K = 1)."""
-    t = t.sum(dim=2)
-    if wbar.shape[1] == 1 and t.shape[1] != 1:
-        t = t.sum(dim=1, keepdim=True)
-    return t
 
 
 def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Tensor] = (), out=None):

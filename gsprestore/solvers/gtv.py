@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from .. import graph as G
-from .admm_edge import _can_replay, _edge_term_replayed, _node_update, admm_edge_step
+from . import admm_adjoint_triton
+from .admm_edge import _can_replay, _edge_term_replayed, _gamma_tensor, _node_update, admm_edge_step
 from .admm_reference import _admm_start, gtv_laplacian, _cg_params, _GtvProblem, _mu_c_update, _per_head, gtv_admm_reference
 from .cg import CGSpec, StencilOperator, _solve, cg_exact, cg_unrolled
 
@@ -61,7 +62,10 @@ def gtv_interpolate(
     checked in the tests). Memory: three edge tensors instead of nine. Inference on the CPU
     (native kernels, no autograd, ``admm_iters - 1 <=`` ``backend.settings.max_replayed_steps``) keeps none:
     each iteration's edge term is replayed from the iterates (:func:`_edge_term_replayed`) and
-    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`_node_update`).
+    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`_node_update`). Training on a GPU
+    (autograd, the fused Triton kernels usable, ``admm_iters - 1 <=`` ``admm_triton.MAX_STEPS``)
+    keeps none either: each edge term is the differentiable replay of
+    :func:`.admm_adjoint_triton.edge_term` (forward and backward fused kernels).
 
     ``precondition=True`` runs each x-update's CG on the Jacobi-scaled system (see
     :class:`_JacobiSystem`): the same linear system of eq. 20, but its eigenvalues stay in
@@ -81,6 +85,7 @@ def gtv_interpolate(
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
     replay: Optional[bool] = None  # replay the edge state (native inference) or keep it
+    fused_training: Optional[bool] = None  # training on a GPU: the edge terms by the Triton op
     jac = _JacobiSystem(pb, shape) if precondition else None
     xs: list = []  # iterates fed to the edge steps (their backward replays the state from them)
     c: Optional[Tensor] = None  # the replay form keeps H^T mu_c / gamma instead of mu_c
@@ -107,7 +112,13 @@ def gtv_interpolate(
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
             rhs = _edge_term_replayed(xs, wbar, gamma, base=base)
+        elif fused_training or (fused_training is None and admm_adjoint_triton.usable(x, wbar, gamma, admm_iters - 1)):
+            fused_training = True  # autograd on a GPU: each edge term replayed from the iterates, no edge state
+            xs.append(x)
+            n = admm_adjoint_triton.edge_term(xs, wbar, _gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
+            mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
         else:
+            fused_training = False
             reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
             D, u, v, n = admm_edge_step(x, wbar, D, u, v, gamma, xs, out=reuse)  # eqs. 19, 21, 23, 24
             if workspace is not None and not torch.is_grad_enabled():
