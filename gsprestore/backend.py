@@ -169,11 +169,12 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
 
 
 #: (module, kernel) of every fused Triton kernel: inference (graphs, CG steps, the ADMM edge
-#: replay) and training (the CG and ADMM edge adjoints); tools/triton_sm90.py compiles them all
+#: replay) and training (the CG and ADMM edge adjoints, the graphs' backward); tools/triton_sm90.py compiles them all
 TRITON_KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
                   ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
                   ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
-                  ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel")]
+                  ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel"),
+                  ("gsprestore.graph_triton", "_rw_backward_kernel"), ("gsprestore.graph_triton", "_distances_backward_kernel")]
 
 #: CUDA's limit on grid axes 1 and 2 (axis 0 takes up to 2^31 - 1 blocks)
 MAX_GRID_YZ = 65535
@@ -216,6 +217,10 @@ class Settings:
     * ``cg_adjoint``: 1 differentiates unrolled CG on a stencil operator as one autograd op with
       the hand-written adjoint backward (:mod:`gsprestore.solvers.cg_adjoint`; CPU and GPU),
       0 by plain autograd through every step (the reference; ``GSPRESTORE_CG_ADJOINT=0``).
+    * ``gpu_training``: 1 lets a training step on a GPU run uGTV's ADMM edge terms and the learned
+      graphs through their fused Triton training ops (:mod:`gsprestore.solvers.admm_adjoint_triton`,
+      :func:`gsprestore.graph_triton.trained_or_none`), 0 the PyTorch formulas
+      (``GSPRESTORE_GPU_TRAINING=0``; the GPU job sets it when the device's gradients differ).
     """
 
     band_elements: int = 1 << 19
@@ -223,6 +228,7 @@ class Settings:
     max_replayed_steps: int = 8
     gpu_fused: int = 1
     cg_adjoint: int = int(os.environ.get("GSPRESTORE_CG_ADJOINT", "1") != "0")
+    gpu_training: int = int(os.environ.get("GSPRESTORE_GPU_TRAINING", "1") != "0")
 
 
 #: The tunables in force.

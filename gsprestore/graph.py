@@ -144,11 +144,13 @@ def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tens
 def random_walk_weights_from_projected(g: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Eq. 28 from projected features ``g`` (B, K, F, H, W) (:func:`project_features`): the
     softmax of ``-|g_p - g_q|^2`` over each node's in-image directed window, (B, K, 24, H, W).
-    One fused Triton kernel on a GPU; elsewhere :func:`edge_distances` then
+    One fused Triton kernel on a GPU (in training a fused backward too); elsewhere :func:`edge_distances` then
     :func:`random_walk_weights_from_distances`."""
-    from .graph_triton import fused_or_none
+    from .graph_triton import fused_or_none, trained_or_none
 
     fused = fused_or_none("random_walk_weights_from_projected", g)
+    if fused is None:
+        fused = trained_or_none("random_walk", g)
     if fused is not None:
         return fused
     return random_walk_weights_from_distances(edge_distances(g, None, workspace=workspace), workspace=workspace)
@@ -157,9 +159,11 @@ def random_walk_weights_from_projected(g: Tensor, *, workspace: Optional[dict] =
 def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, workspace: Optional[dict]) -> Tensor:
     """``metric=None``: the identity (``features`` already projected, g = A^T f for M = A A^T)."""
     if metric is None and exp:
-        from .graph_triton import fused_or_none
+        from .graph_triton import fused_or_none, trained_or_none
 
         fused = fused_or_none("edge_weights_from_projected", features)
+        if fused is None:
+            fused = trained_or_none("edge_weights", features)
         if fused is not None:
             return fused
     if workspace is not None and backend.no_grad_usable(features, *(() if metric is None else (metric,))):

@@ -1,5 +1,6 @@
 """The learned graphs of eqs. 27-28 as fused Triton kernels: the GPU counterpart of the native
-distance and random-walk kernels (inference, float32, no autograd).
+distance and random-walk kernels (float32; inference, and training through
+:func:`trained_or_none`'s autograd ops).
 
 From projected features ``g`` (B, K, F, H, W) (``g = A_k^T f``, :func:`graph.project_features`,
 so that eq. 27's distance is ``d_pq = |g_p - g_q|^2``), one kernel per graph type writes:
@@ -13,7 +14,10 @@ so that eq. 27's distance is ``d_pq = |g_p - g_q|^2``), one kernel per graph typ
 Each pixel reads its own and its 24 neighbours' F features (from cache) and writes its weights
 once; the PyTorch path runs about 5 full passes per offset plus the softmax's. The softmax
 recomputes the distances in three sweeps (minimum, sum, normalised weights) instead of storing
-them: arithmetic is cheap next to memory on a GPU. Runs where Triton runs: CUDA tensors, or CPU
+them: arithmetic is cheap next to memory on a GPU. In training the same kernels run the forward
+and two more the backward: :func:`random_walk_backward` (the softmax's, folded onto the 12
+undirected offsets) and :func:`distances_backward` (the projected features' gradient, each
+pixel gathering its 24 edges). Runs where Triton runs: CUDA tensors, or CPU
 tensors under ``TRITON_INTERPRET=1`` (how the tests check them without a GPU)."""
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None
 
-__all__ = ["available", "fused_or_none", "edge_weights_from_projected", "random_walk_weights_from_projected"]
+__all__ = ["available", "fused_or_none", "trained_or_none", "edge_weights_from_projected",
+           "random_walk_weights_from_projected", "distances_backward", "random_walk_backward"]
 
 BLOCK = 256
 
@@ -122,6 +127,53 @@ if triton is not None:
             d, ok = _dist(gp, i, j, dy, dx, H, W, HW, in_img, F, BLOCK_SIZE)
             tl.store(op + kk * HW + i * W + j, tl.where(ok, tl.exp(-d), 0.0), mask=in_img)
 
+    @triton.jit(do_not_specialize=["H", "W"])
+    def _rw_backward_kernel(wb_ptr, gwb_ptr, s_ptr, gd_ptr, H, W, BLOCK_SIZE: tl.constexpr):
+        """The softmax's backward (eq. 28) folded onto the undirected offsets: ``gd[kk, p] =
+        dd(p -> q) + dd(q -> p)`` for q = p + o, with ``dd(e) = -wbar_e (gwbar_e - s_tail)`` and
+        ``s_p = sum_e wbar_e(p) gwbar_e(p)``; 0 where q is outside the image."""
+        plane = tl.program_id(1).to(tl.int64)
+        HW = H * W
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        in_img = offs < HW
+        i = offs // W
+        j = offs % W
+        wp = wb_ptr + plane * 24 * HW
+        gp = gwb_ptr + plane * 24 * HW
+        sp = s_ptr + plane * HW
+        s_p = tl.load(sp + offs, mask=in_img, other=0.0)
+        for kk in range(12):
+            dy, dx = window_offset(kk)
+            q = (i + dy) * W + j + dx
+            ok = in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # dy >= 0
+            fwd = tl.load(wp + kk * HW + offs, mask=ok, other=0.0) * (tl.load(gp + kk * HW + offs, mask=ok, other=0.0)
+                                                                       - s_p)
+            rev = tl.load(wp + (kk + 12) * HW + q, mask=ok, other=0.0) * (
+                tl.load(gp + (kk + 12) * HW + q, mask=ok, other=0.0) - tl.load(sp + q, mask=ok, other=0.0))
+            tl.store(gd_ptr + plane * 12 * HW + kk * HW + offs, tl.where(ok, -(fwd + rev), 0.0), mask=in_img)
+
+    @triton.jit(do_not_specialize=["H", "W"])
+    def _distances_backward_kernel(g_ptr, gd_ptr, gg_ptr, H, W, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        """The gradient of projected features from that of their distances ``d_pq = |g_p - g_q|^2``
+        (eq. 27): ``gg_p = sum_o 2 gd_o(p) (g_p - g_{p+o}) - 2 gd_o(p - o) (g_{p-o} - g_p)``, each
+        pixel gathering its 24 edges (the native ``edge_distances_backward``)."""
+        gp, dp, HW, i, j, in_img = _program_pixels(g_ptr, gd_ptr, H, W, F, 12, BLOCK_SIZE)
+        outp = gg_ptr + tl.program_id(1).to(tl.int64) * F * HW
+        offs = i * W + j
+        for f in range(F):
+            g_p = tl.load(gp + f * HW + offs, mask=in_img, other=0.0)
+            acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            for kk in range(12):
+                dy, dx = window_offset(kk)
+                ok = in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # p + o (dy >= 0)
+                g_q = tl.load(gp + f * HW + offs + dy * W + dx, mask=ok, other=0.0)
+                acc += tl.where(ok, tl.load(dp + kk * HW + offs, mask=ok, other=0.0) * (g_p - g_q), 0.0)
+                ok = in_img & (i - dy >= 0) & (j - dx >= 0) & (j - dx < W)  # p - o
+                m = offs - dy * W - dx
+                g_m = tl.load(gp + f * HW + m, mask=ok, other=0.0)
+                acc -= tl.where(ok, tl.load(dp + kk * HW + m, mask=ok, other=0.0) * (g_m - g_p), 0.0)
+            tl.store(outp + f * HW + offs, 2.0 * acc, mask=in_img)
+
 
 def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
     """The fused kernel ``kernel`` (a function of this module) on projected features ``g`` where
@@ -134,6 +186,92 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
     except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
         backend.gpu_fused_failed("graph kernel", exc)
         return None
+
+
+def trained_or_none(kind: str, g: Tensor) -> Optional[Tensor]:
+    """The training form of a graph on projected features ``g`` that autograd records, where the
+    fused kernels run (float32 CUDA, not where the native CPU kernels do): ``kind`` "edge_weights"
+    (uGLR, eq. 27) or "random_walk" (uGTV, eq. 28), forward by the inference kernel and backward
+    by :func:`_rw_backward_kernel` / :func:`_distances_backward_kernel`; None elsewhere or with
+    ``backend.settings.gpu_training`` off (the PyTorch formulas then run). A Triton that fails here is said once, in one line."""
+    if triton is None or not (torch.is_grad_enabled() and g.requires_grad) or not backend.gpu_fused_usable(g):
+        return None
+    if backend.usable(g) or not backend.settings.gpu_training:
+        return None  # the native CPU kernels
+    try:
+        return (_EdgeWeightsTrained if kind == "edge_weights" else _RandomWalkTrained).apply(g)
+    except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
+        backend.gpu_fused_failed("graph kernel", exc)
+        return None
+
+
+def distances_backward(g: Tensor, gd: Tensor) -> Tensor:
+    """The gradient of projected features ``g`` (B, K, F, H, W) given that of their 12-offset
+    distances ``gd`` (B, K, 12, H, W), by :func:`_distances_backward_kernel`."""
+    B, K, F, H, W = g.shape
+    gg = torch.empty((B, K, F, H, W), dtype=torch.float32, device=g.device)
+    _distances_backward_kernel[backend.pixel_grid(H * W, BLOCK, B * K)](g.contiguous(), gd.expand(B, K, 12, H, W).contiguous(),
+                                                                        gg, H, W, F=F, BLOCK_SIZE=BLOCK)
+    return gg
+
+
+def random_walk_backward(wbar: Tensor, gwbar: Tensor) -> Tensor:
+    """The gradient of the 12-offset distances given that of the random-walk weights ``wbar``
+    (eq. 28, the softmax over each node's window), by :func:`_rw_backward_kernel`."""
+    B, K, _, H, W = wbar.shape
+    gwbar = gwbar.expand(wbar.shape).contiguous()
+    s = (wbar * gwbar).sum(dim=2)
+    gd = torch.empty((B, K, 12, H, W), dtype=torch.float32, device=wbar.device)
+    _rw_backward_kernel[backend.pixel_grid(H * W, BLOCK, B * K)](wbar.contiguous(), gwbar, s, gd, H, W, BLOCK_SIZE=BLOCK)
+    return gd
+
+
+class _GraphTrained(torch.autograd.Function):
+    """Shared backward of the fused graphs: the kernels, or the PyTorch formulas (recorded by
+    autograd) when a kernel fails."""
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        g, out = ctx.saved_tensors
+        if backend.gpu_fused_usable(grad):
+            try:
+                return ctx.kernels(g, out, grad)
+            except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+                backend.gpu_fused_failed("graph training kernel", exc)
+        from . import graph as G
+
+        leaf = g.detach().requires_grad_(True)
+        with torch.enable_grad(), backend.configure(gpu_fused=0):
+            if ctx.kind == "edge_weights":
+                ref = G.edge_weights(leaf, None)
+            else:
+                ref = G.random_walk_weights_from_distances(G.edge_distances(leaf, None))
+            return torch.autograd.grad(ref, leaf, grad)[0]
+
+
+class _EdgeWeightsTrained(_GraphTrained):
+    """``w = exp(-|g_p - g_q|^2)`` (eq. 27, uGLR) of projected features; saves g and w."""
+
+    @staticmethod
+    def forward(ctx, g: Tensor):  # type: ignore[override]
+        w = edge_weights_from_projected(g)
+        ctx.save_for_backward(g, w)
+        ctx.kind = "edge_weights"
+        ctx.kernels = lambda g, w, gw: distances_backward(g, -gw * w)
+        return w
+
+
+class _RandomWalkTrained(_GraphTrained):
+    """Eq. 28 (uGTV) of projected features; saves g and wbar."""
+
+    @staticmethod
+    def forward(ctx, g: Tensor):  # type: ignore[override]
+        wbar = random_walk_weights_from_projected(g)
+        ctx.save_for_backward(g, wbar)
+        ctx.kind = "random_walk"
+        ctx.kernels = lambda g, wbar, gwbar: distances_backward(g, random_walk_backward(wbar, gwbar))
+        return wbar
 
 
 def _launch(kernel, g: Tensor, n_out: int, out: Tensor | None) -> Tensor:

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
                                 "camera_raw", "metadata"}),
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_adjoint_triton", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
-                                    "solvers.admm_edge", "solvers.admm_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
+                                    "solvers.admm_edge", "solvers.admm_triton", "solvers.admm_adjoint_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),

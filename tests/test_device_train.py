@@ -144,6 +144,7 @@ def test_dry_run_with_injected_faults_still_returns_every_model(job, tmp_path):
     assert "injected fault: probe" in stages["probe"]["error"]
     # the gradient check failed: the runs differentiate CG by plain autograd, and the summary says so
     assert summary["cg_backward"]["path"] == "autograd" and "differ" in summary["cg_backward"]["why"]
+    assert summary["cg_backward"]["gpu_training_ops"] == "off"  # the ADMM edge and graph training ops too
     assert all(stages["plan"][m]["batch"] == 1 and not stages["plan"][m]["cuda_graph"] for m in models)
     assert "injected fault: infer" in json.dumps(stages["inference"])
     assert summary["init"] == {"ugtv_demosaic": str(init / "ugtv_demosaic.pt"), "uglr_upscale2x": "shipped"}

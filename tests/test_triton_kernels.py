@@ -353,3 +353,90 @@ def test_triton_admm_edge_training_kernel_gives_the_stateful_gradients():
     for name, r in res["fallback"].items():
         assert r["diff"] <= 1e-5 and r["gpu_fused"] == 0, (name, r)
     assert "the fused Triton ADMM edge training kernel failed" in proc.stderr
+
+
+GRAPH_SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G, graph_triton as GT
+
+torch.manual_seed(0)
+calls = {"edge_weights": 0, "random_walk": 0}
+real = GT.trained_or_none
+def counted(kind, g):
+    out = real(kind, g)
+    calls[kind] += out is not None
+    return out
+GT.trained_or_none = counted
+out = []
+# (B, K, F, H, W): one and two pixel blocks (17 x 16), a one-row image
+for B, K, F, H, W in [(1, 2, 3, 9, 11), (2, 1, 4, 17, 16), (1, 1, 2, 1, 5)]:
+    g0 = torch.randn(B, K, F, H, W) * 0.5
+    for kind in ("edge_weights", "random_walk"):
+        res = {}
+        for label, dtype, fused in (("triton", torch.float32, True), ("plain64", torch.float64, False),
+                                    ("plain32", torch.float32, False)):
+            g = g0.to(dtype).clone().requires_grad_(True)
+            with (backend.configure(gpu_fused=1) if fused else backend.use("torch")):
+                w = G.edge_weights(g, None) if kind == "edge_weights" else G.random_walk_weights_from_projected(g)
+            seed = torch.linspace(-1, 1, w.numel(), dtype=dtype).reshape(w.shape)
+            res[label] = {"g": torch.autograd.grad((w * seed).sum(), g)[0].double(), "w": w.detach().double()}
+        out.append({k: [float((res[l][k] - ref).norm() / ref.norm()) for l in ("triton", "plain32")]
+                    for k, ref in res["plain64"].items()})
+calls_fused = dict(calls)
+# a backward kernel that cannot compile: the PyTorch formulas take over (said once)
+def boom(*a, **k):
+    raise RuntimeError("no compiler here")
+GT.distances_backward = boom
+fallback = {}
+g0 = torch.randn(1, 2, 3, 6, 7)
+for kind in ("edge_weights", "random_walk"):
+    grads = []
+    for fused in (1, 0):
+        backend.settings.gpu_fused = fused
+        g = g0.clone().requires_grad_(True)
+        w = G.edge_weights(g, None) if kind == "edge_weights" else G.random_walk_weights_from_projected(g)
+        grads.append(torch.autograd.grad(w.square().sum(), g)[0])
+    fallback[kind] = float((grads[0] - grads[1]).abs().max() / grads[1].abs().max())
+print("RESULT" + json.dumps({"calls": calls_fused, "errors": out, "fallback": fallback}))
+"""
+
+
+@pytest.mark.slow
+def test_triton_graph_training_kernels_give_the_pytorch_gradients():
+    """The learned graphs' training form on a GPU (:func:`gsprestore.graph_triton.trained_or_none`:
+    uGLR's edge weights, eq. 27, and uGTV's random-walk weights, eq. 28, forward by the inference
+    kernels, backward by two more), run in Triton's interpreter: used for every graph (counted),
+    the weights and the features' gradient as close to the PyTorch formulas in float64 as those
+    formulas in float32; the PyTorch formulas when a kernel fails."""
+    proc, res = _interpreted(GRAPH_SCRIPT)
+    assert res["calls"] == {"edge_weights": 3, "random_walk": 3}
+    for case in res["errors"]:
+        for name, (triton_err, plain32_err) in case.items():
+            assert triton_err <= 3 * plain32_err + 2e-6, (name, case)
+    for kind, diff in res["fallback"].items():
+        assert diff <= 1e-5, (kind, diff)
+    assert "the fused Triton graph training kernel failed" in proc.stderr
+
+
+def test_gpu_training_ops_follow_the_setting(monkeypatch):
+    """``backend.settings.gpu_training`` (``GSPRESTORE_GPU_TRAINING``; the GPU job turns it off
+    when the device's gradients differ from the CPU's) gates the ADMM edge and graph training
+    ops; without autograd, or where the native CPU kernels run, they are never chosen."""
+    import torch
+
+    from gsprestore import backend, graph_triton
+    from gsprestore.solvers import admm_adjoint_triton
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    x = torch.zeros(1, 1, 1, 4, 4, requires_grad=True)
+    wbar = torch.zeros(1, 1, 24, 4, 4)
+    assert admm_adjoint_triton.usable(x, wbar, 2.0, 1) == (not backend.usable(x, wbar))
+    monkeypatch.setattr(backend, "usable", lambda *a: False)  # as on a GPU
+    assert admm_adjoint_triton.usable(x, wbar, 2.0, 1)
+    assert not admm_adjoint_triton.usable(x, wbar, 2.0, admm_adjoint_triton.MAX_STEPS + 1)
+    assert not admm_adjoint_triton.usable(x.detach(), wbar, 2.0, 1)  # nothing to differentiate
+    with torch.no_grad():
+        assert not admm_adjoint_triton.usable(x, wbar, 2.0, 1)
+    with backend.configure(gpu_training=0):
+        assert not admm_adjoint_triton.usable(x, wbar, 2.0, 1)
+        assert graph_triton.trained_or_none("edge_weights", torch.zeros(1, 1, 2, 4, 4, requires_grad=True)) is None

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: have waited minutes for it, again for each tile shape); each variant now takes 0.1-2.2 s.
 COMPILE_LIMIT_S = 10.0
 KERNELS = {"_random_walk_kernel", "_edge_weights_kernel", "_cg_step_kernel", "_replay_kernel",
-           "_adjoint_step_kernel", "_edge_adjoint_kernel"}
+           "_adjoint_step_kernel", "_edge_adjoint_kernel", "_rw_backward_kernel", "_distances_backward_kernel"}
 MODELS = {"ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"}
 
 
@@ -44,6 +44,11 @@ def test_every_kernel_variant_the_job_launches_compiles_for_sm90_in_seconds(tmp_
     # and the uGTV models' training step the ADMM edge term's (admm_adjoint_triton)
     edge = {m for v in variants if v["kernel"] == "_edge_adjoint_kernel" for m in v["models"]}
     assert edge == {m + " (training)" for m in MODELS if m.startswith("ugtv")}, table
+    # and the graphs' backward: every model's features, uGTV's softmax
+    dist = {m for v in variants if v["kernel"] == "_distances_backward_kernel" for m in v["models"]}
+    assert dist == {m + " (training)" for m in MODELS}, table
+    rw = {m for v in variants if v["kernel"] == "_rw_backward_kernel" for m in v["models"]}
+    assert rw == {m + " (training)" for m in MODELS if m.startswith("ugtv")}, table
     slow = [v for v in variants if v["cpu_seconds"] > COMPILE_LIMIT_S]
     assert not slow, table
     # shapes are run-time arguments: a new tile shape reuses the compiled variants

@@ -100,7 +100,8 @@ SEED = int(os.environ.get("SEED", 2))
 USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
 #: the largest relative difference of the CUDA training gradients from the CPU's before training
-#: falls back from the adjoint CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0)
+#: falls back from the adjoint CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0) and from
+#: the fused training ops of the ADMM edge terms and graphs to PyTorch (GSPRESTORE_GPU_TRAINING=0)
 GRAD_TOL = 1e-3
 INFER_MP = _num("INFER_MP", 24.0, 0.01)
 #: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
@@ -501,8 +502,11 @@ def stage_pre() -> dict:
     bad_grad = sorted(m for m, r in (res.get("sanity") or {}).items() if isinstance(r, dict) and r.get("grad_ok") is False)
     if bad_grad:  # the runs inherit the driver's environment
         os.environ["GSPRESTORE_CG_ADJOINT"] = "0"
-        summary["cg_backward"] = {"path": "autograd", "why": f"gradients on the device differ from the CPU's: {bad_grad}"}
-        log(f"WARNING: {summary['cg_backward']['why']}; training differentiates CG by plain autograd")
+        os.environ["GSPRESTORE_GPU_TRAINING"] = "0"
+        summary["cg_backward"] = {"path": "autograd", "gpu_training_ops": "off",
+                                  "why": f"gradients on the device differ from the CPU's: {bad_grad}"}
+        log(f"WARNING: {summary['cg_backward']['why']}; training differentiates CG by plain autograd and the "
+            "ADMM edge terms and graphs by the PyTorch formulas")
     else:
         summary["cg_backward"] = {"path": "adjoint" if os.environ.get("GSPRESTORE_CG_ADJOINT", "1") != "0" else "autograd"}
     if bad:  # recorded, not fatal: each run's first validation (on the GPU) shows whether the weights score

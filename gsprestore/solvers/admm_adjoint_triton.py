@@ -173,12 +173,12 @@ if triton is not None:
 def usable(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     """Whether a training step's edge terms (``steps`` edge steps per solve) take this path:
     autograd records, the tensors are where the fused Triton kernels run
-    (:func:`~gsprestore.backend.gpu_fused_usable`, and not where the native CPU kernels do), and
-    ``steps`` is at most :data:`~.admm_triton.MAX_STEPS`."""
+    (:func:`~gsprestore.backend.gpu_fused_usable`, and not where the native CPU kernels do),
+    ``backend.settings.gpu_training`` is on and ``steps`` is at most :data:`~.admm_triton.MAX_STEPS`."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
         return False
-    if triton is None or not 1 <= steps <= MAX_STEPS or backend.usable(x, wbar):
+    if triton is None or not backend.settings.gpu_training or not 1 <= steps <= MAX_STEPS or backend.usable(x, wbar):
         return False
     return backend.gpu_fused_usable(x, wbar)
 
