@@ -150,7 +150,7 @@ def random_walk_weights_from_projected(g: Tensor, *, workspace: Optional[dict] =
 
     fused = fused_or_none("random_walk_weights_from_projected", g)
     if fused is None:
-        fused = trained_or_none("random_walk", g)
+        fused = trained_or_none("random_walk", g, lambda t: random_walk_weights_from_distances(edge_distances(t, None)))
     if fused is not None:
         return fused
     return random_walk_weights_from_distances(edge_distances(g, None, workspace=workspace), workspace=workspace)
@@ -163,7 +163,7 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
 
         fused = fused_or_none("edge_weights_from_projected", features)
         if fused is None:
-            fused = trained_or_none("edge_weights", features)
+            fused = trained_or_none("edge_weights", features, lambda t: _EdgeWeights.apply(t, None, True))
         if fused is not None:
             return fused
     if workspace is not None and backend.no_grad_usable(features, *(() if metric is None else (metric,))):

@@ -22,7 +22,7 @@ tensors under ``TRITON_INTERPRET=1`` (how the tests check them without a GPU).""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -188,18 +188,20 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
         return None
 
 
-def trained_or_none(kind: str, g: Tensor) -> Optional[Tensor]:
+def trained_or_none(kind: str, g: Tensor, reference: Callable[[Tensor], Tensor]) -> Optional[Tensor]:
     """The training form of a graph on projected features ``g`` that autograd records, where the
     fused kernels run (float32 CUDA, not where the native CPU kernels do): ``kind`` "edge_weights"
     (uGLR, eq. 27) or "random_walk" (uGTV, eq. 28), forward by the inference kernel and backward
     by :func:`_rw_backward_kernel` / :func:`_distances_backward_kernel`; None elsewhere or with
-    ``backend.settings.gpu_training`` off (the PyTorch formulas then run). A Triton that fails here is said once, in one line."""
+    ``backend.settings.gpu_training`` off (the PyTorch formulas then run). ``reference``: those
+    formulas (g -> the same graph, recorded by autograd), which the backward differentiates if its
+    kernels fail. A Triton that fails here is said once, in one line."""
     if triton is None or not (torch.is_grad_enabled() and g.requires_grad) or not backend.gpu_fused_usable(g):
         return None
     if backend.usable(g) or not backend.settings.gpu_training:
         return None  # the native CPU kernels
     try:
-        return (_EdgeWeightsTrained if kind == "edge_weights" else _RandomWalkTrained).apply(g)
+        return (_EdgeWeightsTrained if kind == "edge_weights" else _RandomWalkTrained).apply(g, reference)
     except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
         backend.gpu_fused_failed("graph kernel", exc)
         return None
@@ -236,28 +238,22 @@ class _GraphTrained(torch.autograd.Function):
         g, out = ctx.saved_tensors
         if backend.gpu_fused_usable(grad):
             try:
-                return ctx.kernels(g, out, grad)
+                return ctx.kernels(g, out, grad), None
             except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
                 backend.gpu_fused_failed("graph training kernel", exc)
-        from . import graph as G
-
         leaf = g.detach().requires_grad_(True)
         with torch.enable_grad(), backend.configure(gpu_fused=0):
-            if ctx.kind == "edge_weights":
-                ref = G.edge_weights(leaf, None)
-            else:
-                ref = G.random_walk_weights_from_distances(G.edge_distances(leaf, None))
-            return torch.autograd.grad(ref, leaf, grad)[0]
+            return torch.autograd.grad(ctx.reference(leaf), leaf, grad)[0], None
 
 
 class _EdgeWeightsTrained(_GraphTrained):
     """``w = exp(-|g_p - g_q|^2)`` (eq. 27, uGLR) of projected features; saves g and w."""
 
     @staticmethod
-    def forward(ctx, g: Tensor):  # type: ignore[override]
+    def forward(ctx, g: Tensor, reference):  # type: ignore[override]
         w = edge_weights_from_projected(g)
         ctx.save_for_backward(g, w)
-        ctx.kind = "edge_weights"
+        ctx.reference = reference
         ctx.kernels = lambda g, w, gw: distances_backward(g, -gw * w)
         return w
 
@@ -266,10 +262,10 @@ class _RandomWalkTrained(_GraphTrained):
     """Eq. 28 (uGTV) of projected features; saves g and wbar."""
 
     @staticmethod
-    def forward(ctx, g: Tensor):  # type: ignore[override]
+    def forward(ctx, g: Tensor, reference):  # type: ignore[override]
         wbar = random_walk_weights_from_projected(g)
         ctx.save_for_backward(g, wbar)
-        ctx.kind = "random_walk"
+        ctx.reference = reference
         ctx.kernels = lambda g, wbar, gwbar: distances_backward(g, random_walk_backward(wbar, gwbar))
         return wbar
 
