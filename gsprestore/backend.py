@@ -174,7 +174,8 @@ TRITON_KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gspresto
                   ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
                   ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
                   ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel"),
-                  ("gsprestore.graph_triton", "_rw_backward_kernel"), ("gsprestore.graph_triton", "_distances_backward_kernel")]
+                  ("gsprestore.graph_triton", "_rw_backward_kernel"), ("gsprestore.graph_triton", "_distances_backward_kernel"),
+                  ("gsprestore.graph_triton", "_diag_minus_adjacency_kernel"), ("gsprestore.graph_triton", "_adjacency_grad_kernel")]
 
 #: CUDA's limit on grid axes 1 and 2 (axis 0 takes up to 2^31 - 1 blocks)
 MAX_GRID_YZ = 65535

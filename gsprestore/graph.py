@@ -224,17 +224,25 @@ def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: T
 def _diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
     """``a * x - W x`` (``a=None`` means the identity)."""
     shape = torch.broadcast_shapes(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
-    out = torch.empty(shape, dtype=x.dtype, device=x.device)
     if backend.usable(w, a, x):
         if a is not None and a.dim() != 5:
             a = a.expand(shape)
         rc = backend.rows_contiguous
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
         return backend.native().diag_minus_adjacency(rc(w), None if a is None else rc(a), rc(x), out)
+    if backend.gpu_fused_usable(w, a, x) and not (torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (w, a, x))):
+        from . import graph_triton
+
+        try:
+            return graph_triton.diag_minus_adjacency(w, a, x, shape)
+        except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+            backend.gpu_fused_failed("stencil kernel", exc)
     if a is not None and a.shape != shape and x.shape != shape:
         a = a.expand(shape)
     if x.shape != shape and a is None:
         x = x.expand(shape)
-    return _diag_minus_adjacency_into(out, w, a, x)
+    return _diag_minus_adjacency_into(torch.empty(shape, dtype=x.dtype, device=x.device), w, a, x)
 
 
 class _DiagMinusAdjacency(torch.autograd.Function):
@@ -266,11 +274,19 @@ def adjacency_grad_w_accumulate(gw: Tensor, g: Tensor, x: Tensor) -> Tensor:
     ``q = p + OFFSETS[o]``: the undirected weights' gradient of ``diag * x - W x`` for the output
     gradient ``g`` (B, K, C, H, W); ``x`` broadcasts against ``g``; ``gw`` (B, K, 12, H, W)
     contiguous, accumulated in place (the solvers sum many such terms into one buffer). The
-    native kernel on the CPU, the PyTorch formulas elsewhere. Returns ``gw``."""
+    native kernel on the CPU, a Triton kernel on a GPU (:func:`graph_triton.adjacency_grad_w_accumulate`),
+    the PyTorch formulas elsewhere. Returns ``gw``."""
     B, K, C, H, W = g.shape
     if backend.usable(g, x, gw) and gw.is_contiguous():
         backend.native().diag_minus_adjacency_grad_w(g.contiguous(), backend.rows_contiguous(x.expand(B, K, C, H, W)), gw)
         return gw
+    if backend.settings.gpu_training and gw.is_contiguous() and backend.gpu_fused_usable(g, x, gw):
+        from . import graph_triton
+
+        try:
+            return graph_triton.adjacency_grad_w_accumulate(gw, g, x)
+        except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
+            backend.gpu_fused_failed("stencil gradient kernel", exc)
     for k, P, Q in regions(H, W):
         t = g[..., P[0], P[1]] * x[..., Q[0], Q[1]]
         t.addcmul_(g[..., Q[0], Q[1]], x[..., P[0], P[1]])

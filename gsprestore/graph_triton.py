@@ -59,6 +59,42 @@ if triton is not None:
         return dy, dx
 
     @triton.jit
+    def _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, DY: tl.constexpr, DX: tl.constexpr,
+              KK: tl.constexpr):
+        """acc + w_kk(p) v(p + o) + w_kk(p - o) v(p - o) for the offset o = (DY, DX): the pixel's
+        own edge to its neighbour and the neighbour's edge back to it."""
+        fi = i + DY
+        fj = j + DX
+        fwd = in_img & (fi >= 0) & (fi < H) & (fj >= 0) & (fj < W)
+        wf = tl.load(w_ptr + KK * HW + i * W + j, mask=fwd, other=0.0)
+        vf = tl.load(v_ptr + fi * W + fj, mask=fwd, other=0.0)
+        bi = i - DY
+        bj = j - DX
+        bwd = in_img & (bi >= 0) & (bi < H) & (bj >= 0) & (bj < W)
+        wb = tl.load(w_ptr + KK * HW + bi * W + bj, mask=bwd, other=0.0)
+        vb = tl.load(v_ptr + bi * W + bj, mask=bwd, other=0.0)
+        return acc + wf * vf + wb * vb
+
+    @triton.jit
+    def _stencil(w_ptr, v_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
+        """W v at a block's pixels: the 12 undirected offsets of the 5x5 window (graph.OFFSETS),
+        in the same order (the training kernels of cg_adjoint_triton use it too)."""
+        acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 1, 0)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 2, 1)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -2, 2)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -1, 3)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 0, 4)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 1, 5)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 2, 6)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -2, 7)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -1, 8)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 0, 9)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 1, 10)
+        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 2, 11)
+        return acc
+
+    @triton.jit
     def _dist(gp, i, j, dy, dx, H, W, HW, in_img, F: tl.constexpr, BLOCK_SIZE: tl.constexpr):
         """(|g_p - g_q|^2, whether q = p + (dy, dx) is in the image) for a block of pixels p."""
         qi = i + dy
@@ -127,6 +163,47 @@ if triton is not None:
             d, ok = _dist(gp, i, j, dy, dx, H, W, HW, in_img, F, BLOCK_SIZE)
             tl.store(op + kk * HW + i * W + j, tl.where(ok, tl.exp(-d), 0.0), mask=in_img)
 
+    @triton.jit(do_not_specialize=["C", "KW", "KH", "H", "W"])
+    def _diag_minus_adjacency_kernel(w_ptr, a_ptr, x_ptr, out_ptr, C, KW, KH, H, W, HAS_A: tl.constexpr,
+                                     BLOCK_SIZE: tl.constexpr):
+        """``a x - W x`` at a block of pixels of one (b, k, c) plane."""
+        plane = tl.program_id(1)
+        HW = H * W
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        in_img = offs < HW
+        k = (plane // C) % KH
+        b = plane // (C * KH)
+        base = plane.to(tl.int64) * HW
+        wp = w_ptr + (b * KW + k % KW).to(tl.int64) * 12 * HW
+        x = tl.load(x_ptr + base + offs, mask=in_img, other=0.0)
+        if HAS_A:
+            x = x * tl.load(a_ptr + base + offs, mask=in_img, other=0.0)
+        acc = _stencil(wp, x_ptr + base, offs // W, offs % W, H, W, HW, in_img, BLOCK_SIZE)
+        tl.store(out_ptr + base + offs, x - acc, mask=in_img)
+
+    @triton.jit(do_not_specialize=["C", "H", "W"])
+    def _adjacency_grad_kernel(g_ptr, x_ptr, gw_ptr, C, H, W, BLOCK_SIZE: tl.constexpr):
+        """``gw[o, p] -= sum_c (g_p x_q + g_q x_p)`` (q = p + o) at a block of pixels of one
+        (b, k) plane, its channels summed in registers (one writer per entry)."""
+        bk = tl.program_id(1).to(tl.int64)
+        HW = H * W
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        in_img = offs < HW
+        i = offs // W
+        j = offs % W
+        gwp = gw_ptr + bk * 12 * HW
+        for kk in range(12):
+            dy, dx = window_offset(kk)
+            ok = in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # dy >= 0
+            q = offs + dy * W + dx
+            acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            for c in range(C):
+                base = (bk * C + c) * HW
+                acc += (tl.load(g_ptr + base + offs, mask=ok, other=0.0) * tl.load(x_ptr + base + q, mask=ok, other=0.0)
+                        + tl.load(g_ptr + base + q, mask=ok, other=0.0) * tl.load(x_ptr + base + offs, mask=ok, other=0.0))
+            old = tl.load(gwp + kk * HW + offs, mask=in_img, other=0.0)
+            tl.store(gwp + kk * HW + offs, old - acc, mask=in_img)
+
     @triton.jit(do_not_specialize=["H", "W"])
     def _rw_backward_kernel(wb_ptr, gwb_ptr, s_ptr, gd_ptr, H, W, BLOCK_SIZE: tl.constexpr):
         """The softmax's backward (eq. 28) folded onto the undirected offsets: ``gd[kk, p] =
@@ -186,6 +263,38 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
     except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
         backend.gpu_fused_failed("graph kernel", exc)
         return None
+
+
+def _dense(t: Tensor, shape) -> Tensor:
+    return t.expand(shape).contiguous()
+
+
+def diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor, shape) -> Tensor:
+    """``a * x - W x`` (``a=None``: ``x - W x``) of the undirected weights ``w`` (B, K|1, 12, H, W),
+    ``a`` and ``x`` broadcasting to ``shape`` (B, K, C, H, W), by :func:`_diag_minus_adjacency_kernel`
+    (the GPU form of :func:`graph.diag_minus_adjacency_apply`'s forward and its input gradient)."""
+    if triton is None:
+        raise RuntimeError("Triton is not installed")
+    B, K, C, H, W = shape
+    wc = w.contiguous()
+    xc = _dense(x, shape)
+    out = torch.empty(shape, dtype=torch.float32, device=xc.device)
+    _diag_minus_adjacency_kernel[backend.pixel_grid(H * W, BLOCK, B * K * C)](
+        wc, xc if a is None else _dense(a, shape), xc, out, C, wc.shape[1], K, H, W, HAS_A=a is not None,
+        BLOCK_SIZE=BLOCK)
+    return out
+
+
+def adjacency_grad_w_accumulate(gw: Tensor, g: Tensor, x: Tensor) -> Tensor:
+    """``gw[b, k, o, p] -= sum_c (g_p x_q + g_q x_p)``, q = p + OFFSETS[o], in place into ``gw``
+    (B, K, 12, H, W) contiguous, by :func:`_adjacency_grad_kernel` (the GPU form of
+    :func:`graph.adjacency_grad_w_accumulate`). Returns ``gw``."""
+    if triton is None:
+        raise RuntimeError("Triton is not installed")
+    B, K, C, H, W = g.shape
+    _adjacency_grad_kernel[backend.pixel_grid(H * W, BLOCK, B * K)](g.contiguous(), _dense(x, g.shape), gw, C, H, W,
+                                                                  BLOCK_SIZE=BLOCK)
+    return gw
 
 
 def trained_or_none(kind: str, g: Tensor, reference: Callable[[Tensor], Tensor]) -> Optional[Tensor]:

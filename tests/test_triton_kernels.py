@@ -55,7 +55,7 @@ for B, K, KW, C, H, W, with_keep, with_pre in [(1, 2, 2, 2, 9, 11, True, True), 
     res["kernel"].append([float((out - ref).abs().max()), float(ref.abs().max())])
 
 res["graphs"] = []
-for B, K, F, H, W in [(1, 2, 3, 9, 11), (2, 1, 12, 5, 300), (1, 1, 2, 1, 5)]:  # 300: two 256-pixel blocks
+for B, K, F, H, W in [(1, 2, 3, 9, 11), (1, 1, 12, 3, 90), (1, 1, 2, 1, 5)]:  # 3 x 90: two 256-pixel blocks
     g = torch.randn(B, K, F, H, W) * 0.5
     with torch.no_grad(), backend.use("torch"):
         w_ref = G.edge_weights(g, None)
@@ -65,7 +65,7 @@ for B, K, F, H, W in [(1, 2, 3, 9, 11), (2, 1, 12, 5, 300), (1, 1, 2, 1, 5)]:  #
                           float((rw.sum(2) - 1).abs().max())])
 
 res["replay"] = []
-for B, K, KW, C, H, W, S in [(1, 2, 2, 2, 9, 11, 1), (1, 3, 1, 1, 6, 300, 2), (2, 1, 1, 3, 5, 7, 4)]:
+for B, K, KW, C, H, W, S in [(1, 2, 2, 2, 9, 11, 1), (1, 3, 1, 1, 3, 180, 2), (2, 1, 1, 3, 5, 7, 4)]:
     wbar = G.random_walk_weights(G.edge_weights(torch.randn(B, KW, 3, H, W), torch.eye(3) * 0.5))
     xs = [torch.randn(B, K, C, H, W) for _ in range(S)]
     gamma, base = torch.rand(K) * 5 + 1, torch.randn(B, K, C, H, W)
@@ -491,3 +491,57 @@ def test_a_uGTV_training_step_through_every_triton_training_op_equals_the_pytorc
     assert len(res["err"]) == res["params"], res  # every parameter got a gradient
     for name, (fused_err, plain32_err) in res["err"].items():
         assert fused_err <= 3 * plain32_err + 1e-5, (name, res["err"])
+
+
+STENCIL_SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G, graph_triton as GT
+
+torch.manual_seed(0)
+def weights(B, K, H, W):
+    w = torch.rand(B, K, 12, H, W) + 0.1
+    for kk, (dy, dx) in enumerate(G.OFFSETS):  # zero on edges that leave the image
+        if dy > 0: w[..., kk, H - dy:, :] = 0
+        if dx > 0: w[..., kk, :, W - dx:] = 0
+        if dx < 0: w[..., kk, :, :-dx] = 0
+    return w
+
+calls = {"diag_minus_adjacency": 0, "adjacency_grad_w_accumulate": 0}
+for name in calls:
+    def counted(*a, _real=getattr(GT, name), _name=name):
+        calls[_name] += 1
+        return _real(*a)
+    setattr(GT, name, counted)
+out = []
+# (B, K, KW, C, H, W, diag, x shared by the heads): two pixel blocks of 512 (23 x 29), a shared graph
+for B, K, KW, C, H, W, with_a, shared_x in [(1, 2, 1, 3, 23, 29, True, True), (2, 1, 1, 2, 5, 6, False, False),
+                                            (1, 2, 2, 1, 7, 9, True, False)]:
+    vals = dict(w=weights(B, KW, H, W), x=torch.randn(B, 1 if shared_x else K, C, H, W))
+    if with_a:
+        vals["a"] = torch.rand(B, K, 1, H, W) + 1
+    res = {}
+    for label, dtype, fused in (("triton", torch.float32, True), ("plain64", torch.float64, False), ("plain32", torch.float32, False)):
+        lv = {k: v.to(dtype).clone().requires_grad_(True) for k, v in vals.items()}
+        with (backend.configure(gpu_fused=1) if fused else backend.use("torch")):
+            y = G.diag_minus_adjacency_apply(lv["w"], lv["x"], lv.get("a"))
+            seed = torch.linspace(-1, 1, y.numel(), dtype=dtype).reshape(y.shape)
+            grads = torch.autograd.grad((y * seed).sum(), list(lv.values()))
+        res[label] = dict(zip(lv, (g.double() for g in grads)), y=y.detach().double())
+    out.append({k: [float((res[l][k] - ref).norm() / ref.norm()) for l in ("triton", "plain32")] for k, ref in res["plain64"].items()})
+print("RESULT" + json.dumps({"errors": out, "calls": calls}))
+"""
+
+
+@pytest.mark.slow
+def test_triton_stencil_operator_and_its_weight_gradient():
+    """``a x - W x`` (uGLR's right-hand side, eq. 9) and its backward on a GPU
+    (:func:`gsprestore.graph_triton.diag_minus_adjacency`, :func:`~gsprestore.graph_triton.adjacency_grad_w_accumulate`),
+    run in Triton's interpreter: the value and the gradients of w, a and x as close to float64 as
+    the PyTorch formulas' in float32, for shared graphs and iterates shared by the heads."""
+    proc, res = _interpreted(STENCIL_SCRIPT)
+    # each case: the forward and the input gradient (the operator is symmetric), the weights' gradient
+    assert res["calls"] == {"diag_minus_adjacency": 6, "adjacency_grad_w_accumulate": 3}, res["calls"]
+    for case in res["errors"]:
+        assert {"w", "x", "y"} <= set(case), case
+        for name, (triton_err, plain32_err) in case.items():
+            assert triton_err <= 3 * plain32_err + 2e-6, (name, case)

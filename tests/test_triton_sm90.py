@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: have waited minutes for it, again for each tile shape); each variant now takes 0.1-2.2 s.
 COMPILE_LIMIT_S = 10.0
 KERNELS = {"_random_walk_kernel", "_edge_weights_kernel", "_cg_step_kernel", "_replay_kernel",
-           "_adjoint_step_kernel", "_edge_adjoint_kernel", "_rw_backward_kernel", "_distances_backward_kernel"}
+           "_adjoint_step_kernel", "_edge_adjoint_kernel", "_rw_backward_kernel", "_distances_backward_kernel",
+           "_diag_minus_adjacency_kernel", "_adjacency_grad_kernel"}
 MODELS = {"ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"}
 
 
@@ -49,6 +50,11 @@ def test_every_kernel_variant_the_job_launches_compiles_for_sm90_in_seconds(tmp_
     assert dist == {m + " (training)" for m in MODELS}, table
     rw = {m for v in variants if v["kernel"] == "_rw_backward_kernel" for m in v["models"]}
     assert rw == {m + " (training)" for m in MODELS if m.startswith("ugtv")}, table
+    # uGLR's right-hand side (a x - W x): forward and training, and its weights' gradient in training
+    rhs = {m for v in variants if v["kernel"] == "_diag_minus_adjacency_kernel" for m in v["models"]}
+    assert rhs >= {m for m in MODELS if m.startswith("uglr")} | {m + " (training)" for m in MODELS if m.startswith("uglr")}, table
+    grad_w = {m for v in variants if v["kernel"] == "_adjacency_grad_kernel" for m in v["models"]}
+    assert grad_w >= {m + " (training)" for m in MODELS if m.startswith("uglr")}, table
     slow = [v for v in variants if v["cpu_seconds"] > COMPILE_LIMIT_S]
     assert not slow, table
     # shapes are run-time arguments: a new tile shape reuses the compiled variants

@@ -49,41 +49,7 @@ def available() -> bool:
 
 if triton is not None:
 
-    @triton.jit
-    def _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, DY: tl.constexpr, DX: tl.constexpr,
-              KK: tl.constexpr):
-        """acc + w_kk(p) v(p + o) + w_kk(p - o) v(p - o) for the offset o = (DY, DX): the pixel's
-        own edge to its neighbour and the neighbour's edge back to it."""
-        fi = i + DY
-        fj = j + DX
-        fwd = in_img & (fi >= 0) & (fi < H) & (fj >= 0) & (fj < W)
-        wf = tl.load(w_ptr + KK * HW + i * W + j, mask=fwd, other=0.0)
-        vf = tl.load(v_ptr + fi * W + fj, mask=fwd, other=0.0)
-        bi = i - DY
-        bj = j - DX
-        bwd = in_img & (bi >= 0) & (bi < H) & (bj >= 0) & (bj < W)
-        wb = tl.load(w_ptr + KK * HW + bi * W + bj, mask=bwd, other=0.0)
-        vb = tl.load(v_ptr + bi * W + bj, mask=bwd, other=0.0)
-        return acc + wf * vf + wb * vb
-
-    @triton.jit
-    def _stencil(w_ptr, v_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
-        """W v at a block's pixels: the 12 undirected offsets of the 5x5 window (graph.OFFSETS),
-        in the same order (the training kernels of cg_adjoint_triton use it too)."""
-        acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 1, 0)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 0, 2, 1)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -2, 2)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, -1, 3)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 0, 4)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 1, 5)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 1, 2, 6)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -2, 7)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, -1, 8)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 0, 9)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 1, 10)
-        acc = _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, 2, 2, 11)
-        return acc
+    from ..graph_triton import _stencil  # W v over the 5x5 window (the training kernels use it too)
 
     # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
     # and each new tile shape would compile the kernel again
