@@ -103,7 +103,7 @@ SANITY_TOL = 2e-3
 #: falls back from the adjoint CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0) and from
 #: the fused training ops of the ADMM edge terms and graphs to PyTorch (GSPRESTORE_GPU_TRAINING=0)
 GRAD_TOL = 1e-3
-INFER_MP = _num("INFER_MP", 24.0, 0.01)
+INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the PyTorch path
 #: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
 #: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
 INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
