@@ -265,8 +265,9 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
         return None
 
 
-def _dense(t: Tensor, shape) -> Tensor:
-    return t.expand(shape).contiguous()
+def _dense(t: Optional[Tensor], shape) -> Optional[Tensor]:
+    """``t`` broadcast to ``shape`` as a contiguous tensor (what the kernels index), None stays None."""
+    return None if t is None else t.expand(shape).contiguous()
 
 
 def diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor, shape) -> Tensor:
@@ -310,7 +311,7 @@ def trained_or_none(kind: str, g: Tensor, reference: Callable[[Tensor], Tensor])
     if backend.usable(g) or not backend.settings.gpu_training:
         return None  # the native CPU kernels
     try:
-        return (_EdgeWeightsTrained if kind == "edge_weights" else _RandomWalkTrained).apply(g, reference)
+        return _GraphTrained.apply(g, kind, reference)
     except Exception as exc:  # noqa: BLE001 - fall back to the PyTorch formulas
         backend.gpu_fused_failed("graph kernel", exc)
         return None
@@ -338,8 +339,17 @@ def random_walk_backward(wbar: Tensor, gwbar: Tensor) -> Tensor:
 
 
 class _GraphTrained(torch.autograd.Function):
-    """Shared backward of the fused graphs: the kernels, or the PyTorch formulas (recorded by
-    autograd) when a kernel fails."""
+    """A learned graph of projected features ``g`` with its fused backward: ``kind``
+    "edge_weights" (eq. 27, uGLR: ``w = exp(-|g_p - g_q|^2)``) or "random_walk" (eq. 28, uGTV);
+    saves g and the weights. The backward runs the kernels, or differentiates ``reference`` (the
+    PyTorch formulas) when a kernel fails."""
+
+    @staticmethod
+    def forward(ctx, g: Tensor, kind: str, reference):  # type: ignore[override]
+        out = (edge_weights_from_projected if kind == "edge_weights" else random_walk_weights_from_projected)(g)
+        ctx.save_for_backward(g, out)
+        ctx.kind, ctx.reference = kind, reference
+        return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -347,36 +357,13 @@ class _GraphTrained(torch.autograd.Function):
         g, out = ctx.saved_tensors
         if backend.gpu_fused_usable(grad):
             try:
-                return ctx.kernels(g, out, grad), None
+                gd = -grad * out if ctx.kind == "edge_weights" else random_walk_backward(out, grad)
+                return distances_backward(g, gd), None, None
             except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
                 backend.gpu_fused_failed("graph training kernel", exc)
         leaf = g.detach().requires_grad_(True)
         with torch.enable_grad(), backend.configure(gpu_fused=0):
-            return torch.autograd.grad(ctx.reference(leaf), leaf, grad)[0], None
-
-
-class _EdgeWeightsTrained(_GraphTrained):
-    """``w = exp(-|g_p - g_q|^2)`` (eq. 27, uGLR) of projected features; saves g and w."""
-
-    @staticmethod
-    def forward(ctx, g: Tensor, reference):  # type: ignore[override]
-        w = edge_weights_from_projected(g)
-        ctx.save_for_backward(g, w)
-        ctx.reference = reference
-        ctx.kernels = lambda g, w, gw: distances_backward(g, -gw * w)
-        return w
-
-
-class _RandomWalkTrained(_GraphTrained):
-    """Eq. 28 (uGTV) of projected features; saves g and wbar."""
-
-    @staticmethod
-    def forward(ctx, g: Tensor, reference):  # type: ignore[override]
-        wbar = random_walk_weights_from_projected(g)
-        ctx.save_for_backward(g, wbar)
-        ctx.reference = reference
-        ctx.kernels = lambda g, wbar, gwbar: distances_backward(g, random_walk_backward(wbar, gwbar))
-        return wbar
+            return torch.autograd.grad(ctx.reference(leaf), leaf, grad)[0], None, None
 
 
 def _launch(kernel, g: Tensor, n_out: int, out: Tensor | None) -> Tensor:

@@ -157,12 +157,9 @@ def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
         assert r["moved"] > 0.01 and r["diff"] <= 1e-5, (method, r)
 
 
-TRAIN_SCRIPT = r"""
-import json, torch
-from gsprestore import backend, graph as G
-from gsprestore.solvers import cg, cg_adjoint
-
-torch.manual_seed(0)
+#: random undirected weights (B, K, 12, H, W) in [0.1, 1.1), 0 on edges that leave the image (for
+#: the child scripts below; needs torch and gsprestore.graph as G)
+WEIGHTS = r"""
 def weights(B, K, H, W):
     w = torch.rand(B, K, 12, H, W) + 0.1
     for kk, (dy, dx) in enumerate(G.OFFSETS):  # zero on edges that leave the image
@@ -170,7 +167,15 @@ def weights(B, K, H, W):
         if dx > 0: w[..., kk, :, W - dx:] = 0
         if dx < 0: w[..., kk, :, :-dx] = 0
     return w
+"""
 
+TRAIN_SCRIPT = r"""
+import json, torch
+from gsprestore import backend, graph as G
+from gsprestore.solvers import cg, cg_adjoint
+
+torch.manual_seed(0)
+""" + WEIGHTS + r"""
 calls = []
 real = cg_adjoint._backward_triton
 cg_adjoint._backward_triton = lambda *a: calls.append(1) or real(*a)
@@ -498,14 +503,7 @@ import json, torch
 from gsprestore import backend, graph as G, graph_triton as GT
 
 torch.manual_seed(0)
-def weights(B, K, H, W):
-    w = torch.rand(B, K, 12, H, W) + 0.1
-    for kk, (dy, dx) in enumerate(G.OFFSETS):  # zero on edges that leave the image
-        if dy > 0: w[..., kk, H - dy:, :] = 0
-        if dx > 0: w[..., kk, :, W - dx:] = 0
-        if dx < 0: w[..., kk, :, :-dx] = 0
-    return w
-
+""" + WEIGHTS + r"""
 calls = {"diag_minus_adjacency": 0, "adjacency_grad_w_accumulate": 0}
 for name in calls:
     def counted(*a, _real=getattr(GT, name), _name=name):

@@ -28,7 +28,8 @@ import torch
 from torch import Tensor
 
 from .. import backend
-from .cg_triton import BLOCK, _dense, cg_unrolled_triton, triton
+from ..graph_triton import _dense
+from .cg_triton import BLOCK, cg_unrolled_triton, triton
 
 if triton is not None:
     import triton.language as tl

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from .. import backend
+from ..graph_triton import _dense
 
 try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
     import triton
@@ -95,10 +96,6 @@ if triton is not None:
                 vn = vn + tl.load(beta_ptr + (t + 1) * KH + k) * v
             tl.store(g_ptr + base + offs, g, mask=in_img)
             tl.store(vn_ptr + base + offs, vn, mask=in_img)
-
-
-def _dense(t: Optional[Tensor], shape) -> Optional[Tensor]:
-    return None if t is None else t.expand(shape).contiguous()
 
 
 def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tensor, x0: Tensor, alphas: Tensor,
