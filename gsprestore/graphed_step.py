@@ -93,16 +93,38 @@ def grad_mismatch(grads: list[Tensor | None], refs: list[Tensor]) -> float:
     return worst
 
 
+#: How many times the eager steps' own run-to-run difference a replayed step may differ by (atomic
+#: additions in the fused backward kernels sum in a different order each run; a 2x model's step
+#: on an H100 differed from the eager one by 2.2e-3 with identical losses) ...
+NOISE_FACTOR = 4.0
+#: ... but never by more than this (of each gradient's largest magnitude), whatever the noise.
+MAX_RTOL = 2e-2
+
+
+def replay_matches(loss: float, loss_ref: float, worst: float, noise: float, rtol: float = 2e-3) -> bool:
+    """Whether a replayed step (loss ``loss``, gradients ``worst`` away from an eager step's:
+    :func:`grad_mismatch`) is the eager step (loss ``loss_ref``): the losses agree within ``rtol``
+    and the gradients within ``rtol`` or, where two eager steps on the same batch already differ
+    by ``noise``, within :data:`NOISE_FACTOR` x ``noise``, capped at :data:`MAX_RTOL`."""
+    tol = min(max(rtol, NOISE_FACTOR * noise), MAX_RTOL)
+    return abs(loss - loss_ref) <= rtol * max(abs(loss_ref), 1e-12) and worst <= tol
+
+
 def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, observe: Observe,
                           *, rtol: float = 2e-3) -> tuple[GraphedStep | None, dict[str, Any]]:
     """Capture the training step for batches shaped like ``gt`` and check it: the replayed loss and
-    gradients must match an eager step on ``gt`` within ``rtol`` (of each gradient's largest
-    magnitude, at least :data:`GRAD_SCALE_FLOOR` of the model's largest: :func:`grad_mismatch`). Returns ``(step, info)``; ``step`` is None when capture failed or did not match
-    (``info["reason"]`` says why) and the parameters' gradients are then left ``None``."""
+    gradients must match an eager step on ``gt`` (:func:`replay_matches`: within ``rtol`` of each
+    gradient's largest magnitude, at least :data:`GRAD_SCALE_FLOOR` of the model's largest:
+    :func:`grad_mismatch`; or within a few times the difference between two eager steps, the
+    nondeterminism of atomic sums). Returns ``(step, info)``; ``step`` is None when capture failed
+    or did not match (``info["reason"]`` says why) and the parameters' gradients are then left
+    ``None``."""
     info: dict[str, Any] = {"batch": int(gt.shape[0])}
     if gt.device.type != "cuda":
         return None, {**info, "reason": "not a CUDA device"}
     loss_ref, grads_ref = _eager_grads(model, task, loss_fn, gt, observe)
+    _, grads_again = _eager_grads(model, task, loss_fn, gt, observe)
+    noise = grad_mismatch(grads_again, grads_ref)
     try:
         step = GraphedStep(model, task, loss_fn, gt, observe)
         loss = float(step(gt))
@@ -111,8 +133,9 @@ def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Te
             p.grad = None
         return None, {**info, "reason": f"capture failed: {type(exc).__name__}: {str(exc)[:300]}"}
     worst = grad_mismatch(step.grads, grads_ref)
-    info.update({"loss_eager": loss_ref, "loss_graph": loss, "max_rel_grad_diff": worst})
-    if not abs(loss - loss_ref) <= rtol * max(abs(loss_ref), 1e-12) or not worst <= rtol:
+    info.update({"loss_eager": loss_ref, "loss_graph": loss, "max_rel_grad_diff": worst,
+                 "eager_rel_grad_noise": noise})
+    if not replay_matches(loss, loss_ref, worst, noise, rtol):
         for p in model.parameters():
             p.grad = None
         return None, {**info, "reason": "replayed step differs from the eager step"}

@@ -825,6 +825,18 @@ def test_cuda_graph_needs_a_cuda_device(photos, stand, tmp_path):
     assert step is None and info["reason"] == "not a CUDA device"
 
 
+def test_replayed_step_tolerates_the_eager_steps_own_noise_only():
+    from gsprestore.graphed_step import MAX_RTOL, replay_matches
+
+    assert replay_matches(0.02, 0.02, 1e-3, 0.0)
+    # the H100 case: identical losses, gradients 2.2e-3 apart, two eager steps 1e-3 apart (atomics)
+    assert not replay_matches(0.02, 0.02, 2.2e-3, 0.0)
+    assert replay_matches(0.02, 0.02, 2.2e-3, 1e-3)
+    assert not replay_matches(0.02, 0.02, 5e-3, 1e-3)  # more than 4x the noise
+    assert not replay_matches(0.02, 0.02, MAX_RTOL * 1.01, 1.0)  # noisy eager steps: capped
+    assert not replay_matches(0.021, 0.02, 0.0, 1.0)  # the loss must still agree
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graph_step_matches_eager_and_trains(photos, tmp_path):

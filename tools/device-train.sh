@@ -5,6 +5,12 @@
 #
 # On the lent GPU machine (its own python3; no install, no network), from the repository root:
 #   OUT=$OUT bash tools/device-train.sh            (the training pack travels as carry/pack)
+# A second job in the same window (2026-11-27: job 1 took ~510 s of the 900 s with start-up, this one ~245 s),
+# going on from job 1's results for the models that gain most (the demosaickers), no inference stage:
+#   mkdir -p carry/init && cp FILES_AT/ugtv_demosaic.pt FILES_AT/uglr_demosaic.pt carry/init/   (here)
+#   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic,uglr_demosaic SHARES=uglr_demosaic=1.0 INFER_S=0 \
+#     BUDGET_S=255 SEED=3 bash tools/device-train.sh         carry ["carry/pack", "carry/init"]  timeout_s 275
+# (BUDGET_S: the device time left less ~60 s of start-up and transfer; delete carry/init afterwards.)
 # Rehearsal on this CPU (what CI runs, in a few minutes):
 #   DRY_RUN=1 OUT=/tmp/dry PACK=some/pack PYTHON=.venv/bin/python bash tools/device-train.sh
 set -uo pipefail
