@@ -119,6 +119,12 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     # on the CPU the fused kernels cannot run: the measurement says so instead of calling it fused
     assert inf["fp32_fused"]["megapixels_per_s"] > 0 and inf["fp32_fused"]["fused_ran"] is False
     assert stages["train"]["ugtv_demosaic"]["ended_s"] <= inf["started_s"]
+    # then where a training step's time goes (on the CPU: operators by self CPU time)
+    for m in ("ugtv_demosaic", "uglr_demosaic"):
+        prof = inf["profile"][m]
+        assert prof["step_s"] > 0 and prof["launches"] >= len(prof["top"]) > 0, prof
+        assert prof["top"][0]["us"] >= prof["top"][-1]["us"] and 0 < prof["top"][0]["share"] <= 1
+        assert any("conv" in row["name"] for row in prof["top"]), prof["top"]
 
 
 @pytest.mark.slow

@@ -28,7 +28,9 @@ rewritten after every event.
    engine on a synthetic ``INFER_MP``-megapixel mosaic in fixed ``INFER_TILE`` tiles (extents
    multiples of 16, the same tiles run once untimed first) in fp32 with the fused Triton kernels,
    bf16, and fp32 without them on a quarter of the size; each records whether the fused kernels
-   really ran (calls counted; a fallback to the PyTorch path is not "fused").
+   really ran (calls counted; a fallback to the PyTorch path is not "fused"); then, in the time
+   left, ``profile_steps``: one eager training step of each demosaicker under torch.profiler (the
+   kernels that take the step's device time).
 5. **collect**: every run's record in ``summary.json``, logs in ``$OUT/logs.tar.gz``.
 
 Time arithmetic, all from the job's start ``T0`` (``END = T0 + BUDGET_S``): the children are all
@@ -46,7 +48,7 @@ inference stages), ``BUDGET_S`` (whole job; 530 / 420 dry), ``MODELS`` (comma li
 ``method_task``), ``RUNS`` (run folders; default a temporary folder), ``LR``, ``BATCH_MAX``,
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
-``INFER_S`` (0: no inference), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
+``INFER_S`` (0: no inference), ``PROFILE=0`` (no profile), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
 rehearsal, ``FAULTS`` (comma list) injects failures: ``grad`` (the sanity stage's gradient check
 fails: training falls back to plain autograd through CG), ``sanity``, ``probe`` or ``infer`` (that stage
 raises), ``pre-hang`` (the pre child hangs until killed), ``compile`` (every Triton kernel launch
@@ -107,8 +109,14 @@ INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the Py
 #: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
 #: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
 INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
+#: the training step profiled after the inference measurements (``PROFILE=0``: none): these models,
+#: at this batch (the trained one), one eager step each under torch.profiler
+PROFILE_MODELS = [m for m in ("ugtv_demosaic", "uglr_demosaic") if m in MODELS] if os.environ.get(
+    "PROFILE", "1") not in ("", "0") else []
+PROFILE_BATCH = int(_num("PROFILE_BATCH", 64, 1))
+PROFILE_TOP = 25
 # seconds (GPU / dry run)
-INFER_S = _num("INFER_S", 60, 30)  # inference after training
+INFER_S = _num("INFER_S", 70, 30)  # inference (and the profile) after training
 PRE_S = _num("PRE_S", 75, 180)  # the pre child's hard limit (a dry run: room for a loaded CI machine)
 TAIL_S = _num("TAIL_S", 15, 15)  # after every child is gone: exports, summary, archive
 KILL_WAIT_S = _num("KILL_WAIT_S", 10, 5)  # SIGTERM -> SIGKILL
@@ -426,6 +434,7 @@ def child_main(stage: str, until: float) -> int:
     elif stage == "infer":
         try:
             infer(dev, out, save, until)
+            profile_steps(dev, out, save, until)
         except BaseException as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             save()
@@ -727,6 +736,74 @@ def stage_train(plans: dict) -> None:
     ok = [n for n, r in runs.items() if r.get("model_file")]
     summary["aggregate_patches_per_s"] = sum((r.get("patches_per_s") or 0.0) for r in runs.values())
     log(f"training: {len(ok)} of {len(MODELS)} models back in $OUT")
+
+
+def profile_steps(dev, out: dict, save, until: float) -> None:
+    """Where a training step's time goes on the device (the next bytes to cut: the real rate of the
+    2026-11-27 window was a quarter of the counted floor): for each of ``PROFILE_MODELS`` one eager
+    forward + L1 + backward at ``PROFILE_BATCH`` after a warm-up, under ``torch.profiler``. Records
+    the step's wall time with and without the profiler, the kernels' summed device time (its ratio
+    to the wall: how busy the GPU was; a CUDA-graph replay removes the launch gaps, not the
+    kernels' time) and the ``PROFILE_TOP`` kernels by device time (on the CPU: operators by self
+    CPU time). A model that would not end by ``until`` is skipped."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from gsprestore.training import make_loss, observe
+
+    cuda = dev.type == "cuda"
+    kind = DeviceType.CUDA if cuda else DeviceType.CPU
+    res = out["profile"] = {"batch": PROFILE_BATCH, "patch": PATCH, "unit": "us",
+                            "rows": "kernels by self device time" if cuda else "operators by self CPU time"}
+    last_s = 5.0
+    for name in PROFILE_MODELS:
+        if time.time() + 2 * last_s > until:
+            res[name] = "skipped: too little time left"
+            continue
+        t_all = time.perf_counter()
+        try:
+            model, _ = shipped(name)
+            _, task = split_name(name)
+            model = model.to(dev).train()
+            loss_fn = make_loss("l1")
+            gt = torch.rand(PROFILE_BATCH, 3, PATCH, PATCH, device=dev)
+
+            def step() -> float:
+                t0 = time.perf_counter()
+                model.zero_grad(set_to_none=True)
+                loss_fn(model(*observe(task, gt)), gt).backward()
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                return time.perf_counter() - t0
+
+            step()  # warm-up (compiles, cuDNN plans)
+            plain = step()
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            with profile(activities=acts) as prof:
+                profiled = step()
+            rows = []
+            for e in prof.key_averages():
+                if e.device_type != kind:
+                    continue
+                us = (getattr(e, "self_device_time_total", None) if cuda else e.self_cpu_time_total) or 0.0
+                rows.append((float(us), e.key, int(e.count)))
+            rows.sort(reverse=True)
+            total = sum(r[0] for r in rows)
+            res[name] = {
+                "step_s": round(plain, 4), "profiled_step_s": round(profiled, 4), "patches_per_s": round(PROFILE_BATCH / plain, 1),
+                "time_total_us": round(total), "busy_fraction": round(total / 1e6 / profiled, 3) if profiled else None,
+                "distinct": len(rows), "launches": sum(r[2] for r in rows),
+                "top": [{"name": k[:120], "calls": c, "us": round(us), "share": round(us / total, 4) if total else None}
+                        for us, k, c in rows[:PROFILE_TOP]]}
+            print(f"profile {name}: step {plain:.3f} s at batch {PROFILE_BATCH}, {len(rows)} distinct "
+                  f"{'kernels' if cuda else 'operators'}, busy {res[name]['busy_fraction']}", flush=True)
+            del model, gt
+        except Exception as exc:  # noqa: BLE001 - recorded; the job goes on
+            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        last_s = time.perf_counter() - t_all
+        _free(dev)
+        save()
 
 
 def stage_infer() -> None:
