@@ -119,8 +119,13 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     # on the CPU the fused kernels cannot run: the measurement says so instead of calling it fused
     assert inf["fp32_fused"]["megapixels_per_s"] > 0 and inf["fp32_fused"]["fused_ran"] is False
     assert stages["train"]["ugtv_demosaic"]["ended_s"] <= inf["started_s"]
+    # the 2x networks' speed, in megapixels of output (4x the input's), each naming its model
+    for m in ("ugtv_upscale2x", "uglr_upscale2x"):
+        rec = inf[f"{m}_fp32_fused"]
+        assert (rec["method"], rec["task"]) == tuple(m.split("_")) and rec["megapixels_per_s"] > 0, rec
+        assert rec["megapixels"] == pytest.approx(4 * rec["input_megapixels"], rel=1e-3)
     # then where a training step's time goes (on the CPU: operators by self CPU time)
-    for m in ("ugtv_demosaic", "uglr_demosaic"):
+    for m in ("ugtv_demosaic",):  # a dry run profiles the first model only
         prof = inf["profile"][m]
         assert prof["step_s"] > 0 and prof["launches"] >= len(prof["top"]) > 0, prof
         assert prof["top"][0]["us"] >= prof["top"][-1]["us"] and 0 < prof["top"][0]["share"] <= 1

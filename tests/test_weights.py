@@ -273,3 +273,15 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
     with pytest.raises(SystemExit, match="not ugtv demosaic"):
         tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'other.json'}:fp32_fused",
                    "--folder", str(tmp_path / "w")])
+    # a block naming its own method and task (the job's 2x speeds) is that model's, not the file's
+    infer["ugtv_upscale2x_fp32_fused"] = {"method": "ugtv", "task": "upscale2x", "input_megapixels": 6.0,
+                                          "megapixels": 24.0, "megapixels_per_s": 9.5, "fused_ran": True}
+    (tmp_path / "infer.json").write_text(json.dumps(infer))
+    with pytest.raises(SystemExit, match="ugtv_upscale2x_fp32_fused measures ugtv upscale2x, not ugtv demosaic"):
+        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused",
+                   "--folder", str(tmp_path / "w")])
+    W.save_weights(tmp_path / "u.pt", build_model("ugtv", "upscale2x", **TINY), {"steps": 3})
+    assert tool.main([str(tmp_path / "u.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused",
+                      "--folder", str(tmp_path / "w")]) == 0
+    speed = W.manifest_entry("ugtv", "upscale2x", W.read_manifest(tmp_path / "w" / "manifest.json"))["speed"]["cuda"]
+    assert speed["megapixels_per_second"] == 9.5 and speed["conditions"].startswith("6.0 MP image to 24.0 MP")

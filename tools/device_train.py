@@ -28,8 +28,8 @@ rewritten after every event.
    engine on a synthetic ``INFER_MP``-megapixel mosaic in fixed ``INFER_TILE`` tiles (extents
    multiples of 16, the same tiles run once untimed first) in fp32 with the fused Triton kernels,
    bf16, and fp32 without them on a quarter of the size; each records whether the fused kernels
-   really ran (calls counted; a fallback to the PyTorch path is not "fused"); then, in the time
-   left, ``profile_steps``: one eager training step of each demosaicker under torch.profiler (the
+   really ran (calls counted; a fallback to the PyTorch path is not "fused"); the 2x networks'
+   MP/s (of output) the same way, fp32 with the fused kernels; then, in the time left, ``profile_steps``: one eager training step of each demosaicker under torch.profiler (the
    kernels that take the step's device time).
 5. **collect**: every run's record in ``summary.json``, logs in ``$OUT/logs.tar.gz``.
 
@@ -110,13 +110,14 @@ INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the Py
 #: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
 INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
 #: the training step profiled after the inference measurements (``PROFILE=0``: none): these models,
-#: at this batch (the trained one), one eager step each under torch.profiler
-PROFILE_MODELS = [m for m in ("ugtv_demosaic", "uglr_demosaic") if m in MODELS] if os.environ.get(
+#: at this batch (the trained one), one eager step each under torch.profiler (a dry run: the first
+#: only, as the CPU's PyTorch path is ~170k operator calls a step, ~25 s of the profiler's sums)
+PROFILE_MODELS = [m for m in ("ugtv_demosaic", "uglr_demosaic") if m in MODELS][:1 if DRY else 2] if os.environ.get(
     "PROFILE", "1") not in ("", "0") else []
 PROFILE_BATCH = int(_num("PROFILE_BATCH", 64, 1))
 PROFILE_TOP = 25
 # seconds (GPU / dry run)
-INFER_S = _num("INFER_S", 70, 30)  # inference (and the profile) after training
+INFER_S = _num("INFER_S", 85, 30)  # inference (and the profile) after training
 PRE_S = _num("PRE_S", 75, 180)  # the pre child's hard limit (a dry run: room for a loaded CI machine)
 TAIL_S = _num("TAIL_S", 15, 15)  # after every child is gone: exports, summary, archive
 KILL_WAIT_S = _num("KILL_WAIT_S", 10, 5)  # SIGTERM -> SIGKILL
@@ -361,45 +362,137 @@ def infer(dev, out: dict, save, until: float) -> None:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - load_images exits on an empty folder
         out["val_error"] = f"{type(exc).__name__}: {exc}"
     save()
+    def timed(restorer, y, kw, fused: int) -> dict:
+        """One untimed run on the same tiles (compiles, cuDNN plans), then the timed one."""
+        with backend.configure(gpu_fused=fused), fused_calls() as calls:
+            t0 = time.perf_counter()
+            restore(restorer, y, "RGGB", **kw)
+            warm = time.perf_counter() - t0
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
+            before = dict(calls)
+            t0 = time.perf_counter()
+            out_img = restore(restorer, y, "RGGB", **kw)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            secs = time.perf_counter() - t0
+            timed_calls = {k: v - before.get(k, 0) for k, v in calls.items()}
+            fused_ran = bool(timed_calls) and backend.settings.gpu_fused == 1
+        megapixels = out_img.shape[0] * out_img.shape[1] / 1e6  # of output, as the defaults' speeds
+        # 4 significant digits: a slow CPU rehearsal measures ~1e-4 MP/s, which 3 decimals round to 0
+        return {"megapixels": float(f"{megapixels:.4g}"), "seconds": round(secs, 2), "warmup_s": round(warm, 2),
+                "megapixels_per_s": float(f"{megapixels / secs:.4g}"), "fused_ran": fused_ran,
+                "fused_calls": timed_calls,
+                "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
+
+    def measured(key: str, label: str, run) -> float:
+        """``out[key] = run()``, printed and saved, an error recorded; returns the seconds it took."""
+        t_all = time.perf_counter()
+        try:
+            out[key] = rec = run()
+            print(f"inference {key}: {rec['megapixels']:.1f} MP{label} in {rec['seconds']:.2f} s = "
+                  f"{rec['megapixels_per_s']:.2f} MP/s (fused kernels ran: {rec['fused_ran']})", flush=True)
+        except Exception as exc:  # noqa: BLE001 - recorded; the next measurement goes on
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+        _free(dev)
+        save()
+        return time.perf_counter() - t_all
+
     restorer = get_restorer("ugtv", "demosaic")
     last_s = 0.0
+    kw = {"device": dev, "tile": INFER_TILE, "overlap": INFER_OVERLAP}
     for prec, fused, mp in [("fp32", 1, INFER_MP), ("bf16", 1, INFER_MP), ("fp32", 0, INFER_MP / 4)]:
         key = f"{prec}_{'fused' if fused else 'unfused'}"
         if prec not in precisions:
             out[key] = "skipped: not on CUDA"
-            continue
-        if time.time() + 1.2 * last_s * (mp / INFER_MP) > until:
+        elif time.time() + 1.2 * last_s * (mp / INFER_MP) > until:
             out[key] = "skipped: too little time left"
+        else:
+            last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))
+    # The 2x networks' speed (none was recorded for CUDA before, so the CUDA default for 2x stayed
+    # the bicubic): an RGB image of a quarter of INFER_MP upscaled to INFER_MP, fp32, fused kernels;
+    # each block names its method and task (for tools/ship_weights.py --speed).
+    for name in [m for m in MODELS if m.endswith("_upscale2x")]:
+        key = f"{name}_fp32_fused"
+        if time.time() + 1.2 * last_s > until:
+            out[key] = "skipped: too little time left"
+            continue
+        method, task = split_name(name)
+
+        def run(method=method, task=task) -> dict:
+            lr = synthetic_mosaic(INFER_MP / 4).expand(3, -1, -1).contiguous()
+            return {"method": method, "task": task, "input_megapixels": float(f"{lr.shape[1] * lr.shape[2] / 1e6:.4g}"),
+                    **timed(get_restorer(method, task), lr, {**kw, "precision": "fp32"}, 1)}
+
+        last_s = measured(key, " out", run)
+
+
+def _profile_one(name: str, dev) -> dict:
+    """One model's record for :func:`profile_steps` (its tensors freed on return)."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from gsprestore.training import make_loss, observe
+
+    cuda = dev.type == "cuda"
+    model, _ = shipped(name)
+    _, task = split_name(name)
+    model = model.to(dev).train()
+    loss_fn = make_loss("l1")
+    gt = torch.rand(PROFILE_BATCH, 3, PATCH, PATCH, device=dev)
+
+    def step() -> float:
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(*observe(task, gt)), gt).backward()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        return time.perf_counter() - t0
+
+    step()  # warm-up (compiles, cuDNN plans)
+    plain = step()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        profiled = step()
+    kind = DeviceType.CUDA if cuda else DeviceType.CPU
+    rows = []
+    for e in prof.key_averages():
+        if e.device_type == kind:
+            us = (getattr(e, "self_device_time_total", None) if cuda else e.self_cpu_time_total) or 0.0
+            rows.append((float(us), e.key, int(e.count)))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    return {"step_s": round(plain, 4), "profiled_step_s": round(profiled, 4),
+            "patches_per_s": round(PROFILE_BATCH / plain, 1), "time_total_us": round(total),
+            "busy_fraction": round(total / 1e6 / profiled, 3) if profiled else None,
+            "distinct": len(rows), "launches": sum(r[2] for r in rows),
+            "top": [{"name": k[:120], "calls": c, "us": round(us), "share": round(us / total, 4) if total else None}
+                    for us, k, c in rows[:PROFILE_TOP]]}
+
+
+def profile_steps(dev, out: dict, save, until: float) -> None:
+    """Where a training step's time goes on the device (the next bytes to cut: the real rate of the
+    2026-11-27 window was a quarter of the counted floor): for each of ``PROFILE_MODELS`` one eager
+    forward + L1 + backward at ``PROFILE_BATCH`` after a warm-up, under ``torch.profiler``. Records
+    the step's wall time with and without the profiler, the kernels' summed device time (its ratio
+    to the wall: how busy the GPU was; a CUDA-graph replay removes the launch gaps, not the
+    kernels' time) and the ``PROFILE_TOP`` kernels by device time (on the CPU: operators by self
+    CPU time). A model that would not end by ``until`` is skipped."""
+    res = out["profile"] = {"batch": PROFILE_BATCH, "patch": PATCH, "unit": "us",
+                            "rows": "kernels by self device time" if dev.type == "cuda" else "operators by self CPU time"}
+    last_s = 5.0
+    for name in PROFILE_MODELS:
+        if time.time() + 2 * last_s > until:
+            res[name] = "skipped: too little time left"
             continue
         t_all = time.perf_counter()
         try:
-            y = synthetic_mosaic(mp)
-            kw = {"device": dev, "precision": prec, "tile": INFER_TILE, "overlap": INFER_OVERLAP}
-            with backend.configure(gpu_fused=fused), fused_calls() as calls:
-                t0 = time.perf_counter()
-                restore(restorer, y, "RGGB", **kw)  # warm-up: the same tiles (compiles, cuDNN plans)
-                warm = time.perf_counter() - t0
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                    torch.cuda.reset_peak_memory_stats(dev)
-                timed_calls = dict(calls)
-                t0 = time.perf_counter()
-                restore(restorer, y, "RGGB", **kw)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                secs = time.perf_counter() - t0
-                timed_calls = {k: v - timed_calls.get(k, 0) for k, v in calls.items()}
-                fused_ran = bool(timed_calls) and backend.settings.gpu_fused == 1
-            megapixels = y.shape[-2] * y.shape[-1] / 1e6
-            # 4 significant digits: a slow CPU rehearsal measures ~1e-4 MP/s, which 3 decimals round to 0
-            out[key] = {"megapixels": float(f"{megapixels:.4g}"), "seconds": round(secs, 2), "warmup_s": round(warm, 2),
-                        "megapixels_per_s": float(f"{megapixels / secs:.4g}"), "fused_ran": fused_ran,
-                        "fused_calls": timed_calls,
-                        "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
-            print(f"inference {key}: {megapixels:.1f} MP in {secs:.2f} s = {megapixels / secs:.2f} MP/s "
-                  f"(fused kernels ran: {fused_ran})", flush=True)
-        except Exception as exc:  # noqa: BLE001 - recorded; the next measurement goes on
-            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+            res[name] = rec = _profile_one(name, dev)
+            print(f"profile {name}: step {rec['step_s']:.3f} s at batch {PROFILE_BATCH}, {rec['distinct']} distinct "
+                  f"{'kernels' if dev.type == 'cuda' else 'operators'}, busy {rec['busy_fraction']}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - recorded; the job goes on
+            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
         last_s = time.perf_counter() - t_all
         _free(dev)
         save()
@@ -736,74 +829,6 @@ def stage_train(plans: dict) -> None:
     ok = [n for n, r in runs.items() if r.get("model_file")]
     summary["aggregate_patches_per_s"] = sum((r.get("patches_per_s") or 0.0) for r in runs.values())
     log(f"training: {len(ok)} of {len(MODELS)} models back in $OUT")
-
-
-def profile_steps(dev, out: dict, save, until: float) -> None:
-    """Where a training step's time goes on the device (the next bytes to cut: the real rate of the
-    2026-11-27 window was a quarter of the counted floor): for each of ``PROFILE_MODELS`` one eager
-    forward + L1 + backward at ``PROFILE_BATCH`` after a warm-up, under ``torch.profiler``. Records
-    the step's wall time with and without the profiler, the kernels' summed device time (its ratio
-    to the wall: how busy the GPU was; a CUDA-graph replay removes the launch gaps, not the
-    kernels' time) and the ``PROFILE_TOP`` kernels by device time (on the CPU: operators by self
-    CPU time). A model that would not end by ``until`` is skipped."""
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    from gsprestore.training import make_loss, observe
-
-    cuda = dev.type == "cuda"
-    kind = DeviceType.CUDA if cuda else DeviceType.CPU
-    res = out["profile"] = {"batch": PROFILE_BATCH, "patch": PATCH, "unit": "us",
-                            "rows": "kernels by self device time" if cuda else "operators by self CPU time"}
-    last_s = 5.0
-    for name in PROFILE_MODELS:
-        if time.time() + 2 * last_s > until:
-            res[name] = "skipped: too little time left"
-            continue
-        t_all = time.perf_counter()
-        try:
-            model, _ = shipped(name)
-            _, task = split_name(name)
-            model = model.to(dev).train()
-            loss_fn = make_loss("l1")
-            gt = torch.rand(PROFILE_BATCH, 3, PATCH, PATCH, device=dev)
-
-            def step() -> float:
-                t0 = time.perf_counter()
-                model.zero_grad(set_to_none=True)
-                loss_fn(model(*observe(task, gt)), gt).backward()
-                if cuda:
-                    torch.cuda.synchronize(dev)
-                return time.perf_counter() - t0
-
-            step()  # warm-up (compiles, cuDNN plans)
-            plain = step()
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            with profile(activities=acts) as prof:
-                profiled = step()
-            rows = []
-            for e in prof.key_averages():
-                if e.device_type != kind:
-                    continue
-                us = (getattr(e, "self_device_time_total", None) if cuda else e.self_cpu_time_total) or 0.0
-                rows.append((float(us), e.key, int(e.count)))
-            rows.sort(reverse=True)
-            total = sum(r[0] for r in rows)
-            res[name] = {
-                "step_s": round(plain, 4), "profiled_step_s": round(profiled, 4), "patches_per_s": round(PROFILE_BATCH / plain, 1),
-                "time_total_us": round(total), "busy_fraction": round(total / 1e6 / profiled, 3) if profiled else None,
-                "distinct": len(rows), "launches": sum(r[2] for r in rows),
-                "top": [{"name": k[:120], "calls": c, "us": round(us), "share": round(us / total, 4) if total else None}
-                        for us, k, c in rows[:PROFILE_TOP]]}
-            print(f"profile {name}: step {plain:.3f} s at batch {PROFILE_BATCH}, {len(rows)} distinct "
-                  f"{'kernels' if cuda else 'operators'}, busy {res[name]['busy_fraction']}", flush=True)
-            del model, gt
-        except Exception as exc:  # noqa: BLE001 - recorded; the job goes on
-            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        last_s = time.perf_counter() - t_all
-        _free(dev)
-        save()
 
 
 def stage_infer() -> None:
