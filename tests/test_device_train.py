@@ -95,7 +95,7 @@ def _check_models_and_summary(out: Path, models: list[str]) -> dict:
 
 @pytest.mark.slow
 def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
-    proc, out, _ = job("clean")
+    proc, out, _ = job("clean", MODEL_OPTS="ugtv_upscale2x:cg_iters=3")  # one recipe trial
     log = _finish(proc)
     assert proc.returncode == 0, log[-3000:]
     summary = _check_models_and_summary(out, MODELS)
@@ -104,7 +104,9 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     stages = summary["stages"]
     assert all(stages["sanity"][m]["ok"] and stages["sanity"][m]["grad_ok"] for m in MODELS)
     assert summary["cg_backward"] == {"path": "adjoint"}
-    assert all(stages["probe"][m]["patches_per_s"] > 0 for m in MODELS)
+    assert all(stages["probe"][m]["patches_per_s"] > 0 for m in MODELS)  # the trial's network too
+    assert stages["plan"]["ugtv_upscale2x"]["model_opts"] == {"cg_iters": 3}
+    assert load_model("ugtv", "upscale2x", out / "ugtv_upscale2x.pt").config["cg_iters"] == 3
     assert not any(stages["plan"][m]["from"].startswith("probe failed") for m in MODELS)
     for m in MODELS:
         rec = stages["train"][m]
@@ -146,8 +148,9 @@ def test_dry_run_with_injected_faults_still_returns_every_model(job, tmp_path):
     with torch.no_grad():
         next(previous.parameters()).mul_(1.01)
     save_weights(init / "ugtv_demosaic.pt", previous)
+    # and uGLR 2x is a recipe trial: a network with 4 CG steps instead of the shipped 15
     proc, out, runs = job("faults", FAULTS="probe,infer,compile,grad,overrun:uglr_upscale2x", MODELS=",".join(models),
-                          INIT=str(init))
+                          INIT=str(init), MODEL_OPTS="uglr_upscale2x:cg_iters=4")
     log = _finish(proc)
     assert proc.returncode == 1, log[-3000:]  # a run ended by a signal
     summary = _check_models_and_summary(out, models)
@@ -163,6 +166,10 @@ def test_dry_run_with_injected_faults_still_returns_every_model(job, tmp_path):
     assert start["init"] == str(init / "ugtv_demosaic.pt"), start
     # the sanity stage checked the model the run started from (a SHA-256 check of a shipped file would fail here)
     assert "error" not in stages["sanity"]["ugtv_demosaic"], stages["sanity"]
+    assert summary["model_opts"] == {"uglr_upscale2x": {"cg_iters": 4}}
+    assert stages["plan"]["uglr_upscale2x"]["model_opts"] == {"cg_iters": 4}
+    assert load_model("uglr", "upscale2x", out / "uglr_upscale2x.pt").config["cg_iters"] == 4
+    assert load_model("ugtv", "demosaic", out / "ugtv_demosaic.pt").config["cg_iters"] == 5  # its own, unchanged
     stopped = stages["train"]["uglr_upscale2x"]
     assert "sigterm_s" in stopped and stopped["exit_code"] != 0 and stopped["exported_from"] == "best.pt", stopped
     assert stages["train"]["ugtv_demosaic"]["exit_code"] == 0, stages["train"]["ugtv_demosaic"]

@@ -11,6 +11,9 @@
 #   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic,uglr_demosaic SHARES=uglr_demosaic=1.0 INFER_S=0 \
 #     BUDGET_S=255 SEED=3 bash tools/device-train.sh         carry ["carry/pack", "carry/init"]  timeout_s 275
 # (BUDGET_S: the device time left less ~60 s of start-up and transfer; delete carry/init afterwards.)
+# A recipe trial (issue 3/6), e.g. the paper's 5 ADMM x 10 CG for uGTV demosaic from the shipped 2 x 5 weights:
+#   OUT=$OUT MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=255 INFER_S=0 ...
+# (the probe sizes the batch for the changed network; judge it on the pack's validation crops like any stage).
 # Rehearsal on this CPU (what CI runs, in a few minutes):
 #   DRY_RUN=1 OUT=/tmp/dry PACK=some/pack PYTHON=.venv/bin/python bash tools/device-train.sh
 set -uo pipefail

@@ -48,7 +48,8 @@ inference stages), ``BUDGET_S`` (whole job; 530 / 420 dry), ``MODELS`` (comma li
 ``method_task``), ``RUNS`` (run folders; default a temporary folder), ``LR``, ``BATCH_MAX``,
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
-``INFER_S`` (0: no inference), ``PROFILE=0`` (no profile), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
+``INFER_S`` (0: no inference), ``PROFILE=0`` (no profile), ``MODEL_OPTS`` (a recipe trial:
+``model:key=value,...;model:...``, e.g. ``ugtv_demosaic:admm_iters=5,cg_iters=10``), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
 rehearsal, ``FAULTS`` (comma list) injects failures: ``grad`` (the sanity stage's gradient check
 fails: training falls back to plain autograd through CG), ``sanity``, ``probe`` or ``infer`` (that stage
 raises), ``pre-hang`` (the pre child hangs until killed), ``compile`` (every Triton kernel launch
@@ -89,6 +90,27 @@ MODELS = [m for m in os.environ.get("MODELS", "ugtv_demosaic,uglr_demosaic,ugtv_
 #: fraction of the training window each model trains for (the rest: 0.7)
 SHARES = {m: 0.7 for m in MODELS} | {"ugtv_demosaic": 1.0} | {
     k: float(v) for k, _, v in (s.partition("=") for s in os.environ.get("SHARES", "").split(",") if s)}
+
+
+def parse_model_opts(text: str) -> dict[str, dict]:
+    """``"ugtv_demosaic:admm_iters=5,cg_iters=10;uglr_demosaic:cg_iters=25"`` -> ``{model: {key:
+    value}}``, each value read as JSON where it parses (numbers, booleans, quoted strings)."""
+    out: dict[str, dict] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, opts = part.partition(":")
+        for item in filter(None, (i.strip() for i in opts.split(","))):
+            key, _, value = item.partition("=")
+            try:
+                out.setdefault(name.strip(), {})[key.strip()] = json.loads(value)
+            except ValueError:
+                out.setdefault(name.strip(), {})[key.strip()] = value
+    return out
+
+
+#: a recipe trial (issue 3/6: e.g. the paper's 5 ADMM x 10 CG): these models train a network whose
+#: configuration differs in these keys, from the same starting weights (``--init`` copies the
+#: tensors that fit; new step sizes start fresh); the probe measures the changed network's memory
+MODEL_OPTS = parse_model_opts(os.environ.get("MODEL_OPTS", ""))
 LR = float(os.environ.get("LR", 4e-4))
 BATCH_MAX = int(_num("BATCH_MAX", 64, 1))
 DEFAULT_BATCH = int(_num("DEFAULT_BATCH", 32, 1))
@@ -236,6 +258,19 @@ def _free(dev) -> None:
         torch.cuda.empty_cache()
 
 
+def recorded(res: dict, key: str, measure, dev, save) -> float:
+    """``res[key] = measure()``, or ``{"error": ...}`` if it raised (the next measurement goes
+    on); then the device's memory freed and the results saved. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    try:
+        res[key] = measure()
+    except Exception as exc:  # noqa: BLE001 - recorded
+        res[key] = {"error": f"{type(exc).__name__}: {exc}"}
+    _free(dev)
+    save()
+    return time.perf_counter() - t0
+
+
 def sanity(dev, out: dict, save) -> None:
     """CUDA output == CPU output of each shipped model on a small input (dry run: CPU twice)."""
     import torch
@@ -247,24 +282,24 @@ def sanity(dev, out: dict, save) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     gt = torch.rand(2, 3, PATCH, PATCH, generator=torch.Generator().manual_seed(0))
-    for name in MODELS:
+
+    def check(name: str) -> dict:
         t0 = time.perf_counter()
-        try:
-            model, _ = shipped(name)
-            _, task = split_name(name)
-            with torch.no_grad():
-                ref = model(*observe(task, gt))
-                with fused_calls() as calls:
-                    other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
-            diff = float((ref - other).abs().max())
-            res[name] = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL, "fused_calls": calls,
-                         **grad_check(model, task, gt, dev), "seconds": round(time.perf_counter() - t0, 1)}
-            print(f"sanity {name}: max |cpu - {dev}| = {diff:.2e}, fused calls {calls}, "
-                  f"{time.perf_counter() - t0:.1f} s", flush=True)
-        except Exception as exc:  # noqa: BLE001 - recorded; the other models go on
-            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        _free(dev)
-        save()
+        model, _ = shipped(name)
+        _, task = split_name(name)
+        with torch.no_grad():
+            ref = model(*observe(task, gt))
+            with fused_calls() as calls:
+                other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
+        diff = float((ref - other).abs().max())
+        rec = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL, "fused_calls": calls,
+               **grad_check(model, task, gt, dev), "seconds": round(time.perf_counter() - t0, 1)}
+        print(f"sanity {name}: max |cpu - {dev}| = {diff:.2e}, fused calls {calls}, "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        return rec
+
+    for name in MODELS:  # a model that fails is recorded; the other models go on
+        recorded(res, name, lambda name=name: check(name), dev, save)
 
 
 def grad_check(model, task: str, gt, dev) -> dict:
@@ -301,7 +336,12 @@ def probe(dev, out: dict, save) -> None:
     for name in MODELS:
         try:
             model, _ = shipped(name)
-            _, task = split_name(name)
+            method, task = split_name(name)
+            if name in MODEL_OPTS:  # the trial's network (its memory; the values do not matter here)
+                from gsprestore.models import build_model
+
+                cfg = {k: v for k, v in model.config.items() if k not in ("prior", "task", "method")}
+                model = build_model(method, task, **{**cfg, **MODEL_OPTS[name]})
             model = model.to(dev).train()
             opt = torch.optim.Adam(model.parameters(), lr=1e-5)
             loss_fn = make_loss("l1")
@@ -387,17 +427,14 @@ def infer(dev, out: dict, save, until: float) -> None:
                 "cuda_peak_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20) if dev.type == "cuda" else None}
 
     def measured(key: str, label: str, run) -> float:
-        """``out[key] = run()``, printed and saved, an error recorded; returns the seconds it took."""
-        t_all = time.perf_counter()
-        try:
-            out[key] = rec = run()
+        """:func:`recorded` ``out[key] = run()``, printed; returns the seconds it took."""
+        def measure() -> dict:
+            rec = run()
             print(f"inference {key}: {rec['megapixels']:.1f} MP{label} in {rec['seconds']:.2f} s = "
                   f"{rec['megapixels_per_s']:.2f} MP/s (fused kernels ran: {rec['fused_ran']})", flush=True)
-        except Exception as exc:  # noqa: BLE001 - recorded; the next measurement goes on
-            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
-        _free(dev)
-        save()
-        return time.perf_counter() - t_all
+            return rec
+
+        return recorded(out, key, measure, dev, save)
 
     restorer = get_restorer("ugtv", "demosaic")
     last_s = 0.0
@@ -486,16 +523,14 @@ def profile_steps(dev, out: dict, save, until: float) -> None:
         if time.time() + 2 * last_s > until:
             res[name] = "skipped: too little time left"
             continue
-        t_all = time.perf_counter()
-        try:
-            res[name] = rec = _profile_one(name, dev)
+
+        def measure(name=name) -> dict:
+            rec = _profile_one(name, dev)
             print(f"profile {name}: step {rec['step_s']:.3f} s at batch {PROFILE_BATCH}, {rec['distinct']} distinct "
                   f"{'kernels' if dev.type == 'cuda' else 'operators'}, busy {rec['busy_fraction']}", flush=True)
-        except Exception as exc:  # noqa: BLE001 - recorded; the job goes on
-            res[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        last_s = time.perf_counter() - t_all
-        _free(dev)
-        save()
+            return rec
+
+        last_s = recorded(res, name, measure, dev, save)
 
 
 def child_main(stage: str, until: float) -> int:
@@ -637,9 +672,10 @@ def stage_plan(pre: dict) -> dict:
             batch, why = BATCH_MAX, "probe (no memory figure)"
         patches = max(batch, EPOCH_PATCHES // batch * batch)
         plans[name] = {"batch": batch, "patches": patches, "epochs": 1000, "lr": LR, "cuda_graph": graph,
-                       "share": SHARES.get(name, 0.7), "from": why}
+                       "share": SHARES.get(name, 0.7), "from": why, "model_opts": MODEL_OPTS.get(name, {})}
         log(f"plan {name}: batch {batch}, epochs of {patches} patches, "
-            f"{'CUDA graph' if graph else 'eager'}, share {plans[name]['share']} ({why})")
+            f"{'CUDA graph' if graph else 'eager'}, share {plans[name]['share']} ({why})"
+            + (f", trial {MODEL_OPTS[name]}" if name in MODEL_OPTS else ""))
     summary["stages"]["plan"] = plans
     return plans
 
@@ -660,7 +696,7 @@ def train_command(name: str, plan: dict, budget: float) -> list[str]:
            "--threads", str(max(1, (os.cpu_count() or 4) // len(MODELS))), "--workers", "2" if DRY else "4"]
     # the shipped weights' configuration, stated (``--init`` adopts it too); an ``INIT`` file's own
     # configuration is adopted by ``--init`` alone
-    cfg = {} if init_file(name) else dict(entry["config"])
+    cfg = ({} if init_file(name) else dict(entry["config"])) | MODEL_OPTS.get(name, {})
     cfg.pop("prior", None)
     cfg.pop("task", None)
     for key, value in sorted(cfg.items()):
@@ -918,6 +954,9 @@ def main() -> int:
         f"({tc['python']}), gcc {tc['gcc']}, cc {tc['cc']}, Python.h {tc['python_h']}, triton {tc['triton']}, "
         f"TRITON_CACHE_DIR {tc['triton_cache_dir']}")
     summary["init"] = {m: str(init_file(m) or "shipped") for m in MODELS}
+    summary["model_opts"] = MODEL_OPTS
+    if set(MODEL_OPTS) - set(MODELS):
+        log(f"WARNING: MODEL_OPTS names {sorted(set(MODEL_OPTS) - set(MODELS))}, not among MODELS {MODELS}: ignored")
     if INIT:
         log(f"init: {summary['init']}")
         if not any(init_file(m) for m in MODELS):
