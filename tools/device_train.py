@@ -133,7 +133,7 @@ INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the Py
 INFER_TILE, INFER_OVERLAP = int(_num("INFER_TILE", 2000, 256)), 32
 #: the training step profiled after the inference measurements (``PROFILE=0``: none): these models,
 #: at this batch (the trained one), one eager step each under torch.profiler (a dry run: the first
-#: only, as the CPU's PyTorch path is ~170k operator calls a step, ~25 s of the profiler's sums)
+#: only, cut to one block: see :func:`_profile_one`)
 PROFILE_MODELS = [m for m in ("ugtv_demosaic", "uglr_demosaic") if m in MODELS][:1 if DRY else 2] if os.environ.get(
     "PROFILE", "1") not in ("", "0") else []
 PROFILE_BATCH = int(_num("PROFILE_BATCH", 64, 1))
@@ -475,7 +475,13 @@ def _profile_one(name: str, dev) -> dict:
 
     cuda = dev.type == "cuda"
     model, _ = shipped(name)
-    _, task = split_name(name)
+    method, task = split_name(name)
+    if DRY:  # the plumbing only: one block (the CPU's PyTorch path, ~170k operator calls a step for
+        # five, makes the profiler's sums ~25 s)
+        from gsprestore.models import build_model
+
+        cfg = {k: v for k, v in model.config.items() if k not in ("prior", "task", "method")}
+        model = build_model(method, task, **{**cfg, "blocks": 1})
     model = model.to(dev).train()
     loss_fn = make_loss("l1")
     gt = torch.rand(PROFILE_BATCH, 3, PATCH, PATCH, device=dev)
