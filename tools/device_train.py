@@ -29,7 +29,8 @@ rewritten after every event.
    multiples of 16, the same tiles run once untimed first) in fp32 with the fused Triton kernels,
    bf16, and fp32 without them on a quarter of the size; each records whether the fused kernels
    really ran (calls counted; a fallback to the PyTorch path is not "fused"); the 2x networks'
-   MP/s (of output) the same way, fp32 with the fused kernels; then, in the time left, ``profile_steps``: one eager training step of each demosaicker under torch.profiler (the
+   MP/s (of output) the same way, fp32 with the fused kernels; then, in the time left,
+   ``profile_steps``: one eager training step of each demosaicker under torch.profiler (the
    kernels that take the step's device time).
 5. **collect**: every run's record in ``summary.json``, logs in ``$OUT/logs.tar.gz``.
 
@@ -49,7 +50,8 @@ inference stages), ``BUDGET_S`` (whole job; 530 / 420 dry), ``MODELS`` (comma li
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
 ``INFER_S`` (0: no inference), ``PROFILE=0`` (no profile), ``MODEL_OPTS`` (a recipe trial:
-``model:key=value,...;model:...``, e.g. ``ugtv_demosaic:admm_iters=5,cg_iters=10``), ``SEED``, ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
+``model:key=value,...;model:...``, e.g. ``ugtv_demosaic:admm_iters=5,cg_iters=10``), ``SEED``,
+``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
 rehearsal, ``FAULTS`` (comma list) injects failures: ``grad`` (the sanity stage's gradient check
 fails: training falls back to plain autograd through CG), ``sanity``, ``probe`` or ``infer`` (that stage
 raises), ``pre-hang`` (the pre child hangs until killed), ``compile`` (every Triton kernel launch
@@ -98,12 +100,13 @@ def parse_model_opts(text: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         name, _, opts = part.partition(":")
+        opts_of = out.setdefault(name.strip(), {})
         for item in filter(None, (i.strip() for i in opts.split(","))):
             key, _, value = item.partition("=")
             try:
-                out.setdefault(name.strip(), {})[key.strip()] = json.loads(value)
+                opts_of[key.strip()] = json.loads(value)
             except ValueError:
-                out.setdefault(name.strip(), {})[key.strip()] = value
+                opts_of[key.strip()] = value
     return out
 
 
@@ -205,6 +208,16 @@ def init_file(name: str) -> Path | None:
     same window goes on from the first); None: the shipped weights."""
     path = INIT / f"{name}.pt" if INIT else None
     return path if path and path.is_file() else None
+
+
+def changed(model, name: str, **changes):
+    """A fresh network of ``model``'s configuration with ``changes`` (a recipe trial's, or the dry
+    run's smaller one): for its memory and speed, its values untrained."""
+    from gsprestore.models import build_model
+    from gsprestore.training.build import IDENTITY_KEYS
+
+    cfg = {k: v for k, v in model.config.items() if k not in IDENTITY_KEYS}
+    return build_model(*split_name(name), **{**cfg, **changes})
 
 
 def shipped(name: str):
@@ -336,12 +349,9 @@ def probe(dev, out: dict, save) -> None:
     for name in MODELS:
         try:
             model, _ = shipped(name)
-            method, task = split_name(name)
+            _, task = split_name(name)
             if name in MODEL_OPTS:  # the trial's network (its memory; the values do not matter here)
-                from gsprestore.models import build_model
-
-                cfg = {k: v for k, v in model.config.items() if k not in ("prior", "task", "method")}
-                model = build_model(method, task, **{**cfg, **MODEL_OPTS[name]})
+                model = changed(model, name, **MODEL_OPTS[name])
             model = model.to(dev).train()
             opt = torch.optim.Adam(model.parameters(), lr=1e-5)
             loss_fn = make_loss("l1")
@@ -402,6 +412,7 @@ def infer(dev, out: dict, save, until: float) -> None:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - load_images exits on an empty folder
         out["val_error"] = f"{type(exc).__name__}: {exc}"
     save()
+
     def timed(restorer, y, kw, fused: int) -> dict:
         """One untimed run on the same tiles (compiles, cuDNN plans), then the timed one."""
         with backend.configure(gpu_fused=fused), fused_calls() as calls:
@@ -475,13 +486,10 @@ def _profile_one(name: str, dev) -> dict:
 
     cuda = dev.type == "cuda"
     model, _ = shipped(name)
-    method, task = split_name(name)
+    _, task = split_name(name)
     if DRY:  # the plumbing only: one block (the CPU's PyTorch path, ~170k operator calls a step for
         # five, makes the profiler's sums ~25 s)
-        from gsprestore.models import build_model
-
-        cfg = {k: v for k, v in model.config.items() if k not in ("prior", "task", "method")}
-        model = build_model(method, task, **{**cfg, "blocks": 1})
+        model = changed(model, name, blocks=1)
     model = model.to(dev).train()
     loss_fn = make_loss("l1")
     gt = torch.rand(PROFILE_BATCH, 3, PATCH, PATCH, device=dev)
