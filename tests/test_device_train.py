@@ -103,8 +103,8 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     assert summary["toolchain"]["python_version"] and "python_h" in summary["toolchain"]
     stages = summary["stages"]
     assert all(stages["sanity"][m]["ok"] and stages["sanity"][m]["grad_ok"] for m in MODELS)
-    # the gradient check's noise floor: the CPU's own gradients under a 1e-6 input jitter
-    assert all(0 < stages["sanity"][m]["grad_jitter_rel_diff"] < 0.5 and stages["sanity"][m]["grad_tol"] >= 1e-3
+    # the gradient check's noise floor: the CPU's own gradients under 1e-6 input jitters
+    assert all(0 < stages["sanity"][m]["grad_jitter_rel_diff"] < 0.5 and 1e-3 <= stages["sanity"][m]["grad_tol"] <= 0.1
                for m in MODELS)
     assert summary["cg_backward"] == {"path": "adjoint"}
     assert all(stages["probe"][m]["patches_per_s"] > 0 for m in MODELS)  # the trial's network too

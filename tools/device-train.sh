@@ -5,14 +5,16 @@
 #
 # On the lent GPU machine (its own python3; no install, no network), from the repository root:
 #   OUT=$OUT bash tools/device-train.sh            (the training pack travels as carry/pack)
-# A second job in the same window (2026-11-27: job 1 took ~510 s of the 900 s with start-up, this one ~245 s),
-# going on from job 1's results for the models that gain most (the demosaickers), no inference stage:
-#   mkdir -p carry/init && cp FILES_AT/ugtv_demosaic.pt FILES_AT/uglr_demosaic.pt carry/init/   (here)
-#   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic,uglr_demosaic SHARES=uglr_demosaic=1.0 INFER_S=0 \
-#     BUDGET_S=255 SEED=3 bash tools/device-train.sh         carry ["carry/pack", "carry/init"]  timeout_s 275
+# A second job in the same window (job 1 takes ~510 s of the 900 s with start-up), going on from job 1's
+# results, no inference stage (the third window, 2026-11-27: all four models, 268 s of wall time):
+#   mkdir -p carry/init && cp FILES_AT/*.pt carry/init/                                    (here)
+#   OUT=$OUT INIT=carry/init INFER_S=0 BUDGET_S=300 SEED=4 bash tools/device-train.sh
+#     carry ["carry/pack", "carry/init"]  timeout_s 345
+# or only the demosaickers: MODELS=ugtv_demosaic,uglr_demosaic SHARES=uglr_demosaic=1.0 (the second window).
 # (BUDGET_S: the device time left less ~60 s of start-up and transfer; delete carry/init afterwards.)
-# A recipe trial (issue 3/6), e.g. the paper's 5 ADMM x 10 CG for uGTV demosaic from the shipped 2 x 5 weights:
-#   OUT=$OUT MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=255 INFER_S=0 ...
+# A recipe trial (issue 3/6), e.g. the paper's 5 ADMM x 10 CG for uGTV demosaic from 2 x 5 weights (job 1's
+# with INIT=carry/init, else the shipped ones), the next window's best second job (docs/training.md, the third window):
+#   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=300 INFER_S=0 ...
 # (the probe sizes the batch for the changed network; judge it on the pack's validation crops like any stage).
 # Rehearsal on this CPU (what CI runs, in a few minutes):
 #   DRY_RUN=1 OUT=/tmp/dry PACK=some/pack PYTHON=.venv/bin/python bash tools/device-train.sh

@@ -126,15 +126,17 @@ MEM_FRACTION = 0.7
 SEED = int(os.environ.get("SEED", 2))
 USE_GRAPHS = os.environ.get("CUDA_GRAPHS", "1") not in ("", "0")
 SANITY_TOL = 2e-3
-#: the relative difference of the CUDA training gradients from the CPU's that always passes; above
-#: it, a model's gradients pass while within GRAD_NOISE_FACTOR x the CPU's own spread under an input
-#: jitter of GRAD_JITTER (the L1 loss and the ADMM projections are not smooth: trained uGTV weights
-#: move 1-6 % under a 1e-6 jitter, and their CUDA gradients 0.1-0.8 % from the CPU's, in the third
-#: window); a model beyond both makes training fall back from the adjoint CG backward to plain
-#: autograd (GSPRESTORE_CG_ADJOINT=0) and from the fused training ops of the ADMM edge terms and
-#: graphs to PyTorch (GSPRESTORE_GPU_TRAINING=0)
-GRAD_TOL = 1e-3
-GRAD_JITTER, GRAD_NOISE_FACTOR = 1e-6, 2.0
+#: the check of the CUDA training gradients against the CPU's (relative, all parameters): a model
+#: passes at most GRAD_TOL off, or within GRAD_NOISE_FACTOR x the most its CPU gradients move under
+#: GRAD_JITTER_DRAWS input jitters of GRAD_JITTER, but never beyond GRAD_TOL_MAX. The L1 loss and the
+#: ADMM projections are not smooth, so the gradients of trained weights are noisy and heavy-tailed:
+#: in the third window (64 x 64 patches, on the CPU, against float32 at the unjittered input) four
+#: draws moved them 0.2-4.6 %, the CUDA gradients differed 0.01-1.6 %, and the old fixed 1e-3 sent
+#: both jobs to the slow path. A model beyond the tolerance makes training fall back from the adjoint
+#: CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0) and from the fused training ops of the
+#: ADMM edge terms and graphs to PyTorch (GSPRESTORE_GPU_TRAINING=0); a broken kernel's error is O(1).
+GRAD_TOL, GRAD_TOL_MAX = 1e-3, 0.1
+GRAD_JITTER, GRAD_JITTER_DRAWS, GRAD_NOISE_FACTOR = 1e-6, 4, 4.0
 INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the PyTorch path
 #: the inference tiles: 4000 x 6000 in 2000-pixel cores with 32 pixels of context gives windows of
 #: 2032 and 2064 pixels a side, multiples of 16 (a dry run: one tile)
@@ -324,9 +326,10 @@ def grad_check(model, task: str, gt, dev) -> dict:
     """The training gradients on ``dev`` (the adjoint unrolled CG of issue 2/6, the path training
     takes) against the CPU's, all parameters together: ``grad_rel_diff`` = |g_dev - g_cpu| / |g_cpu|;
     ``grad_jitter_rel_diff``: the most the CPU's own gradients move when the input moves by
-    ``GRAD_JITTER`` (two draws), the noise floor of a non-smooth loss; ``grad_ok`` when
-    ``grad_rel_diff`` is at most ``grad_tol`` = max(GRAD_TOL, GRAD_NOISE_FACTOR x that floor)
-    (``FAULTS=grad`` makes it fail: the rehearsal of the fallback to plain autograd)."""
+    ``GRAD_JITTER`` (``GRAD_JITTER_DRAWS`` draws), the noise floor of a non-smooth loss; ``grad_ok``
+    when ``grad_rel_diff`` is at most ``grad_tol`` = min(GRAD_TOL_MAX, max(GRAD_TOL,
+    GRAD_NOISE_FACTOR x that floor)) (``FAULTS=grad`` makes it fail: the rehearsal of the fallback
+    to plain autograd)."""
     import torch
 
     from gsprestore.training import observe
@@ -343,14 +346,16 @@ def grad_check(model, task: str, gt, dev) -> dict:
     def rel(a, b) -> float:
         return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
+    def jittered(k: int):
+        return (gt + GRAD_JITTER * torch.randn(gt.shape, generator=torch.Generator().manual_seed(k))).clamp(0, 1)
+
     cpu = torch.device("cpu")
     ref = grads(cpu, gt)
-    floor = max(rel(grads(cpu, (gt + GRAD_JITTER * torch.randn(gt.shape, generator=torch.Generator().manual_seed(k)))
-                        .clamp(0, 1)), ref) for k in (1, 2))
+    floor = max(rel(grads(cpu, jittered(k)), ref) for k in range(1, GRAD_JITTER_DRAWS + 1))
     diff = rel(grads(dev, gt), ref)
     if "grad" in FAULTS:
         diff = float("inf")
-    tol = max(GRAD_TOL, GRAD_NOISE_FACTOR * floor)
+    tol = min(GRAD_TOL_MAX, max(GRAD_TOL, GRAD_NOISE_FACTOR * floor))
     return {"grad_rel_diff": diff, "grad_jitter_rel_diff": floor, "grad_tol": tol, "grad_ok": diff <= tol}
 
 
