@@ -23,8 +23,9 @@ def _shipped_grads(method: str) -> list[torch.Tensor]:
 def test_rounding_noise_on_structurally_zero_gradients_is_not_a_mismatch():
     refs = _shipped_grads("ugtv")
     top = max(float(r.abs().max()) for r in refs)
-    # the shipped 2x model has tensors whose gradient is ~1e-8 of the largest (first CNN biases)
-    assert min(float(r.abs().max()) for r in refs) < 1e-6 * top
+    # the shipped 2x model has tensors whose gradient is ~1e-8-1e-5 of the largest (first CNN biases,
+    # which enter only through differences), far below the floor the check scales them to
+    assert min(float(r.abs().max()) for r in refs) < 1e-2 * GRAD_SCALE_FLOOR * top
     gen = torch.Generator().manual_seed(1)
     noisy = [r + 1e-7 * top * torch.randn(r.shape, generator=gen) for r in refs]  # float32 rounding-size noise
     per_tensor = max(float((n - r).abs().max()) / (float(r.abs().max()) or 1.0) for n, r in zip(noisy, refs))
