@@ -173,6 +173,7 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
 TRITON_KERNELS = [("gsprestore.graph_triton", "_random_walk_kernel"), ("gsprestore.graph_triton", "_edge_weights_kernel"),
                   ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
                   ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
+                  ("gsprestore.solvers.cg_adjoint_triton", "_weight_grad_kernel"),
                   ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel"),
                   ("gsprestore.graph_triton", "_rw_backward_kernel"), ("gsprestore.graph_triton", "_distances_backward_kernel"),
                   ("gsprestore.graph_triton", "_diag_minus_adjacency_kernel"), ("gsprestore.graph_triton", "_adjacency_grad_kernel")]
