@@ -59,6 +59,20 @@ if triton is not None:
         return dy, dx
 
     @triton.jit
+    def edge_of(kk, offs, i, j, H, W, in_img):
+        """(q, inside): the neighbours q = p + OFFSETS[kk] of a block's pixels p (flat indices) and
+        whether the edge (p, q) lies inside the image, for a run-time ``kk``."""
+        dy, dx = window_offset(kk)
+        return offs + dy * W + dx, in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # dy >= 0
+
+    @triton.jit
+    def edge_product(g_ptr, x_ptr, offs, q, ok):
+        """``g_p x_q + g_q x_p`` on the edges (p, q) of one plane (0 where ``ok`` is false): the
+        per-edge term of a weight's gradient (A_bar = g x^T spread over the two directions)."""
+        return (tl.load(g_ptr + offs, mask=ok, other=0.0) * tl.load(x_ptr + q, mask=ok, other=0.0)
+                + tl.load(g_ptr + q, mask=ok, other=0.0) * tl.load(x_ptr + offs, mask=ok, other=0.0))
+
+    @triton.jit
     def _pair(acc, w_ptr, v_ptr, i, j, H, W, HW, in_img, DY: tl.constexpr, DX: tl.constexpr,
               KK: tl.constexpr):
         """acc + w_kk(p) v(p + o) + w_kk(p - o) v(p - o) for the offset o = (DY, DX): the pixel's
@@ -193,14 +207,11 @@ if triton is not None:
         j = offs % W
         gwp = gw_ptr + bk * 12 * HW
         for kk in range(12):
-            dy, dx = window_offset(kk)
-            ok = in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # dy >= 0
-            q = offs + dy * W + dx
+            q, ok = edge_of(kk, offs, i, j, H, W, in_img)
             acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
             for c in range(C):
                 base = (bk * C + c) * HW
-                acc += (tl.load(g_ptr + base + offs, mask=ok, other=0.0) * tl.load(x_ptr + base + q, mask=ok, other=0.0)
-                        + tl.load(g_ptr + base + q, mask=ok, other=0.0) * tl.load(x_ptr + base + offs, mask=ok, other=0.0))
+                acc += edge_product(g_ptr + base, x_ptr + base, offs, q, ok)
             old = tl.load(gwp + kk * HW + offs, mask=in_img, other=0.0)
             tl.store(gwp + kk * HW + offs, old - acc, mask=in_img)
 

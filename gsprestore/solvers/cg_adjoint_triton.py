@@ -49,7 +49,7 @@ BLOCK = 256
 if triton is not None:
     import triton.language as tl
 
-    from ..graph_triton import window_offset
+    from ..graph_triton import edge_of, edge_product
     from .cg_triton import _stencil
 
     # the step index and the shapes are run-time values (no recompilation per step or tile shape)
@@ -137,23 +137,16 @@ if triton is not None:
         k = bk % KH
         gwp = gw_ptr + bk.to(tl.int64) * 12 * HW
         for kk in range(12):
-            dy, dx = window_offset(kk)
-            ok = in_img & (i + dy < H) & (j + dx >= 0) & (j + dx < W)  # dy >= 0
-            q = offs + dy * W + dx
+            q, ok = edge_of(kk, offs, i, j, H, W, in_img)
             acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
             for c in range(C):
                 base = (bk * C + c).to(tl.int64) * HW
-                y0 = y_ptr + base
-                x0 = x0_ptr + base
-                acc -= (tl.load(y0 + offs, mask=ok, other=0.0) * tl.load(x0 + q, mask=ok, other=0.0)
-                        + tl.load(y0 + q, mask=ok, other=0.0) * tl.load(x0 + offs, mask=ok, other=0.0))
-                yt = y0  # y^{t+1} and v^t: pointers stepped by TS (no 32-bit product of t and TS)
+                acc -= edge_product(y_ptr + base, x0_ptr + base, offs, q, ok)
+                yt = y_ptr + base  # y^{t+1} and v^t: pointers stepped by TS (no 32-bit product of t and TS)
                 vt = v_ptr + base
                 for t in range(T - 1):
                     yt += TS
-                    a = tl.load(alpha_ptr + t * KH + k)
-                    acc += a * (tl.load(yt + offs, mask=ok, other=0.0) * tl.load(vt + q, mask=ok, other=0.0)
-                                + tl.load(yt + q, mask=ok, other=0.0) * tl.load(vt + offs, mask=ok, other=0.0))
+                    acc += tl.load(alpha_ptr + t * KH + k) * edge_product(yt, vt, offs, q, ok)
                     vt += TS
             tl.store(gwp + kk * HW + offs, acc, mask=in_img)
 
