@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: have waited minutes for it, again for each tile shape); each variant now takes 0.1-2.2 s.
 COMPILE_LIMIT_S = 10.0
 KERNELS = {"_random_walk_kernel", "_edge_weights_kernel", "_cg_step_kernel", "_replay_kernel",
-           "_adjoint_step_kernel", "_weight_grad_kernel", "_edge_adjoint_kernel", "_rw_backward_kernel", "_distances_backward_kernel",
-           "_diag_minus_adjacency_kernel", "_adjacency_grad_kernel"}
+           "_adjoint_step_kernel", "_weight_grad_kernel", "_edge_adjoint_kernel", "_rw_backward_kernel",
+           "_distances_backward_kernel", "_diag_minus_adjacency_kernel", "_adjacency_grad_kernel"}
 MODELS = {"ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"}
 
 

@@ -132,9 +132,10 @@ SANITY_TOL = 2e-3
 #: ADMM projections are not smooth, so the gradients of trained weights are noisy and heavy-tailed:
 #: in the third window (64 x 64 patches, on the CPU, against float32 at the unjittered input) four
 #: draws moved them 0.02-4.6 %, the CUDA gradients differed 0.01-1.6 %, and the old fixed 1e-3 sent
-#: both jobs to the slow path (benchmarks/grad_noise.py measures the moves). A model beyond the tolerance makes training fall back from the adjoint
-#: CG backward to plain autograd (GSPRESTORE_CG_ADJOINT=0) and from the fused training ops of the
-#: ADMM edge terms and graphs to PyTorch (GSPRESTORE_GPU_TRAINING=0); a broken kernel's error is O(1).
+#: both jobs to the slow path (benchmarks/grad_noise.py measures the moves). A model beyond the
+#: tolerance makes training fall back from the adjoint CG backward to plain autograd
+#: (GSPRESTORE_CG_ADJOINT=0) and from the fused training ops of the ADMM edge terms and graphs to
+#: PyTorch (GSPRESTORE_GPU_TRAINING=0); a broken kernel's error is O(1).
 GRAD_TOL, GRAD_TOL_MAX = 1e-3, 0.1
 GRAD_JITTER, GRAD_JITTER_DRAWS, GRAD_NOISE_FACTOR = 1e-6, 4, 4.0
 INFER_MP = _num("INFER_MP", 24.0, 0.0025)  # a dry run: 40 x 60 pixels on the PyTorch path
