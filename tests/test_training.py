@@ -458,11 +458,80 @@ def test_init_adopts_the_weights_own_configuration(photos, tmp_path):
     # an option overrides one key; the rest is still adopted
     code, out, err = cli(*base, "--out", tmp_path / "run2", "--cg-iters", "3")
     assert code == 0, err
-    assert "; from the options: cg_iters=3" in err
+    assert "; from the options: cg_iters=3; the added iterations' CG step sizes start at 0" in err
     cfg2 = json.loads((tmp_path / "run2/config.json").read_text())["model_config"]
     assert cfg2 == {**src.config, "cg_iters": 3}
-    kept = T.read_log(tmp_path / "run2/log.jsonl")[0]["init_kept"]
-    assert kept and all(k.endswith(("alpha", "beta")) for k in kept)  # per-CG-step sizes start fresh
+    start2 = T.read_log(tmp_path / "run2/log.jsonl")[0]
+    assert start2["init_kept"] == [] and start2["init_regrown"] == ["blocks.0.alpha", "blocks.0.beta"]
+    # the deeper network starts where its weights were: the same validation PSNR
+    init_val2 = [r for r in T.read_log(tmp_path / "run2/log.jsonl") if r["event"] == "init-val"][0]["val_psnr"]
+    assert init_val2 == pytest.approx(init_val, abs=1e-6)
+
+
+def _small(method: str, **config):
+    from gsprestore.models import build_model
+
+    torch.manual_seed(3)
+    net = build_model(method, "demosaic", blocks=2, heads=2, width=8, features=4, **config)
+    with torch.no_grad():  # learned-looking step sizes, not the uniform initial ones
+        for block in net.blocks:
+            block.alpha.uniform_(0.2, 0.9)
+            block.beta.uniform_(0.05, 0.5)
+    return net.eval()
+
+
+@pytest.mark.parametrize("method, shallow, deep", [
+    ("ugtv", dict(admm_iters=1, cg_iters=2), dict(admm_iters=3, cg_iters=4)),
+    ("ugtv", dict(admm_iters=2, cg_iters=2), dict(admm_iters=2, cg_iters=5)),
+    ("uglr", dict(cg_iters=3), dict(cg_iters=7)),
+])
+def test_init_into_a_deeper_unrolling_starts_as_the_shallow_network(tmp_path, method, shallow, deep):
+    """--init into more ADMM iterations / CG steps: the shared steps keep their learned sizes, the
+    added ones are no-ops (alpha 0), so the deeper network returns the shallow one's output (to
+    float rounding, through the training path and the no-grad one) and still has a gradient for
+    the added alphas; fewer iterations keep the leading steps."""
+    from gsprestore.tasks import observation, observe
+    from gsprestore.weights import save_weights
+
+    a = _small(method, **shallow)
+    save_weights(tmp_path / "a.pt", a)
+    b = _small(method, **deep)
+    regrown: list = []
+    assert T.init_from(b, tmp_path / "a.pt", regrown) == []
+    assert regrown == ["blocks.0.alpha", "blocks.0.beta", "blocks.1.alpha", "blocks.1.beta"]
+    for blk_a, blk_b in zip(a.blocks, b.blocks):
+        lead = tuple(slice(0, n) for n in blk_a.alpha.shape)
+        assert torch.equal(blk_b.alpha[lead], blk_a.alpha) and torch.equal(blk_b.beta[lead], blk_a.beta)
+        added = torch.ones_like(blk_b.alpha, dtype=torch.bool)
+        added[lead] = False
+        assert added.any() and torch.all(blk_b.alpha[added] == 0)
+    gt = torch.rand(2, 3, 20, 24, generator=torch.Generator().manual_seed(0))
+    known, mask = observation("demosaic", observe("demosaic", gt))
+    with torch.no_grad():
+        torch.testing.assert_close(b(known, mask), a(known, mask), rtol=0, atol=1e-6)
+    out = b(known, mask)
+    torch.testing.assert_close(out, a(known, mask).detach(), rtol=0, atol=1e-6)
+    (out - gt).abs().mean().backward()
+    grad = b.blocks[-1].alpha.grad
+    assert grad is not None and grad[added].abs().max() > 0  # training can grow them
+    # and back: the deep weights into the shallow network keep its leading steps
+    save_weights(tmp_path / "b.pt", b)
+    c = _small(method, **shallow)
+    assert T.init_from(c, tmp_path / "b.pt") == []
+    assert all(torch.equal(x.alpha, y.alpha) and torch.equal(x.beta, y.beta) for x, y in zip(c.blocks, a.blocks))
+
+
+def test_step_sizes_are_regrown_only_where_they_correspond():
+    from gsprestore.models.unrolled import regrown_step_sizes
+
+    stored = torch.arange(6.0).view(3, 2) + 1  # (T=3 CG steps, K=2 heads)
+    grown = regrown_step_sizes("blocks.0.alpha", stored, (5, 2))
+    assert torch.equal(grown, torch.tensor([[1.0, 2], [3, 4], [5, 6], [0, 0], [0, 0]]))
+    beta = regrown_step_sizes("blocks.0.beta", stored, (5, 2))
+    assert torch.equal(beta, torch.tensor([[1.0, 2], [3, 4], [5, 6], [5, 6], [5, 6]]))
+    assert regrown_step_sizes("blocks.0.alpha", stored, (5, 3)) is None  # another head count
+    assert regrown_step_sizes("blocks.0.alpha", stored, (2, 5, 2)) is None  # another layout
+    assert regrown_step_sizes("blocks.0.mix_logits", stored, (5, 2)) is None
 
 
 def test_init_from_the_shipped_ugtv_builds_its_2x5_network(photos):

@@ -484,6 +484,35 @@ class UnrolledNet(nn.Module):
         return xs if return_all else x
 
 
+def regrown_step_sizes(name: str, stored: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+    """The unrolled-CG step sizes ``stored`` (``alpha`` / ``beta`` of a block: ``(T, K)`` for GLR,
+    ``(A, T, K)`` for GTV, A ADMM iterations of T CG steps, K heads) for a network unrolled to
+    ``shape``: a curriculum over the iterations (``--init`` from shallower weights). None when
+    they do not correspond (another parameter, another head count, another layout).
+
+    Every step the two networks share keeps its learned value. An added step gets ``alpha = 0``
+    and its nearest stored step's ``beta``: the unrolled CG update ``x^{t+1} = x^t + alpha_t p^t``,
+    ``r^{t+1} = r^t - alpha_t A p^t`` (appendix "Parameters Learning in CG") leaves x and r as
+    they were when ``alpha_t = 0``, and each ADMM x-update (eq. 20) starts from the previous x, so
+    added CG steps (after the stored ones of their ADMM iteration) and added ADMM iterations (all
+    their steps 0) change nothing: the deeper network returns what the stored one did, and
+    training starts from its accuracy instead of from step sizes that never ran at that depth.
+    The added alphas still get gradients (``dL/d alpha_t = <adjoint, p^t>``), so training can grow
+    them. With fewer iterations the leading steps are kept."""
+    if not name.endswith((".alpha", ".beta")) or stored.ndim != len(shape) or stored.shape[-1] != shape[-1]:
+        return None
+    index = torch.meshgrid(*[torch.arange(n).clamp_max(m - 1) for n, m in zip(shape, stored.shape)], indexing="ij")
+    grown = stored[index].clone()
+    if name.endswith(".alpha"):
+        added = torch.zeros(shape, dtype=torch.bool)
+        for axis, m in enumerate(stored.shape[:-1]):
+            view = [1] * len(shape)
+            view[axis] = shape[axis]
+            added |= (torch.arange(shape[axis]) >= m).view(view)
+        grown[added] = 0.0
+    return grown
+
+
 def build_model(method: str, task: str, **overrides: Any) -> UnrolledNet:
     """``build_model("ugtv", "demosaic")`` -> the paper-size uGTV for demosaicking (untrained).
     ``overrides`` change any :func:`default_config` key (e.g. ``blocks=1``)."""

@@ -78,6 +78,13 @@ def adopt_init_config(cfg: TrainConfig) -> dict[str, Any] | None:
             + ")")
     if given:
         note += "; from the options: " + ", ".join(f"{k}={_short(v)}" for k, v in sorted(given.items()))
+    # other unrolling depths: see gsprestore.models.unrolled.regrown_step_sizes
+    depth = [k for k in ("admm_iters", "cg_iters")
+             if isinstance(stored.get(k), int) and isinstance(cfg.model.get(k), int) and cfg.model[k] != stored[k]]
+    if depth:
+        note += ("; the added iterations' CG step sizes start at 0, so the network starts as the weights' own"
+                 if all(cfg.model[k] > stored[k] for k in depth)
+                 else "; the step sizes of the iterations both have are kept")
     return {"adopted": adopted, "given": given, "note": note}
 
 
@@ -99,7 +106,8 @@ def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad model option ({exc}); check --model-opt / --blocks / --cg-iters ...") from None
     if cfg.init:
-        model.init_report = init_from(model, Path(cfg.init))
+        model.init_regrown = []
+        model.init_report = init_from(model, Path(cfg.init), model.init_regrown)
     return model
 
 

@@ -134,10 +134,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
             pass
 
 
-def init_from(model, path: Path) -> list[str]:
+def init_from(model, path: Path, regrown: list[str] | None = None) -> list[str]:
     """Copy the weights in ``path`` into ``model`` (a curriculum step: e.g. weights trained with
-    fewer CG / ADMM iterations). Tensors must have the same names; a tensor whose shape differs
-    (per-iteration step sizes) keeps its fresh initial value. Returns those tensors' names."""
+    fewer CG / ADMM iterations). Tensors must have the same names. The unrolled CG step sizes of a
+    network with other iteration counts are carried over step by step, the added steps as no-ops
+    (:func:`gsprestore.models.unrolled.regrown_step_sizes`: a deeper network starts out computing
+    what the weights did); their names are appended to ``regrown`` when it is a list. Any other
+    tensor whose shape differs keeps its fresh initial value. Returns those tensors' names."""
+    import torch
+
+    from ..models.unrolled import regrown_step_sizes
+
     state = _state_dict_from(path)
     own = model.state_dict()
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
@@ -145,8 +152,18 @@ def init_from(model, path: Path) -> list[str]:
         bad = (missing + unexpected)[:3]
         raise GspError(f"weights do not fit this model ({len(missing)} tensors missing, {len(unexpected)} "
                        f"unexpected, e.g. {', '.join(bad)})", path)
-    kept = sorted(k for k in own if own[k].shape != state[k].shape)
-    model.load_state_dict({k: (own[k] if k in kept else state[k]) for k in own}, strict=True)
+    new = {}
+    for k in own:
+        if own[k].shape == state[k].shape:
+            new[k] = state[k]
+            continue
+        grown = regrown_step_sizes(k, state[k], tuple(own[k].shape)) if isinstance(state[k], torch.Tensor) else None
+        if grown is not None:
+            new[k] = grown
+            if regrown is not None:
+                regrown.append(k)
+    kept = sorted(k for k in own if k not in new)
+    model.load_state_dict({k: new.get(k, own[k]) for k in own}, strict=True)
     return kept
 
 

@@ -150,6 +150,7 @@ class _Run:
                        params=sum(p.numel() for p in self.model.parameters()), version=__version__,
                        torch=torch.__version__, init=cfg.init,
                        init_kept=getattr(self.model, "init_report", None) if not resume else None,
+                       init_regrown=getattr(self.model, "init_regrown", None) if not resume else None,
                        init_config=None if self.init_config is None else
                        {k: self.init_config[k] for k in ("adopted", "given", "note")})
         self.train_x = self.sets.train.to(self.dev)
