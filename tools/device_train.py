@@ -112,7 +112,8 @@ def parse_model_opts(text: str) -> dict[str, dict]:
 
 #: a recipe trial (issue 3/6: e.g. the paper's 5 ADMM x 10 CG): these models train a network whose
 #: configuration differs in these keys, from the same starting weights (``--init`` copies the
-#: tensors that fit; new step sizes start fresh); the probe measures the changed network's memory
+#: tensors that fit, and the CG step sizes step by step, the added steps as no-ops: the deeper
+#: network starts as the weights' own); the probe measures the changed network's memory
 MODEL_OPTS = parse_model_opts(os.environ.get("MODEL_OPTS", ""))
 LR = float(os.environ.get("LR", 4e-4))
 BATCH_MAX = int(_num("BATCH_MAX", 64, 1))
