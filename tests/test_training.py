@@ -521,6 +521,33 @@ def test_init_into_a_deeper_unrolling_starts_as_the_shallow_network(tmp_path, me
     assert all(torch.equal(x.alpha, y.alpha) and torch.equal(x.beta, y.beta) for x, y in zip(c.blocks, a.blocks))
 
 
+def test_step_size_lr_scale_moves_the_cg_step_sizes_faster(photos, tmp_path):
+    """--step-size-lr-scale S: the CG step sizes (alpha, beta) take S times the scheduled rate,
+    every other parameter the rate itself (Adam's first step moves each by its rate times the
+    sign of its gradient); the scale is part of the recipe (config.json's command) and a resume
+    keeps it."""
+    model = dict(blocks=1, heads=1, width=8, features=8, admm_iters=1, cg_iters=2)
+    cfg = _cfg(photos, model=model, lr=1e-3, epochs=1, step_size_lr_scale=10.0)
+    _run(cfg, tmp_path / "run", max_steps=1)
+    ck = torch.load(tmp_path / "run/last.pt", map_location="cpu", weights_only=True)
+    assert [g["lr_scale"] for g in ck["optimizer"]["param_groups"]] == [1.0, 10.0]
+    assert [g["lr"] for g in ck["optimizer"]["param_groups"]] == pytest.approx([1e-3, 1e-2])
+    w = ck["model"]
+    alpha_moved = (w["blocks.0.alpha"] - 0.5).abs()
+    assert alpha_moved.max() == pytest.approx(1e-2, rel=1e-3)
+    metric_moved = (w["blocks.0.metric_factor"] - 0.5 * torch.eye(8)).abs()
+    assert metric_moved.max() == pytest.approx(1e-3, rel=1e-3)
+    stored = json.loads((tmp_path / "run/config.json").read_text())
+    assert "--step-size-lr-scale 10.0" in stored["command"]
+    result = T.train(None, tmp_path / "run", resume=True, progress=False, device="cpu", max_steps=2)
+    ck = torch.load(result.run_dir / "last.pt", map_location="cpu", weights_only=True)
+    assert ck["step"] == 2 and [g["lr_scale"] for g in ck["optimizer"]["param_groups"]] == [1.0, 10.0]
+    with pytest.raises(UsageError, match="step-size-lr-scale"):
+        _cfg(photos, step_size_lr_scale=0.0).check()
+    # the default keeps one group (and so the checkpoints of earlier runs resume unchanged)
+    assert len(T.optimizer_groups(T.build_network(_cfg(photos, model=model)))) == 1
+
+
 def test_step_sizes_are_regrown_only_where_they_correspond():
     from gsprestore.models.unrolled import regrown_step_sizes
 

@@ -50,7 +50,8 @@ inference stages), ``BUDGET_S`` (whole job; 530 / 420 dry), ``MODELS`` (comma li
 ``DEFAULT_BATCH``, ``PATCH``, ``EPOCH_PATCHES``, ``MAX_STEPS`` (a dry run: 3), ``SHARES``
 (``model=fraction,...``),
 ``INFER_S`` (0: no inference), ``PROFILE=0`` (no profile), ``MODEL_OPTS`` (a recipe trial:
-``model:key=value,...;model:...``, e.g. ``ugtv_demosaic:admm_iters=5,cg_iters=10``), ``SEED``,
+``model:key=value,...;model:...``, e.g. ``ugtv_demosaic:admm_iters=5,cg_iters=10``),
+``STEP_SIZE_LR_SCALE`` (the trial models' ``--step-size-lr-scale``, default 1), ``SEED``,
 ``CUDA_GRAPHS=0``, ``TRITON_CACHE_DIR``. For the
 rehearsal, ``FAULTS`` (comma list) injects failures: ``grad`` (the sanity stage's gradient check
 fails: training falls back to plain autograd through CG), ``sanity``, ``probe`` or ``infer`` (that stage
@@ -115,6 +116,9 @@ def parse_model_opts(text: str) -> dict[str, dict]:
 #: tensors that fit, and the CG step sizes step by step, the added steps as no-ops: the deeper
 #: network starts as the weights' own); the probe measures the changed network's memory
 MODEL_OPTS = parse_model_opts(os.environ.get("MODEL_OPTS", ""))
+#: the trial models' ``--step-size-lr-scale`` (the CG step sizes' learning-rate multiplier: the
+#: steps a deeper unrolling adds start at 0 and at the CNN's rate barely move in one job)
+STEP_SIZE_LR_SCALE = _num("STEP_SIZE_LR_SCALE", 1.0, 1.0)
 LR = float(os.environ.get("LR", 4e-4))
 BATCH_MAX = int(_num("BATCH_MAX", 64, 1))
 DEFAULT_BATCH = int(_num("DEFAULT_BATCH", 32, 1))
@@ -713,7 +717,8 @@ def stage_plan(pre: dict) -> dict:
             batch, why = BATCH_MAX, "probe (no memory figure)"
         patches = max(batch, EPOCH_PATCHES // batch * batch)
         plans[name] = {"batch": batch, "patches": patches, "epochs": 1000, "lr": LR, "cuda_graph": graph,
-                       "share": SHARES.get(name, 0.7), "from": why, "model_opts": MODEL_OPTS.get(name, {})}
+                       "share": SHARES.get(name, 0.7), "from": why, "model_opts": MODEL_OPTS.get(name, {}),
+                       "step_size_lr_scale": STEP_SIZE_LR_SCALE if name in MODEL_OPTS else 1.0}
         log(f"plan {name}: batch {batch}, epochs of {patches} patches, "
             f"{'CUDA graph' if graph else 'eager'}, share {plans[name]['share']} ({why})"
             + (f", trial {MODEL_OPTS[name]}" if name in MODEL_OPTS else ""))
@@ -742,6 +747,8 @@ def train_command(name: str, plan: dict, budget: float) -> list[str]:
     cfg.pop("task", None)
     for key, value in sorted(cfg.items()):
         cmd += ["--model-opt", f"{key}={json.dumps(value)}"]
+    if name in MODEL_OPTS and STEP_SIZE_LR_SCALE != 1.0:
+        cmd += ["--step-size-lr-scale", repr(STEP_SIZE_LR_SCALE)]
     if plan["cuda_graph"]:
         cmd.append("--cuda-graph")
     if MAX_STEPS and f"overrun:{name}" not in FAULTS:
@@ -996,6 +1003,7 @@ def main() -> int:
         f"TRITON_CACHE_DIR {tc['triton_cache_dir']}")
     summary["init"] = {m: str(init_file(m) or "shipped") for m in MODELS}
     summary["model_opts"] = MODEL_OPTS
+    summary["step_size_lr_scale"] = STEP_SIZE_LR_SCALE
     if set(MODEL_OPTS) - set(MODELS):
         log(f"WARNING: MODEL_OPTS names {sorted(set(MODEL_OPTS) - set(MODELS))}, not among MODELS {MODELS}: ignored")
     if INIT:

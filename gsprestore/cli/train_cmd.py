@@ -103,6 +103,9 @@ def train(
     loss: Annotated[str, typer.Option("--loss", help="l1, l2 or charbonnier.")] = "l1",
     grad_clip: Annotated[float, typer.Option("--grad-clip", help="Clip the gradient norm to this (0: off).")] = 0.0,
     weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam weight decay.")] = 0.0,
+    step_size_lr_scale: Annotated[float, typer.Option(
+        "--step-size-lr-scale", help="Learning-rate multiplier of the unrolled CG step sizes (alpha, beta): e.g. 10 "
+        "after --init into a deeper unrolling, whose added steps start at 0.")] = 1.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the patches, the split, the order and the init.")] = 0,
     downscale: Annotated[
         int, typer.Option("--downscale", help="Downscale the photos by this factor (1 or 2) with an anti-aliasing "
@@ -217,7 +220,7 @@ def train(
             patches=patches, val_fraction=val_fraction, val_patches=val_patches, epochs=epochs or 30,
             batch_size=batch_size, lr=lr, schedule=schedule, min_lr_ratio=min_lr_ratio, step_epochs=step_epochs,
             step_gamma=step_gamma, warmup_steps=warmup_steps, loss=loss, grad_clip=grad_clip,
-            weight_decay=weight_decay, seed=seed, downscale=downscale, downscale_filter=downscale_filter,
+            weight_decay=weight_decay, step_size_lr_scale=step_size_lr_scale, seed=seed, downscale=downscale, downscale_filter=downscale_filter,
             downscale_scope=downscale_scope, augment=augment, model=model,
             init=None if init is None else str(init), log_every=log_every,
         ).check()

@@ -43,7 +43,8 @@ Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` 
 from __future__ import annotations
 
 from ..memory import keep_freed_memory, set_mmap_threshold  # the trainer's allocator settings
-from .build import adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, pick_device
+from .build import (adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, optimizer_groups,
+                    pick_device)
 from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
                           load_run_config, read_log, write_json)
 from .evaluation import evaluate, observe, score_space
@@ -57,7 +58,7 @@ from .stopping import Deadline, GracefulStop
 __all__ = [
     "CHECKPOINT_FORMAT", "LOSSES", "MAX_BAD_STEPS", "PRIORS", "RESUMABLE_CHANGES", "SCHEDULES", "Deadline",
     "GracefulStop", "JsonLog", "LRSchedule", "RichProgress", "TrainConfig", "TrainProgress", "TrainResult",
-    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate",
+    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate", "optimizer_groups",
     "export_weights", "init_from",
     "load_checkpoint", "load_run_config", "make_loss", "model_factory", "observe", "pick_device", "read_log",
     "score_space", "set_mmap_threshold", "keep_freed_memory", "summary_table", "train", "write_json",

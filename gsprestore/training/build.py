@@ -111,6 +111,22 @@ def build_network(cfg: TrainConfig, *, grad_checkpoint: bool = False):
     return model
 
 
+def optimizer_groups(model, step_size_lr_scale: float = 1.0) -> list[dict[str, Any]]:
+    """The optimizer's parameter groups: one group of every parameter, or, with a
+    ``step_size_lr_scale`` other than 1, the unrolled CG step sizes (each block's ``alpha`` and
+    ``beta``) in a group of their own whose ``lr_scale`` multiplies the scheduled learning rate.
+    Adam moves every parameter by about the learning rate a step whatever its scale, and the step
+    sizes are O(1) where the CNN's weights are O(0.05): at the CNN's rate, step sizes that
+    ``--init`` added at 0 (:func:`gsprestore.models.unrolled.regrown_step_sizes`) need thousands
+    of steps to matter."""
+    named = list(model.named_parameters())
+    if step_size_lr_scale == 1.0:
+        return [{"params": [p for _, p in named]}]
+    steps = [p for n, p in named if n.endswith((".alpha", ".beta"))]
+    rest = [p for n, p in named if not n.endswith((".alpha", ".beta"))]
+    return [{"params": rest, "lr_scale": 1.0}, {"params": steps, "lr_scale": float(step_size_lr_scale)}]
+
+
 def model_config(model) -> dict[str, Any]:
     """The network's JSON-able ``.config`` (empty when it has none)."""
     cfg = getattr(model, "config", None)

@@ -20,7 +20,7 @@ from typing import Any
 from .. import distributed as D
 from ..errors import GspError
 from ..heartbeat import Heartbeat
-from .build import build_network, epoch_order, model_config
+from .build import build_network, epoch_order, model_config, optimizer_groups
 from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
                           rng_state, set_rng_state, write_json)
 from .evaluation import observe, score_space
@@ -111,7 +111,8 @@ class _Run:
         self.model = build_network(without_init(cfg) if resume else cfg,
                                    grad_checkpoint=self.grad_checkpoint).to(self.dev)
         self.model.train()
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.opt = torch.optim.Adam(optimizer_groups(self.model, cfg.step_size_lr_scale), lr=cfg.lr,
+                                    weight_decay=cfg.weight_decay)
         self.loss_fn = _package().make_loss(cfg.loss, cfg.charbonnier_eps)
         ck = None
         ranks = self.ranks
@@ -387,7 +388,7 @@ class _Run:
         # cosine-time: with several ranks, the fraction of the budget they agreed on before the step
         lr = self.sched(state["step"], self.fraction if self.ranks.active else self.deadline.fraction())
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
         n_all, weight = int(idx.shape[0]), 1.0
         if self.ranks.active:  # this rank's contiguous share of the global batch

@@ -45,6 +45,8 @@ class TrainConfig:
     charbonnier_eps: float = 1e-3
     grad_clip: float = 0.0
     weight_decay: float = 0.0
+    #: learning-rate multiplier of the unrolled CG step sizes (every block's alpha_t, beta_t)
+    step_size_lr_scale: float = 1.0
     seed: int = 0
     downscale: int = 1
     downscale_filter: str = "lanczos"
@@ -79,6 +81,8 @@ class TrainConfig:
             raise UsageError(f"--patch-size must be even and >= 2 (Bayer 2x2 block), got {self.patch_size}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise UsageError(f"--lr must be a positive number, got {self.lr}")
+        if not (self.step_size_lr_scale > 0 and math.isfinite(self.step_size_lr_scale)):
+            raise UsageError(f"--step-size-lr-scale must be a positive number, got {self.step_size_lr_scale}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise UsageError(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
         if self.downscale not in (1, 2):
@@ -110,6 +114,8 @@ class TrainConfig:
             args += ["--grad-clip", repr(self.grad_clip)]
         if self.weight_decay:
             args += ["--weight-decay", repr(self.weight_decay)]
+        if self.step_size_lr_scale != 1.0:
+            args += ["--step-size-lr-scale", repr(self.step_size_lr_scale)]
         if self.downscale > 1:
             args += ["--downscale", str(self.downscale), "--downscale-filter", self.downscale_filter,
                      "--downscale-scope", self.downscale_scope]
