@@ -15,10 +15,11 @@
 # A recipe trial (issue 3/6), e.g. the paper's 5 ADMM x 10 CG for uGTV demosaic from 2 x 5 weights (job 1's
 # with INIT=carry/init, else the shipped ones), the next window's best second job (docs/training.md, the third
 # and fourth windows: 2 x 5 gains ~0.05 dB a window now; the fourth window ran a plain job 2 instead):
-#   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" STEP_SIZE_LR_SCALE=10 BUDGET_S=300 INFER_S=0 ...
+#   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=300 INFER_S=0 ...
 # (the probe sizes the batch for the changed network; judge it on the pack's validation crops like any stage;
 # since 2026-11-27 the added CG steps start as no-ops, alpha 0, so the trial starts at its weights' validation;
-# STEP_SIZE_LR_SCALE=10 gives the CG step sizes ten times the learning rate so that they grow within one job).
+# the added steps' gradient has no consistent sign at the start (benchmarks/unrolling_gradient.py, docs/training.md
+# "What we tried"): leave STEP_SIZE_LR_SCALE at 1, and expect the deeper network to have to re-adapt before it gains).
 # Job 1's profile (job1 infer.json "profile") times the CG adjoint kernels split after the fourth window
 # (_adjoint_step_kernel, _weight_grad_kernel): compare with docs/training.md, the fourth window.
 # Rehearsal on this CPU (what CI runs, in a few minutes):
