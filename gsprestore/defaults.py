@@ -17,8 +17,9 @@ quality* (:func:`best_by_quality`, what ``--best`` runs).
 
 A default must also be worth its time: the best by quality is the default on a kind of device
 (``cpu``, ``cuda``) only when its recorded speed there is at least :data:`MIN_MP_PER_S` megapixels
-of output per second (a 12-MP photo in about 12 s); otherwise the classical method is
-(:func:`choose_default`; ``--fast`` always runs it). Speeds are those ``gsprestore benchmark``
+of output per second (a 12-MP photo in about 12 s); otherwise the next learned method that also
+beats the classical ones on both sets and is fast enough there, in the same order; otherwise the
+classical method (:func:`choose_default`; ``--fast`` always runs it). Speeds are those ``gsprestore benchmark``
 measured (``megapixels_per_second``): for a shipped network its ``speed.<device>`` record, else
 its recorded Kodak / McM row when that ran on this kind of device; for the classical methods
 ``baselines.speed.<device>.<task>``, whose ``conditions`` say on what machine. A kind of device
@@ -42,7 +43,7 @@ METRIC = "psnr_dataset_mse"
 MIN_MP_PER_S = 1.0
 #: The rule in one sentence (``gsprestore models`` prints it).
 RULE = (f"the default is the best method by recorded quality (a learned one only when its shipped weights "
-        f"beat the best classical method on both McM and Kodak) if its recorded speed on this kind of device "
+        f"beat the best classical method on both McM and Kodak) whose recorded speed on this kind of device "
         f"is at least {MIN_MP_PER_S:g} MP/s, else the classical one; --best runs the best by quality whatever "
         f"its time, --fast the classical one")
 
@@ -52,7 +53,8 @@ class DefaultChoice:
     """The default ``method`` of ``task`` and the ``reason`` in one sentence; ``learned`` holds each
     learned method's recorded scores ``{method: {dataset: dB}}``, ``classical`` the classical ones;
     ``device`` the kind of device it was chosen for, ``quality_method`` the best by quality and
-    ``speeds`` the recorded MP/s there ``{method: MP/s}``."""
+    ``speeds`` the recorded MP/s there ``{method: MP/s}``; ``ranked`` the learned methods that beat
+    the classical ones on both sets, best first."""
 
     task: str
     method: str
@@ -62,6 +64,7 @@ class DefaultChoice:
     device: str | None = None
     quality_method: str | None = None
     speeds: dict[str, float] = field(default_factory=dict)
+    ranked: list[str] = field(default_factory=list)
 
     def best_classical(self, dataset: str) -> tuple[str, float] | None:
         """The best classical method on ``dataset`` and its score, or None if none is recorded."""
@@ -139,15 +142,21 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
             d = min(margins, key=margins.__getitem__)
             losses.append(f"{method} {scores[d]:.2f} dB < {best[d][0]} {best[d][1]:.2f} dB on {d}")
     if winners:
-        margin, method = max(winners)
-        choice.method = method
-        choice.reason = (f"{method}: its shipped weights beat the best classical method on both McM "
-                         f"({learned[method]['mcm']:.2f} vs {best['mcm'][0]} {best['mcm'][1]:.2f} dB) and Kodak "
-                         f"({learned[method]['kodak']:.2f} vs {best['kodak'][0]} {best['kodak'][1]:.2f} dB)")
+        choice.ranked = [method for _, method in sorted(winners, reverse=True)]
+        choice.method = choice.ranked[0]
+        choice.reason = _beats(choice, choice.method)
         return choice
     why = "; ".join(losses) if losses else "no learned weights are recorded"
     choice.reason = f"{fallback}: no shipped learned weights beat the best classical method on both McM and Kodak ({why})"
     return choice
+
+
+def _beats(choice: DefaultChoice, method: str) -> str:
+    mcm, kodak = choice.best_classical("mcm"), choice.best_classical("kodak")
+    scores = choice.learned[method]
+    return (f"{method}: its shipped weights beat the best classical method on both McM "
+            f"({scores['mcm']:.2f} vs {mcm[0]} {mcm[1]:.2f} dB) and Kodak ({scores['kodak']:.2f} vs {kodak[0]} "
+            f"{kodak[1]:.2f} dB)")
 
 
 def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]) -> float | None:
@@ -205,7 +214,8 @@ def choose_default(task: str, manifest: dict[str, Any] | None = None, *, device:
                    prefer: str | None = None) -> DefaultChoice:
     """The method ``task`` runs on ``device`` (a kind: ``cpu`` / ``cuda``) when none is named: the
     best by recorded quality (:func:`best_by_quality`) when its recorded speed on this kind of
-    device is at least :data:`MIN_MP_PER_S`, else the classical one (see :data:`RULE`).
+    device is at least :data:`MIN_MP_PER_S`, else the next learned method that beats the classical
+    ones on both sets and is fast enough there, else the classical one (see :data:`RULE`).
     ``prefer="best"``: the best by quality whatever its speed (``--best``); ``prefer="fast"``: the
     classical one (``--fast``)."""
     if prefer not in (None, "best", "fast"):
@@ -237,10 +247,18 @@ def choose_default(task: str, manifest: dict[str, Any] | None = None, *, device:
     if speed is not None and speed >= MIN_MP_PER_S:
         quality.reason += f", and restores {speed:.3g} MP/s on {device} (recorded; a default needs >= {MIN_MP_PER_S:g})"
         return quality
-    quality.method = fallback
     why = (f"its speed on {device} is not recorded" if speed is None else
            f"it restores only {speed:.3g} MP/s on {device} ({1 / speed:.0f} s per megapixel, recorded), under "
            f"the {MIN_MP_PER_S:g} MP/s a default needs")
+    for method in quality.ranked[1:]:  # the next learned one, in the same order, if fast enough here
+        fast = quality.speeds.get(method)
+        if fast is not None and fast >= MIN_MP_PER_S:
+            quality.method = method
+            quality.reason = (f"{_beats(quality, method)}, and restores {fast:.3g} MP/s on {device} (recorded; a "
+                              f"default needs >= {MIN_MP_PER_S:g}); {best} is better by quality but {why}; "
+                              f"--best runs {best}")
+            return quality
+    quality.method = fallback
     quality.reason = (f"{fallback}: {best} is better by quality ({_margins(quality, best)}) but {why}; "
                       f"--best runs {best}")
     return quality

@@ -102,6 +102,36 @@ def test_a_default_must_be_fast_enough_on_this_kind_of_device(fake_weights):
     assert defaults.expected_seconds("ugtv", "demosaic", "mps", 1.5) is None
 
 
+def test_a_slow_best_gives_way_to_the_next_learned_method_fast_enough_here(fake_weights):
+    """When the best by quality has no recorded (or too slow a) speed on this kind of device, the
+    next learned method that also beats the classical ones on both sets is the default if it is
+    fast enough there; the classical one only when none is."""
+    m = _manifest(ugtv=(33.0, 38.2), uglr=(33.1, 39.0), speed=0.03)  # uglr is better by quality
+    m["models"][0]["speed"] = {"cuda": {"megapixels_per_second": 12.0}}  # only ugtv measured on cuda
+    fake_weights(m)
+    c = defaults.choose_default("demosaic", device="cuda")
+    assert c.method == "ugtv" and c.quality_method == "uglr" and c.ranked == ["uglr", "ugtv"]
+    assert c.reason == ("ugtv: its shipped weights beat the best classical method on both McM (33.00 vs malvar "
+                        "32.79 dB) and Kodak (38.20 vs menon 38.06 dB), and restores 12 MP/s on cuda (recorded; a "
+                        "default needs >= 1); uglr is better by quality but its speed on cuda is not recorded; "
+                        "--best runs uglr")
+    assert defaults.choose_default("demosaic", device="cuda", prefer="best").method == "uglr"
+    assert defaults.choose_default("demosaic", device="cpu").method == "menon"  # both too slow there
+    m["models"][0]["scores"]["kodak"]["rows"][0]["psnr_dataset_mse"] = 38.0  # ugtv now loses to Menon
+    fake_weights(m)
+    c = defaults.choose_default("demosaic", device="cuda")
+    assert c.method == "menon" and c.ranked == ["uglr"] and "uglr is better by quality" in c.reason
+
+
+def test_the_shipped_defaults_are_learned_on_cuda():
+    """With the GPU speeds the shipped manifest records (an H100, fused kernels), each task's
+    default on CUDA is a learned network, at least 1 MP/s there."""
+    for task in defaults.CLASSICAL_DEFAULT:
+        c = defaults.choose_default(task, device="cuda")
+        assert c.method in ("ugtv", "uglr"), c.reason
+        assert c.speeds[c.method] >= defaults.MIN_MP_PER_S
+
+
 def test_the_shipped_defaults_are_classical_on_the_cpu():
     """The shipped networks restore ~0.03 MP/s on the project's CPU (recorded): not a default there."""
     for task, classical in defaults.CLASSICAL_DEFAULT.items():
