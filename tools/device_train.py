@@ -487,10 +487,11 @@ def infer(dev, out: dict, save, until: float) -> None:
             out[key] = "skipped: too little time left"
         else:
             last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))
-    # The 2x networks' speed (none was recorded for CUDA before, so the CUDA default for 2x stayed
-    # the bicubic): an RGB image of a quarter of INFER_MP upscaled to INFER_MP, fp32, fused kernels;
-    # each block names its method and task (for tools/ship_weights.py --speed).
-    for name in [m for m in MODELS if m.endswith("_upscale2x")]:
+    # The other networks' speed (the defaults need one per kind of device: uGLR demosaic, best by
+    # quality since 2026-11-27, has none for CUDA): uGLR demosaicking of the INFER_MP mosaic, and the
+    # 2x networks on an RGB image of a quarter of INFER_MP upscaled to INFER_MP; fp32, fused
+    # kernels; each block names its method and task (for tools/ship_weights.py --speed).
+    for name in [m for m in MODELS if m == "uglr_demosaic" or m.endswith("_upscale2x")]:
         key = f"{name}_fp32_fused"
         if time.time() + 1.2 * last_s > until:
             out[key] = "skipped: too little time left"
@@ -498,9 +499,10 @@ def infer(dev, out: dict, save, until: float) -> None:
         method, task = split_name(name)
 
         def run(method=method, task=task) -> dict:
-            lr = synthetic_mosaic(INFER_MP / 4).expand(3, -1, -1).contiguous()
-            return {"method": method, "task": task, "input_megapixels": float(f"{lr.shape[1] * lr.shape[2] / 1e6:.4g}"),
-                    **timed(get_restorer(method, task), lr, {**kw, "precision": "fp32"}, 1)}
+            y = (synthetic_mosaic(INFER_MP) if task == "demosaic"
+                 else synthetic_mosaic(INFER_MP / 4).expand(3, -1, -1).contiguous())
+            return {"method": method, "task": task, "input_megapixels": float(f"{y.shape[-2] * y.shape[-1] / 1e6:.4g}"),
+                    **timed(get_restorer(method, task), y, {**kw, "precision": "fp32"}, 1)}
 
         last_s = measured(key, " out", run)
 
