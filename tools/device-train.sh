@@ -20,6 +20,8 @@
 # since 2026-11-27 the added CG steps start as no-ops, alpha 0, so the trial starts at its weights' validation;
 # the added steps' gradient has no consistent sign at the start (benchmarks/unrolling_gradient.py, docs/training.md
 # "What we tried"): leave STEP_SIZE_LR_SCALE at 1, and expect the deeper network to have to re-adapt before it gains).
+# Job 1's infer.json also times uGLR demosaicking ("uglr_demosaic_fp32_fused"): ship it as that model's CUDA speed
+# (tools/ship_weights.py --speed cuda=...job1-infer.json:uglr_demosaic_fp32_fused), the defaults need it.
 # Job 1's profile (job1 infer.json "profile") times the CG adjoint kernels split after the fourth window
 # (_adjoint_step_kernel, _weight_grad_kernel): compare with docs/training.md, the fourth window.
 # Rehearsal on this CPU (what CI runs, in a few minutes):
