@@ -104,8 +104,8 @@ def train(
     grad_clip: Annotated[float, typer.Option("--grad-clip", help="Clip the gradient norm to this (0: off).")] = 0.0,
     weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam weight decay.")] = 0.0,
     step_size_lr_scale: Annotated[float, typer.Option(
-        "--step-size-lr-scale", help="Learning-rate multiplier of the unrolled CG step sizes (alpha, beta): e.g. 10 "
-        "after --init into a deeper unrolling, whose added steps start at 0.")] = 1.0,
+        "--step-size-lr-scale", help="Learning-rate multiplier of the unrolled CG step sizes (alpha, beta), which "
+        "Adam otherwise moves at the CNN weights' rate though they are ~20x larger.")] = 1.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the patches, the split, the order and the init.")] = 0,
     downscale: Annotated[
         int, typer.Option("--downscale", help="Downscale the photos by this factor (1 or 2) with an anti-aliasing "
