@@ -13,8 +13,7 @@ size beside that of the trained step sizes::
         --data carry/pack --admm-iters 2 --cg-iters 10
 
 A share near 0.5 with agreement at the level of noise alone (printed beside it: 0.667 for 4
-batches) is no direction: the deeper network has to re-adapt
-before its added steps pay.
+batches) is no direction: the deeper network has to re-adapt before its added steps pay.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     from gsprestore import training as T
+    from gsprestore.models.unrolled import added_steps
     from gsprestore.tasks import observation, observe
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -52,10 +52,8 @@ def main() -> None:
     cfg = T.TrainConfig(task=config["task"], prior=config["prior"], data=[args.data], seed=args.seed,
                         patches=args.batches * args.batch, val_patches=1, init=args.weights, model=deeper)
     T.adopt_init_config(cfg)
-    net = T.build_network(cfg)
-    regrown: list[str] = []
-    T.init_from(net, Path(args.weights), regrown)
-    if not regrown:
+    net = T.build_network(cfg)  # --init: the weights, the added steps at 0 (net.init_regrown)
+    if not net.init_regrown:
         raise SystemExit("the network is no deeper than the weights: give --admm-iters / --cg-iters")
     new_shape = tuple(net.blocks[0].alpha.shape)  # ([admm,] cg, heads)
     old_shape = ((config["admm_iters"],) if len(new_shape) == 3 else ()) + (config["cg_iters"], new_shape[-1])
@@ -71,13 +69,8 @@ def main() -> None:
         grads.append(torch.stack([b.alpha.grad for b in net.blocks]))
         print(f"batch {i}: loss {loss.item():.5f}", flush=True)
     g = torch.stack(grads)  # (batches, blocks, [admm,] cg, heads)
-    is_added = torch.zeros(new_shape, dtype=torch.bool)
-    for axis, m in enumerate(old_shape[:-1]):
-        view = [1] * len(new_shape)
-        view[axis] = new_shape[axis]
-        is_added |= (torch.arange(new_shape[axis]) >= m).view(view)
     mean = g.mean(0)  # (blocks, ...)
-    sel = is_added.expand_as(mean)
+    sel = added_steps(old_shape, new_shape).expand_as(mean)
     agree = (torch.sign(g) == torch.sign(mean)).float().mean(0)
     print(f"{args.weights}: {tuple(old_shape[:-1])} -> {tuple(new_shape[:-1])} steps per block, "
           f"{int(sel.sum())} added step sizes over {len(net.blocks)} blocks")

@@ -749,8 +749,8 @@ def train_command(name: str, plan: dict, budget: float) -> list[str]:
     cfg.pop("task", None)
     for key, value in sorted(cfg.items()):
         cmd += ["--model-opt", f"{key}={json.dumps(value)}"]
-    if name in MODEL_OPTS and STEP_SIZE_LR_SCALE != 1.0:
-        cmd += ["--step-size-lr-scale", repr(STEP_SIZE_LR_SCALE)]
+    if plan["step_size_lr_scale"] != 1.0:
+        cmd += ["--step-size-lr-scale", repr(plan["step_size_lr_scale"])]
     if plan["cuda_graph"]:
         cmd.append("--cuda-graph")
     if MAX_STEPS and f"overrun:{name}" not in FAULTS:

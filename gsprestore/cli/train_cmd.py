@@ -220,8 +220,8 @@ def train(
             patches=patches, val_fraction=val_fraction, val_patches=val_patches, epochs=epochs or 30,
             batch_size=batch_size, lr=lr, schedule=schedule, min_lr_ratio=min_lr_ratio, step_epochs=step_epochs,
             step_gamma=step_gamma, warmup_steps=warmup_steps, loss=loss, grad_clip=grad_clip,
-            weight_decay=weight_decay, step_size_lr_scale=step_size_lr_scale, seed=seed, downscale=downscale, downscale_filter=downscale_filter,
-            downscale_scope=downscale_scope, augment=augment, model=model,
+            weight_decay=weight_decay, step_size_lr_scale=step_size_lr_scale, seed=seed, downscale=downscale,
+            downscale_filter=downscale_filter, downscale_scope=downscale_scope, augment=augment, model=model,
             init=None if init is None else str(init), log_every=log_every,
         ).check()
         run_dir = out

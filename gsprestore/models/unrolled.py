@@ -484,6 +484,22 @@ class UnrolledNet(nn.Module):
         return xs if return_all else x
 
 
+#: parameter-name endings of the unrolled-CG step sizes (each block's ``alpha`` and ``beta``)
+STEP_SIZE_SUFFIXES = (".alpha", ".beta")
+
+
+def added_steps(stored_shape: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
+    """Bool mask of ``shape`` (``([A,] T, K)`` step sizes): True at the steps a network unrolled to
+    ``shape`` has beyond one unrolled to ``stored_shape`` (a later ADMM iteration or CG step; the
+    last axis, the heads, is not an iteration)."""
+    added = torch.zeros(shape, dtype=torch.bool)
+    for axis, m in enumerate(stored_shape[:-1]):
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        added |= (torch.arange(shape[axis]) >= m).view(view)
+    return added
+
+
 def regrown_step_sizes(name: str, stored: Tensor, shape: tuple[int, ...]) -> Tensor | None:
     """The unrolled-CG step sizes ``stored`` (``alpha`` / ``beta`` of a block: ``(T, K)`` for GLR,
     ``(A, T, K)`` for GTV, A ADMM iterations of T CG steps, K heads) for a network unrolled to
@@ -499,17 +515,12 @@ def regrown_step_sizes(name: str, stored: Tensor, shape: tuple[int, ...]) -> Ten
     training starts from its accuracy instead of from step sizes that never ran at that depth.
     The added alphas still get gradients (``dL/d alpha_t = <adjoint, p^t>``), so training can grow
     them. With fewer iterations the leading steps are kept."""
-    if not name.endswith((".alpha", ".beta")) or stored.ndim != len(shape) or stored.shape[-1] != shape[-1]:
+    if not name.endswith(STEP_SIZE_SUFFIXES) or stored.ndim != len(shape) or stored.shape[-1] != shape[-1]:
         return None
     index = torch.meshgrid(*[torch.arange(n).clamp_max(m - 1) for n, m in zip(shape, stored.shape)], indexing="ij")
     grown = stored[index].clone()
     if name.endswith(".alpha"):
-        added = torch.zeros(shape, dtype=torch.bool)
-        for axis, m in enumerate(stored.shape[:-1]):
-            view = [1] * len(shape)
-            view[axis] = shape[axis]
-            added |= (torch.arange(shape[axis]) >= m).view(view)
-        grown[added] = 0.0
+        grown[added_steps(tuple(stored.shape), shape)] = 0.0
     return grown
 
 

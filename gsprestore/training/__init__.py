@@ -58,8 +58,8 @@ from .stopping import Deadline, GracefulStop
 __all__ = [
     "CHECKPOINT_FORMAT", "LOSSES", "MAX_BAD_STEPS", "PRIORS", "RESUMABLE_CHANGES", "SCHEDULES", "Deadline",
     "GracefulStop", "JsonLog", "LRSchedule", "RichProgress", "TrainConfig", "TrainProgress", "TrainResult",
-    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate", "optimizer_groups",
-    "export_weights", "init_from",
+    "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate",
+    "export_weights", "init_from", "optimizer_groups",
     "load_checkpoint", "load_run_config", "make_loss", "model_factory", "observe", "pick_device", "read_log",
     "score_space", "set_mmap_threshold", "keep_freed_memory", "summary_table", "train", "write_json",
 ]

@@ -119,11 +119,13 @@ def optimizer_groups(model, step_size_lr_scale: float = 1.0) -> list[dict[str, A
     sizes are O(1) where the CNN's weights are O(0.05): at the CNN's rate, step sizes that
     ``--init`` added at 0 (:func:`gsprestore.models.unrolled.regrown_step_sizes`) need thousands
     of steps to matter."""
+    from ..models.unrolled import STEP_SIZE_SUFFIXES
+
     named = list(model.named_parameters())
     if step_size_lr_scale == 1.0:
         return [{"params": [p for _, p in named]}]
-    steps = [p for n, p in named if n.endswith((".alpha", ".beta"))]
-    rest = [p for n, p in named if not n.endswith((".alpha", ".beta"))]
+    steps = [p for n, p in named if n.endswith(STEP_SIZE_SUFFIXES)]
+    rest = [p for n, p in named if not n.endswith(STEP_SIZE_SUFFIXES)]
     return [{"params": rest, "lr_scale": 1.0}, {"params": steps, "lr_scale": float(step_size_lr_scale)}]
 
 
