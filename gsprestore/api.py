@@ -85,7 +85,9 @@ def demosaic(
     ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device,
     :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
-    mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto."""
+    mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto.
+    ``options`` go to :func:`gsprestore.restorers.get_restorer` (``self_ensemble=True``: the mean of
+    the method on the mosaic and on its transpose, twice the time)."""
     from .engine import restore_array
 
     y = _as_input(mosaic)
@@ -115,7 +117,7 @@ def upscale2x(
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
     ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device
     (:func:`gsprestore.restorers.default_method`);
-    ``bicubic`` needs no weights."""
+    ``bicubic`` needs no weights. ``options`` as for :func:`demosaic` (``self_ensemble=True``)."""
     from .engine import restore_array
 
     y = _as_input(image)

@@ -212,22 +212,30 @@ def weights_record(name: str, task: str, options: Mapping[str, Any], restorer: A
     return {"path": str(path), "sha256": digest, "shipped": digest is not None and digest == entry.get("sha256")}
 
 
-def row_label(name: str, record: Mapping[str, Any] | None, given: bool = True) -> str:
+#: What a self-ensembled row's label ends with (``ugtv+se``; :mod:`gsprestore.self_ensemble`).
+SELF_ENSEMBLE_SUFFIX = "+se"
+
+
+def row_label(name: str, record: Mapping[str, Any] | None, given: bool = True, self_ensemble: bool = False) -> str:
     """A row's ``method``: the method's name, or ``uglr@run/model.pt`` for weights given by the
-    user (``given``) that are not the shipped ones (so shipped and own weights can sit in one table)."""
+    user (``given``) that are not the shipped ones (so shipped and own weights can sit in one table),
+    followed by ``+se`` when the method ran with ``self_ensemble``."""
+    end = SELF_ENSEMBLE_SUFFIX if self_ensemble else ""
     if not given or record is None or record.get("shipped") or not record.get("path"):
-        return name
-    return f"{name}@{record['path']}"
+        return name + end
+    return f"{name}@{record['path']}{end}"
 
 
-def _build(names: list[str], task: str, options: Mapping[str, Mapping[str, Any]], dev) -> tuple[list, dict[str, str]]:
+def _build(names: list[str], task: str, options: Mapping[str, Mapping[str, Any]], dev,
+           self_ensemble: bool = False) -> tuple[list, dict[str, str]]:
     """Build each restorer; a :class:`WeightsError` (no or bad shipped weights) becomes a skip
     reason, but a weights file the caller named (``options[n]["weights"]``) that cannot be used is
     an error, as a missing one is."""
     built, skipped = [], {}
     for n in names:
         try:
-            built.append(restorers.get_restorer(n, task, **dict(options.get(n, {}))).to(dev))
+            built.append(restorers.get_restorer(n, task, self_ensemble=self_ensemble,
+                                                **dict(options.get(n, {}))).to(dev))
         except WeightsError as exc:
             if "weights" in options.get(n, {}):
                 raise
@@ -253,6 +261,7 @@ def run_benchmark(
     limit: int | None = None,
     save_outputs: str | Path | None = None,
     overwrite: bool = False,
+    self_ensemble: bool = False,
 ) -> dict[str, Any]:
     """Score ``methods`` (default: every method of the task) on ``dataset`` for ``task``.
 
@@ -264,6 +273,8 @@ def run_benchmark(
     (e.g. weights). ``progress(done, total, file_name)`` is called after each image. With
     ``per_image`` each row also lists every image's scores and time. Images are read one at a
     time and every method runs on each, so memory holds one image whatever the data set size.
+    ``self_ensemble`` runs every method as its self-ensemble (:mod:`gsprestore.self_ensemble`;
+    rows labelled ``name+se``, the protocol says so).
     """
     import torch
 
@@ -284,12 +295,13 @@ def run_benchmark(
         raise GspError("data set has no images", ds.root)
     full_size = len(ds)
     ds = limit_dataset(ds, limit)
-    methods_built, skipped = _build(names, task, restorer_options or {}, dev)
+    methods_built, skipped = _build(names, task, restorer_options or {}, dev, self_ensemble)
     space = CHANNEL_SPACE[task]
     options = restorer_options or {}
     built = {r.name: r for r in methods_built}
     records = {n: weights_record(n, task, options.get(n, {}), built.get(n)) for n in names}
-    labels = {n: row_label(n, records[n], given=bool(options.get(n, {}).get("weights"))) for n in names}
+    labels = {n: row_label(n, records[n], given=bool(options.get(n, {}).get("weights")), self_ensemble=self_ensemble)
+              for n in names}
     save_dir = None if save_outputs is None else Path(save_outputs)
     if save_dir is not None:  # every output path is checked before the first image
         check_output_paths(save_dir, task, [labels[r.name] for r in methods_built], sigmas, ds.files,
@@ -364,6 +376,8 @@ def run_benchmark(
     proto = protocol(task, ds, pattern, proto_sigma, seed, str(dev))
     proto["limit"] = limit
     proto["dataset_images"] = full_size
+    proto["self_ensemble"] = ("each method's output averaged with its output on the transposed input, "
+                              "transposed back (two passes; rows labelled +se)" if self_ensemble else None)
     if registered:
         proto["paper"] = (f"{paper.CITATION}: {paper.TABLE_NAMES[task]} (and Table 2 for noisy McM demosaicking), "
                           "dataset-MSE PSNR and SSIM over the whole data set"

@@ -107,11 +107,11 @@ def dataset_megapixels(files: Iterable[str | Path]) -> tuple[float, int]:
 
 def estimate_seconds(task: str, methods: Iterable[str], megapixels: float, device: str = "cpu", *,
                      levels: int = 1, images: int = 1, manifest: Mapping[str, Any] | None = None,
-                     ) -> dict[str, Any]:
+                     passes: int = 1) -> dict[str, Any]:
     """About how long scoring ``methods`` on ``megapixels`` of output takes on ``device`` (a kind,
     ``cpu`` / ``cuda``): each method's recorded speed (:func:`gsprestore.defaults.recorded_speed`,
     what ``gsprestore models`` shows; a label ``ugtv@file`` takes ``ugtv``'s) times the megapixels,
-    ``levels`` noise levels, plus one image's warm-up. Returns ``{"seconds": total of the
+    ``levels`` noise levels, plus one image's warm-up, times ``passes`` (2 for a self-ensemble). Returns ``{"seconds": total of the
     recorded ones, "per_method": {method: s or None}, "unrecorded": [methods], "megapixels"}``."""
     from . import defaults
 
@@ -125,7 +125,7 @@ def estimate_seconds(task: str, methods: Iterable[str], megapixels: float, devic
     for m in methods:
         speed = defaults.recorded_speed(m.split("@", 1)[0], task, kind, dict(manifest))
         warmup = megapixels / max(images, 1)
-        per_method[m] = None if not speed else (megapixels * levels + warmup) / speed
+        per_method[m] = None if not speed else passes * (megapixels * levels + warmup) / speed
     known = [v for v in per_method.values() if v is not None]
     return {"seconds": sum(known), "per_method": per_method, "megapixels": megapixels,
             "unrecorded": [m for m, v in per_method.items() if v is None], "device": kind}

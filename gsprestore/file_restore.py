@@ -56,17 +56,18 @@ def default_method(task: str, device: str = "cpu", prefer: str | None = None) ->
 
 
 def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
-                  fall_back: Notice | None = None) -> "Restorer":
+                  fall_back: Notice | None = None, self_ensemble: bool = False) -> "Restorer":
     """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
-    method). When the weights are missing and the method was the default (``method_given``
-    False): with ``fall_back``, it is told why and the task's classical :data:`FALLBACK_METHOD`
-    is returned instead; without, the error says which method to choose instead."""
+    method; ``self_ensemble``: :mod:`gsprestore.self_ensemble`). When the weights are missing and
+    the method was the default (``method_given`` False): with ``fall_back``, it is told why and
+    the task's classical :data:`FALLBACK_METHOD` is returned instead; without, the error says which
+    method to choose instead."""
     from .errors import WeightsError
     from .restorers import get_restorer
 
     options = {"weights": weights} if weights is not None else {}
     try:
-        return get_restorer(name, task, **options)
+        return get_restorer(name, task, self_ensemble=self_ensemble, **options)
     except WeightsError as exc:
         if method_given:
             raise

@@ -88,11 +88,18 @@ def method_spec(name: str, task: str | None = None) -> MethodSpec:
     return spec
 
 
-def get_restorer(name: str, task: str, **options: Any) -> Restorer:
+def get_restorer(name: str, task: str, *, self_ensemble: bool = False, **options: Any) -> Restorer:
     """Build the restorer ``name`` for ``task``. ``options`` go to the method's factory
-    (e.g. ``weights=PATH`` for learned models, ``cg="exact"`` for iGLR/iGTV)."""
+    (e.g. ``weights=PATH`` for learned models, ``cg="exact"`` for iGLR/iGTV). ``self_ensemble``:
+    average the method's output with its output on the transposed input
+    (:func:`gsprestore.self_ensemble.self_ensemble`; twice the time)."""
     check_task(task)
     spec = method_spec(name, task)
     module_name, func_name = spec.factory.split(":")
     factory = getattr(importlib.import_module(module_name), func_name)
-    return factory(spec.name, task, **options)
+    restorer = factory(spec.name, task, **options)
+    if self_ensemble:
+        from .self_ensemble import self_ensemble as wrap
+
+        restorer = wrap(restorer)
+    return restorer

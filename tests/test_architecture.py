@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
-    ("registry, tiling engine", {"restorers", "engine"}),
+    ("registry, tiling engine", {"restorers", "engine", "self_ensemble"}),
     ("applications", {"api", "file_restore", "batch", "benchmark", "benchmark_plan", "patches", "trainpack", "training",
                       "training.recipe", "training.checkpoints", "training.build", "training.evaluation",
                       "training.stopping", "training.loop", "training.launch", "training.report", "training.progress", "explain",

@@ -218,8 +218,9 @@ def test_fast_and_best_choose_and_a_long_file_says_its_expected_time(tmp_path, f
     code, out, err = cli(*run, "--best")
     assert code == 0 and json.loads(out)["method"] == "ugtv", err
     notes = [line for line in err.splitlines() if line.startswith("note: demosaic with ugtv")]
-    assert notes == ["note: demosaic with ugtv (--best) on cpu: about 0:26 for m.png (0.00026 MP at 100000 s/MP, "
-                     "its recorded speed); --fast (menon) takes about a second"], err
+    assert notes == ["note: demosaic with ugtv (--best, self-ensemble) on cpu: about 0:51 for m.png (0.00026 MP at "
+                     "200000 s/MP, its recorded speed, 2 passes); --fast (menon) takes about a second"], err
+    assert json.loads(out)["self_ensemble"] is True  # --best is the best output: with the transposed pass
     code, out, err = cli(*run, "--fast")
     assert code == 0 and json.loads(out)["method"] == "menon" and "note:" not in err
     code, out, err = cli(*run, "--fast", "--best")

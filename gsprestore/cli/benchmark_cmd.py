@@ -197,6 +197,9 @@ def benchmark(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
     device: Annotated[str, typer.Option("--device", help="auto (CUDA when available), cpu, cuda or cuda:N.")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the input noise.")] = 0,
+    self_ensemble: Annotated[bool, typer.Option("--self-ensemble", help="Run every method as its self-ensemble (the "
+                                                "mean of its outputs on the image and its transpose; rows labelled "
+                                                "METHOD+se; twice the time).")] = False,
 ) -> None:
     """Score methods on a data set with the paper's protocol (docs/protocol.md): both PSNRs, SSIM, speed.
 
@@ -211,6 +214,7 @@ def benchmark(
     from ..datasets import find_dataset, get_spec
     from ..errors import GspError, UsageError
     from ..sampling import check_pattern
+    from ..self_ensemble import PASSES
 
     # Argument errors first (exit 2), before any data is touched.
     plan = plan_tasks(task, methods)
@@ -248,15 +252,16 @@ def benchmark(
     if save_outputs is not None:  # every image path, before the first image
         for t, names in plan:
             labels = [row_label(n, weights_record(n, t, restorer_options.get(n, {})),
-                                given=n in restorer_options) for n in names]
+                                given=n in restorer_options, self_ensemble=self_ensemble) for n in names]
             check_output_paths(save_outputs, t, labels, sigmas, ds.files, overwrite=overwrite)
     megapixels, _unread = dataset_megapixels(ds.files)
-    estimates = [(t, estimate_seconds(t, names, megapixels, dev.type, levels=len(sigmas), images=len(ds)))
+    estimates = [(t, estimate_seconds(t, names, megapixels, dev.type, levels=len(sigmas), images=len(ds),
+                                      passes=PASSES if self_ensemble else 1))
                  for t, names in plan]
     if sum(e["seconds"] for _t, e in estimates) >= ESTIMATE_NOTE_SECONDS:
         err.print(estimate_line(estimates, len(ds)), markup=False, highlight=False, soft_wrap=True)
     run = dict(pattern=pattern, noise_sigma=sigmas, device=device, seed=seed, per_image=True,
-               save_outputs=save_outputs, overwrite=overwrite, limit=limit)
+               save_outputs=save_outputs, overwrite=overwrite, limit=limit, self_ensemble=self_ensemble)
     for t, names in plan:
         options = {n: o for n, o in restorer_options.items() if n in names}
         with BenchmarkProgress(err, f"{t} on {dataset}") as step:

@@ -39,10 +39,11 @@ def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None
 
 
 def time_note(method: str, task: str, device: str, how: str,
-              notice: Callable[[str], None]) -> Callable[["Job", float], None]:
+              notice: Callable[[str], None], passes: int = 1) -> Callable[["Job", float], None]:
     """``expect(job, megapixels)`` for the worker: the first file whose expected time (the method's
-    recorded speed on this kind of device) passes :data:`LONG_FILE_S` gets one line saying which
-    method runs, how it was chosen, about how long it takes and what is faster."""
+    recorded speed on this kind of device, times ``passes``: 2 with ``--self-ensemble``) passes
+    :data:`LONG_FILE_S` gets one line saying which method runs, how it was chosen, about how long
+    it takes and what is faster."""
     from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
     from ..heartbeat import clock
 
@@ -52,6 +53,8 @@ def time_note(method: str, task: str, device: str, how: str,
         if said:
             return
         seconds = expected_seconds(method, task, device, megapixels)
+        if seconds is not None:
+            seconds *= passes
         if seconds is None or seconds < LONG_FILE_S:
             return
         said.append(True)
@@ -59,7 +62,8 @@ def time_note(method: str, task: str, device: str, how: str,
         where = speed_conditions(device)
         notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {job.input.name} "
                f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
-               + (f" on {where.split(':')[0]}" if where else "") + ")"
+               + (f" on {where.split(':')[0]}" if where else "")
+               + (f", {passes} passes" if passes > 1 else "") + ")"
                + ("" if method == fast else f"; --fast ({fast}) takes about a second"))
 
     return expect

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 
 from ..errors import one_line
+from ..self_ensemble import PASSES
 from .batch_progress import Reporter
 from .method_choice import chosen_method, fast_or_best, time_note
 from .registry import command
@@ -64,8 +65,11 @@ Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method na
                                                 "default: the best by recorded quality that is fast enough on this "
                                                 "kind of device (`gsprestore models` says which and why).")]
 Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (menon / bicubic; no learned network).")]
-Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time "
-                                    "(a learned network takes minutes per photo on a CPU).")]
+Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time, "
+                                    "with --self-ensemble (a learned network takes minutes per photo on a CPU).")]
+SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help="Average the method's output with its output on "
+                                            "the transposed image: twice the time, +0.04 to +0.15 dB for the "
+                                            "learned models on held-out photos.")]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
 Tile = Annotated[int, typer.Option("--tile", help="Tile size in input pixels; 0 = choose from available memory.")]
@@ -364,9 +368,11 @@ def _restore_batch(
     pattern_given: bool = False,
     prefer: str | None = None,
     shard: str | None = None,
+    self_ensemble: bool = False,
 ) -> None:
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
-    device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``)."""
+    device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``; ``--best`` also
+    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`)."""
     from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
     from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
@@ -384,6 +390,9 @@ def _restore_batch(
     method_given = method is not None
     how = "--method" if method_given else ("--weights" if weights is not None else
                                            {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
+    self_ensemble = self_ensemble or prefer == "best"
+    if self_ensemble:
+        how += ", self-ensemble"
     if method_given:
         method_spec(method, task)
     check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
@@ -400,9 +409,11 @@ def _restore_batch(
         from ..file_restore import load_restorer, restore_file
         from ..restorers import get_restorer
 
-        restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best")
+        restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best",
+                                 self_ensemble=self_ensemble)
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
-        expect = None if weights is not None else time_note(restorer.name, task, dev.type, how, reporter.notice)
+        expect = None if weights is not None else time_note(restorer.name, task, dev.type, how, reporter.notice,
+                                                            passes=PASSES if self_ensemble else 1)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
@@ -418,7 +429,7 @@ def _restore_batch(
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
                as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (), shard=shard,
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
-                     **({"pattern": pattern} if task == "demosaic" else {})})
+                     "self_ensemble": self_ensemble, **({"pattern": pattern} if task == "demosaic" else {})})
 
 
 @command("demosaic")
@@ -446,6 +457,7 @@ def demosaic_cmd(
     as_json: JsonOut = False,
     fast: Fast = False,
     best: Best = False,
+    self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
     """Demosaic single-channel Bayer mosaics or camera RAW files (files, folders, globs) to RGB.
@@ -463,7 +475,8 @@ def demosaic_cmd(
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, shard=shard)
+                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, shard=shard,
+                   self_ensemble=self_ensemble)
 
 
 @command("upscale2x")
@@ -490,6 +503,7 @@ def upscale2x_cmd(
     as_json: JsonOut = False,
     fast: Fast = False,
     best: Best = False,
+    self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
     """Upscale images 2x (input pixels kept on the even grid); alpha is upscaled by bicubic.
@@ -510,7 +524,7 @@ def upscale2x_cmd(
                    overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality, shard=shard)
+                   quiet=quiet, as_json=as_json, quality=quality, shard=shard, self_ensemble=self_ensemble)
 
 
 # ----------------------------------------------------------------------------------------------
