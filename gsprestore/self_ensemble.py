@@ -46,7 +46,8 @@ def self_ensemble(restorer: Restorer) -> Restorer:
     def fn(y: "Tensor", pattern: str = "RGGB") -> "Tensor":
         first = plain(y, pattern).float()
         second = plain(y.transpose(-1, -2).contiguous(), TRANSPOSED_PATTERN.get(pattern, pattern))
-        return first.add_(second.float().transpose(-1, -2)).mul_(0.5)
+        # out of place: a network's output may be an inference tensor, not writable outside it
+        return (first + second.float().transpose(-1, -2)).mul_(0.5)
 
     info = dict(restorer.info, self_ensemble=True)
     return Restorer(name=restorer.name, task=restorer.task, fn=fn, halo=restorer.halo, kind=restorer.kind,

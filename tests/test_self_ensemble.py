@@ -97,6 +97,36 @@ def test_a_learned_network_ensembled_through_the_tiled_engine(small_network):
     np.testing.assert_allclose(tiled, ens, atol=2e-5)
 
 
+def test_the_benchmark_scores_a_learned_network_ensembled(small_network, tmp_path):
+    """The benchmark runs methods under no_grad, where a network's (inference-mode) output must not
+    be written in place: the ensembled row scores, and better than a shuffled ensemble would."""
+    from gsprestore.io import write_image
+
+    rng = np.random.default_rng(5)
+    for i in range(2):
+        write_image(tmp_path / f"p{i}.png", rng.random((20, 24, 3)), 8)
+    options = {"ugtv": {"weights": str(small_network)}}
+    se = benchmark.run_benchmark("demosaic", "custom", "ugtv", tmp_path, restorer_options=options,
+                                 self_ensemble=True, per_image=True)
+    plain = benchmark.run_benchmark("demosaic", "custom", "ugtv", tmp_path, restorer_options=options, per_image=True)
+    assert se["results"][0]["method"].endswith("+se") and np.isfinite(se["results"][0]["psnr_dataset_mse"])
+    assert se["results"][0]["psnr_dataset_mse"] != plain["results"][0]["psnr_dataset_mse"]
+
+
+def test_the_command_runs_a_learned_network_ensembled(small_network, tmp_path):
+    from cli_runner import cli
+
+    from gsprestore.io import read_image, write_image
+
+    write_image(tmp_path / "m.png", np.random.default_rng(6).random((20, 18)), 16)
+    for flag, name in (("--self-ensemble", "se.png"), ("--quiet", "plain.png")):
+        code, out, err = cli("demosaic", tmp_path / "m.png", "--weights", small_network, flag, "--device", "cpu",
+                             "-q", "-o", tmp_path / name)
+        assert code == 0, err
+    se, plain = (read_image(tmp_path / n).array for n in ("se.png", "plain.png"))
+    assert se.shape == plain.shape == (20, 18, 3) and np.abs(se - plain).max() > 0
+
+
 def test_commands_and_benchmark_say_when_they_ensemble(tmp_path):
     from cli_runner import cli
 
