@@ -212,15 +212,13 @@ def weights_record(name: str, task: str, options: Mapping[str, Any], restorer: A
     return {"path": str(path), "sha256": digest, "shipped": digest is not None and digest == entry.get("sha256")}
 
 
-#: What a self-ensembled row's label ends with (``ugtv+se``; :mod:`gsprestore.self_ensemble`).
-SELF_ENSEMBLE_SUFFIX = "+se"
-
-
 def row_label(name: str, record: Mapping[str, Any] | None, given: bool = True, self_ensemble: bool = False) -> str:
     """A row's ``method``: the method's name, or ``uglr@run/model.pt`` for weights given by the
     user (``given``) that are not the shipped ones (so shipped and own weights can sit in one table),
     followed by ``+se`` when the method ran with ``self_ensemble``."""
-    end = SELF_ENSEMBLE_SUFFIX if self_ensemble else ""
+    from .self_ensemble import SUFFIX
+
+    end = SUFFIX if self_ensemble else ""
     if not given or record is None or record.get("shipped") or not record.get("path"):
         return name + end
     return f"{name}@{record['path']}{end}"

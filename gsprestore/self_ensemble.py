@@ -32,6 +32,16 @@ TRANSPOSED_PATTERN = {"RGGB": "RGGB", "BGGR": "BGGR", "GRBG": "GBRG", "GBRG": "G
 #: Passes a self-ensembled restorer runs per tile (its time is this many times the method's).
 PASSES = 2
 
+#: What a self-ensembled method's label ends with: benchmark rows, ``compare --methods ugtv,ugtv+se``.
+SUFFIX = "+se"
+
+
+def split_label(label: str) -> tuple[str, bool]:
+    """``"ugtv+se"`` -> ``("ugtv", True)``; ``"ugtv"`` -> ``("ugtv", False)``."""
+    if label.lower().endswith(SUFFIX):
+        return label[: -len(SUFFIX)], True
+    return label, False
+
 
 def self_ensemble(restorer: Restorer) -> Restorer:
     """``restorer`` run on ``y`` and on ``y`` transposed, the second output transposed back, and the

@@ -440,12 +440,13 @@ def compare(
     from .metrics import image_scores
     from .restorers import check_task, get_restorer, method_spec
     from .sampling import check_pattern, mosaic
+    from .self_ensemble import split_label
 
     check_task(task)
     if not methods:
         raise UsageError("--methods needs at least one method")
     for m in methods:
-        method_spec(m, task)
+        method_spec(split_label(m)[0], task)
     img = np.asarray(image, dtype=np.float32)
     if img.ndim == 2:
         img = img[:, :, None]
@@ -473,8 +474,9 @@ def compare(
         try:
             r = (restorers or {}).get(m)
             if r is None:
-                opts = {"weights": weights[m]} if weights and m in weights else {}
-                r = get_restorer(m, task, **opts)
+                base, ensembled = split_label(m)  # "ugtv+se": ugtv as its self-ensemble
+                opts = {"weights": weights[base]} if weights and base in weights else {}
+                r = get_restorer(base, task, self_ensemble=ensembled, **opts)
             out = restore(r, y, pattern, device=device, tile=tile).numpy()
         except GspError as exc:
             if not skip_unavailable:

@@ -157,3 +157,20 @@ def test_commands_and_benchmark_say_when_they_ensemble(tmp_path):
                          "--self-ensemble", "--json", tmp_path / "b.json")
     assert code == 0, err
     assert json.loads((tmp_path / "b.json").read_text())["results"][0]["method"] == "bicubic+se"
+
+
+def test_compare_shows_a_method_beside_its_self_ensemble(small_network, tmp_path):
+    """``compare --methods ugtv,ugtv+se``: both panels, one weights file, the ensemble's scores its own."""
+    from cli_runner import cli
+
+    from gsprestore.io import write_image
+
+    write_image(tmp_path / "photo.png", np.random.default_rng(7).random((24, 24, 3)), 8)
+    code, out, err = cli("compare", tmp_path / "photo.png", "--methods", "ugtv,ugtv+se,bilinear+se", "--weights",
+                         small_network, "--device", "cpu", "--json", "-o", tmp_path / "c.png")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["methods"] == ["ugtv", "ugtv+se", "bilinear+se"]
+    assert info["scores"]["ugtv"]["psnr"] != info["scores"]["ugtv+se"]["psnr"]
+    code, out, err = cli("compare", tmp_path / "photo.png", "--methods", "nope+se", "-o", tmp_path / "d.png")
+    assert code == 2 and "unknown method 'nope'" in err

@@ -84,7 +84,8 @@ def compare(
     output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
     task: Task = "demosaic",
     methods: Annotated[Optional[str], typer.Option("--methods", "-m", help="Comma-separated methods (see "
-                       "`gsprestore models`); default bilinear,menon,ugtv (demosaic) or bicubic,igtv,ugtv (2x).")]
+                       "`gsprestore models`; METHOD+se: its self-ensemble); default bilinear,menon,ugtv (demosaic) "
+                       "or bicubic,igtv,ugtv (2x).")]
     = None,
     crop: Crop = None,
     pattern: Pattern = "RGGB",
@@ -110,6 +111,7 @@ def compare(
     from ..explain import parse_box
     from ..io import check_writable
     from ..restorers import check_task, method_spec
+    from ..self_ensemble import split_label
     from ..visualize import compare as run_compare
     from ..visualize import save_png
 
@@ -117,7 +119,8 @@ def compare(
     if methods is None:
         methods = "bilinear,menon,ugtv" if task == "demosaic" else "bicubic,igtv,ugtv"
     names = [m.strip().lower() for m in methods.split(",") if m.strip()]
-    for m in names:
+    bases = list(dict.fromkeys(split_label(m)[0] for m in names))  # ugtv and ugtv+se share their weights
+    for m in bases:
         method_spec(m, task)
     box = parse_box(crop)
     if Path(output).exists() and not overwrite:
@@ -132,7 +135,7 @@ def compare(
     array, pattern, has_reference = _read_input(image, task, pattern, no_reference, notice)
     with _working(f"compare: running {', '.join(names)} on {image}..."):
         montage, info = run_compare(array, task, names, pattern=pattern, reference=has_reference, crop=box,
-                                    weights=_weights_map(weights, names), skip_unavailable=skip_unavailable,
+                                    weights=_weights_map(weights, bases), skip_unavailable=skip_unavailable,
                                     notice=notice, device=device, tile=tile)
     path = save_png(montage, output, overwrite=overwrite)
     if json_out:
