@@ -111,8 +111,9 @@ def estimate_seconds(task: str, methods: Iterable[str], megapixels: float, devic
     """About how long scoring ``methods`` on ``megapixels`` of output takes on ``device`` (a kind,
     ``cpu`` / ``cuda``): each method's recorded speed (:func:`gsprestore.defaults.recorded_speed`,
     what ``gsprestore models`` shows; a label ``ugtv@file`` takes ``ugtv``'s) times the megapixels,
-    ``levels`` noise levels, plus one image's warm-up, times ``passes`` (2 for a self-ensemble). Returns ``{"seconds": total of the
-    recorded ones, "per_method": {method: s or None}, "unrecorded": [methods], "megapixels"}``."""
+    ``levels`` noise levels, plus one image's warm-up, times ``passes`` (2 for a self-ensemble).
+    Returns ``{"seconds": total of the recorded ones, "per_method": {method: s or None},
+    "unrecorded": [methods], "megapixels"}``."""
     from . import defaults
 
     if manifest is None:
