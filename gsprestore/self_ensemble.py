@@ -13,7 +13,7 @@ rotations only the **transpose** gives a second, different estimate here:
   of an even-sized input would move them to the odd ones, the transpose keeps them.
 
 Measured on the training pack's 163 held-out crops (``docs/training.md``, "What we tried"): uGTV
-demosaic +0.15 dB, uGLR 2x +0.04 dB, for twice the time. The engine tiles a wrapped restorer like
+demosaic +0.16 dB, uGLR 2x +0.04 dB, for twice the time. The engine tiles a wrapped restorer like
 any other: each tile runs both passes (the halo is the same in both directions).
 """
 

@@ -68,7 +68,7 @@ Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (me
 Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time, "
                                     "with --self-ensemble (a learned network takes minutes per photo on a CPU).")]
 SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help="Average the method's output with its output on "
-                                            "the transposed image: twice the time, +0.04 to +0.15 dB for the "
+                                            "the transposed image: twice the time, +0.04 to +0.16 dB for the "
                                             "learned models on held-out photos.")]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
