@@ -66,9 +66,10 @@ CSV_KEYS = ("method", "kind", "task", "dataset", "noise_sigma", *ROW_KEYS[3:], "
 
 
 def default_methods(task: str) -> list[str]:
-    """Every registered method of ``task`` (what ``gsprestore benchmark`` runs without
-    ``--methods``); learned ones without weights end up as skipped rows."""
-    return list(restorers.methods_for(task))
+    """Every registered method of ``task`` but the ensemble (what ``gsprestore benchmark`` runs
+    without ``--methods``: the paper's table, each method once; the ensemble reruns both networks,
+    name it to score it); learned ones without weights end up as skipped rows."""
+    return [m for m in restorers.methods_for(task) if restorers.METHODS[m].kind != "ensemble"]
 
 
 def parse_sigmas(noise_sigma: float | str | Iterable[float] | None) -> list[float]:
@@ -191,9 +192,19 @@ def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float | lis
 def weights_record(name: str, task: str, options: Mapping[str, Any], restorer: Any = None) -> dict[str, Any] | None:
     """Which weights a learned method's row was scored with: ``{"path", "sha256", "shipped"}``
     (``shipped``: the file's SHA-256 is the one the manifest lists for this method and task), or
-    None for a method without weights."""
+    None for a method without weights. The ensemble's: ``{"members": {member: record}, "shipped":
+    all are, "path": "ugtv=FILE,..." of the members' files that are not shipped}``."""
+    from .ensemble import MEMBERS, NAME
     from .weights import LEARNED_METHODS, manifest_entry, sha256_file, weights_dir
 
+    if name == NAME:  # the members' records, each as the member's own row would have it
+        files = dict(options.get("weights") or {})
+        for m, module in zip(MEMBERS, getattr(restorer, "module", None) or []):  # a ModuleList, one per member
+            files.setdefault(m, getattr(module, "weights_file", None))
+        members = {m: weights_record(m, task, {"weights": files[m]} if files.get(m) else {}) for m in MEMBERS}
+        paths = [f"{m}={r['path']}" for m, r in members.items() if r and not r.get("shipped")]
+        return {"members": members, "shipped": all(r and r.get("shipped") for r in members.values()),
+                "path": ",".join(paths) or None}
     if name not in LEARNED_METHODS:
         return None
     try:

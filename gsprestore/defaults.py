@@ -87,9 +87,11 @@ def _row_score(block: Any) -> float | None:
 
 def recorded_scores(task: str, manifest: dict[str, Any]) -> tuple[dict[str, dict[str, float]],
                                                                    dict[str, dict[str, float]]]:
-    """``(learned, classical)`` recorded scores of ``task``: ``{method: {dataset: dB}}``."""
+    """``(learned, classical)`` recorded scores of ``task``: ``{method: {dataset: dB}}``; ``learned``
+    holds the shipped networks and the ensembles recorded with their weights
+    (:func:`current_ensembles`)."""
     learned: dict[str, dict[str, float]] = {}
-    for entry in manifest.get("models", []):
+    for entry in [*manifest.get("models", []), *current_ensembles(task, manifest).values()]:
         if entry.get("task") != task or not isinstance(entry.get("scores"), dict):
             continue
         scores = {d: s for d in DATASETS if (s := _row_score(entry["scores"].get(d))) is not None}
@@ -104,13 +106,39 @@ def recorded_scores(task: str, manifest: dict[str, Any]) -> tuple[dict[str, dict
     return learned, classical
 
 
+def current_ensembles(task: str, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The manifest's ``ensembles`` records of ``task`` (:mod:`gsprestore.ensemble`) whose
+    ``members`` SHA-256 are the weights the manifest lists now, ``{method: entry}``; a record measured
+    with other member weights is stale and left out, so new weights never inherit its scores."""
+    shipped = {str(e.get("method")): e.get("sha256") for e in manifest.get("models", [])
+               if isinstance(e, dict) and e.get("task") == task}
+    out: dict[str, dict[str, Any]] = {}
+    for entry in manifest.get("ensembles") or []:
+        if not isinstance(entry, dict) or entry.get("task") != task:
+            continue
+        members = entry.get("members")
+        if isinstance(members, dict) and members and all(
+                shipped.get(m) is not None and shipped.get(m) == sha for m, sha in members.items()):
+            out.setdefault(str(entry.get("method")), entry)
+    return out
+
+
+def _status(method: str, task: str, manifest: dict[str, Any]) -> str:
+    """``weights_status`` of a network; of an ensemble, ``"shipped"`` when all its members are."""
+    from .weights import weights_status
+
+    ensemble = current_ensembles(task, manifest).get(method)
+    if ensemble is not None:
+        states = {weights_status(m, task) for m in ensemble["members"]}
+        return "shipped" if states == {"shipped"} else "missing"
+    return weights_status(method, task)
+
+
 def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> DefaultChoice:
     """The best method of ``task`` by recorded quality alone (what ``--best`` runs): a learned one
     only when its shipped weights beat the best classical method on both McM and Kodak, else
     :data:`CLASSICAL_DEFAULT`. ``manifest`` None: the shipped one (an unreadable manifest means no
     learned choice)."""
-    from .weights import weights_status
-
     fallback = CLASSICAL_DEFAULT[task]
     if manifest is None:
         try:
@@ -128,7 +156,7 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
     winners: list[tuple[float, str]] = []
     losses: list[str] = []
     for method, scores in learned.items():
-        if weights_status(method, task) != "shipped":
+        if _status(method, task, manifest) != "shipped":
             losses.append(f"{method} has no shipped weights")
             continue
         lacking = [d for d in DATASETS if d not in scores]
@@ -189,8 +217,8 @@ def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]
 
 
 def _learned_entries(task: str, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {str(e.get("method")): e for e in manifest.get("models", [])
-            if isinstance(e, dict) and e.get("task") == task}
+    return {**{str(e.get("method")): e for e in manifest.get("models", [])
+               if isinstance(e, dict) and e.get("task") == task}, **current_ensembles(task, manifest)}
 
 
 def speed_conditions(device: str, manifest: dict[str, Any] | None = None) -> str | None:

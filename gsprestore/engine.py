@@ -60,7 +60,7 @@ MIN_MANUAL_TILE = 8  # the smallest --tile accepted
 DEFAULT_OVERLAP = 32
 #: Working-set estimate per *output* pixel when a method does not say (``restorer.info["bytes_per_pixel"]``);
 #: measured CPU peaks: menon ~40 B, iGLR ~0.5 KB, iGTV ~3-4 KB per pixel.
-DEFAULT_BYTES_PER_PIXEL = {"classical": 512, "graph": 8192, "learned": 8192}
+DEFAULT_BYTES_PER_PIXEL = {"classical": 512, "graph": 8192, "learned": 8192, "ensemble": 8192}
 #: The automatic CPU tile plans for at most this share of the available memory (and half of what
 #: the output leaves, :func:`check_output_memory`) ...
 CPU_MEMORY_FRACTION = 0.25

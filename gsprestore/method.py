@@ -19,7 +19,7 @@ class MethodSpec:
 
     name: str
     tasks: tuple[str, ...]
-    kind: str  # "classical" | "graph" (non-learned solver) | "learned"
+    kind: str  # "classical" | "graph" (non-learned solver) | "learned" | "ensemble" (of learned ones)
     factory: str  # "module:function"; ``function(task, **options) -> Restorer``
     summary: str
 

@@ -51,6 +51,8 @@ METHODS: dict[str, MethodSpec] = {
                    "unrolled GLR network: blocks of graph-learning heads + CG (size: `gsprestore models`)"),
         MethodSpec("ugtv", TASKS, "learned", "gsprestore.models:make_restorer",
                    "unrolled GTV network: blocks of graph-learning heads + ADMM x CG (size: `gsprestore models`)"),
+        MethodSpec("ensemble", TASKS, "ensemble", "gsprestore.ensemble:make_restorer",
+                   "the mean of the uGTV and uGLR networks' outputs (both passes: their two times together)"),
     ]
 }
 

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                     "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
-    ("weights, method factories", {"weights", "defaults", "models.restorer", "models"}),
+    ("weights, method factories", {"weights", "defaults", "models.restorer", "models", "ensemble"}),
     ("registry, tiling engine", {"restorers", "engine", "self_ensemble"}),
     ("applications", {"api", "file_restore", "batch", "benchmark", "benchmark_plan", "patches", "trainpack", "training",
                       "training.recipe", "training.checkpoints", "training.build", "training.evaluation",

@@ -125,10 +125,12 @@ def test_dry_run_writes_every_file_the_gpu_run_brings_back(job):
     assert inf["fp32_fused"]["megapixels_per_s"] > 0 and inf["fp32_fused"]["fused_ran"] is False
     assert stages["train"]["ugtv_demosaic"]["ended_s"] <= inf["started_s"]
     # the 2x networks' speed, in megapixels of output (4x the input's), each naming its model
-    for m in ("ugtv_upscale2x", "uglr_upscale2x"):
+    for m in ("ugtv_upscale2x", "uglr_upscale2x", "ensemble_upscale2x"):
         rec = inf[f"{m}_fp32_fused"]
         assert (rec["method"], rec["task"]) == tuple(m.split("_")) and rec["megapixels_per_s"] > 0, rec
         assert rec["megapixels"] == pytest.approx(4 * rec["input_megapixels"], rel=1e-3)
+    rec = inf["ensemble_demosaic_fp32_fused"]  # the ensemble's too (both networks on every tile)
+    assert (rec["method"], rec["task"]) == ("ensemble", "demosaic") and rec["megapixels_per_s"] > 0, rec
     # then where a training step's time goes (on the CPU: operators by self CPU time)
     for m in ("ugtv_demosaic",):  # a dry run profiles the first model only
         prof = inf["profile"][m]

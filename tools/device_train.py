@@ -490,8 +490,12 @@ def infer(dev, out: dict, save, until: float) -> None:
     # The other networks' speed (the defaults need one per kind of device: uGLR demosaic, best by
     # quality since 2026-11-27, has none for CUDA): uGLR demosaicking of the INFER_MP mosaic, and the
     # 2x networks on an RGB image of a quarter of INFER_MP upscaled to INFER_MP; fp32, fused
-    # kernels; each block names its method and task (for tools/ship_weights.py --speed).
-    for name in [m for m in MODELS if m == "uglr_demosaic" or m.endswith("_upscale2x")]:
+    # kernels; each block names its method and task (for tools/ship_weights.py --speed, and
+    # tools/record_ensemble.py --speed for the ensembles' blocks).
+    # And the ensemble of each task whose two networks are here (gsprestore.ensemble: both networks
+    # on every tile; best by quality where its scores are recorded, a default only with a speed).
+    ensembles = [f"ensemble_{t}" for t in ("demosaic", "upscale2x") if {f"ugtv_{t}", f"uglr_{t}"} <= set(MODELS)]
+    for name in [m for m in MODELS if m == "uglr_demosaic" or m.endswith("_upscale2x")] + ensembles:
         key = f"{name}_fp32_fused"
         if time.time() + 1.2 * last_s > until:
             out[key] = "skipped: too little time left"

@@ -84,29 +84,38 @@ def estimate_line(estimates: list[tuple[str, dict[str, Any]]], images: int) -> s
     return line
 
 
-def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, Any]]:
     """``["ugtv=run/model.pt", ...]`` -> ``{"ugtv": {"weights": "run/model.pt"}}`` (usage errors exit 2;
-    a file that is missing or cannot be read as weights, exit 1, before the first image)."""
+    a file that is missing or cannot be read as weights, exit 1, before the first image). The
+    ensemble, when benchmarked, takes its members' files: ``{"ensemble": {"weights": {"ugtv": ...}}}``."""
     from pathlib import Path
 
+    from ..ensemble import MEMBERS, NAME
     from ..errors import GspError, UsageError
     from ..restorers import METHODS
     from ..weights import file_method
 
-    options: dict[str, dict[str, str]] = {}
+    options: dict[str, dict[str, Any]] = {}
     for item in items:
         method, sep, path = item.partition("=")
         method = method.strip().lower()
         if not sep or not method or not path:
             raise UsageError(f"--weights takes METHOD=PATH, got {item!r}")
         if method not in METHODS or METHODS[method].kind != "learned":
-            raise UsageError(f"--weights is for learned methods (uglr, ugtv), not {method!r}")
-        if method not in names:
+            why = " (give its members' files: --weights ugtv=PATH --weights uglr=PATH)" if method == NAME else ""
+            raise UsageError(f"--weights is for learned methods (uglr, ugtv), not {method!r}{why}")
+        if method not in names and not (NAME in names and method in MEMBERS):
             raise UsageError(f"--weights {method}=...: {method} is not among the benchmarked methods")
         if not Path(path).exists():
             raise GspError("weights file not found", path)
         file_method(path)  # and readable, before the first image: a damaged file is an error too
         options[method] = {"weights": path}
+    if NAME in names:
+        members = {m: options[m]["weights"] for m in MEMBERS if m in options}
+        if members:
+            options[NAME] = {"weights": members}
+        for m in set(options) - set(names):  # given for the ensemble's sake only
+            del options[m]
     return options
 
 
@@ -159,8 +168,8 @@ def benchmark(
     ] = False,
     methods: Annotated[
         Optional[str],
-        typer.Option("--methods", help="Comma-separated method names (default: every method of the task; learned "
-                     "ones without weights are listed as skipped)."),
+        typer.Option("--methods", help="Comma-separated method names (default: every method of the task but the "
+                     "ensemble; learned ones without weights are listed as skipped)."),
     ] = None,
     pattern: Annotated[str, typer.Option("--pattern", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")] = "RGGB",
     noise_sigma: Annotated[

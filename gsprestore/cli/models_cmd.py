@@ -122,6 +122,14 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
                 row.update(params=params, config=config, config_source=source, unrolling=unrolling(spec.name, config),
                            summary=f"unrolled {kind} network: {unrolling(spec.name, config)}"
                                    + ("" if source == "shipped" else " (default configuration; no weights)"))
+            if spec.kind == "ensemble":
+                from ..ensemble import MEMBERS
+
+                states = {weights_status(m, task) for m in MEMBERS}
+                row.update(params=sum(learned_network(m, task)[0] for m in MEMBERS),
+                           weights="shipped" if states == {"shipped"} else "missing")
+                if row["mcm"] is None:
+                    row["summary"] += " (no scores recorded with the member weights shipped now)"
             rows.append(row)
     return rows
 

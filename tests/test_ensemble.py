@@ -1,0 +1,195 @@
+"""The ensemble method (gsprestore.ensemble): the mean of uGTV's and uGLR's outputs, checked against
+the two networks run on their own; its recorded scores count only for the member weights they were
+measured with (gsprestore.defaults.current_ensembles, tools/record_ensemble.py)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gsprestore import defaults, weights
+from gsprestore.errors import UsageError
+from gsprestore.restorers import get_restorer, methods_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("record_ensemble", ROOT / "tools" / "record_ensemble.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("task,pattern,shape", [("demosaic", "GRBG", (1, 1, 24, 20)),
+                                                ("upscale2x", "RGGB", (1, 3, 10, 12))])
+def test_the_output_is_the_mean_of_the_two_networks(task, pattern, shape):
+    y = torch.rand(*shape, generator=torch.Generator().manual_seed(0))
+    ens = get_restorer("ensemble", task)
+    gtv, glr = get_restorer("ugtv", task), get_restorer("uglr", task)
+    expected = (gtv(y, pattern).double() + glr(y, pattern).double()) / 2
+    out = ens(y, pattern)
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-6)
+    # and it differs from each member: a mean, not one of them passed through
+    assert (out.double() - gtv(y, pattern).double()).abs().max() > 1e-4
+    assert ens.kind == "ensemble" and ens.halo == max(gtv.halo, glr.halo)
+    assert ens.num_params == gtv.num_params + glr.num_params
+    assert "ensemble" in methods_for(task)
+
+
+def test_self_ensemble_of_the_ensemble_averages_the_transpose_too():
+    y = torch.rand(1, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+    plain = get_restorer("ensemble", "demosaic")
+    se = get_restorer("ensemble", "demosaic", self_ensemble=True)
+    mirrored = plain(y.transpose(-1, -2).contiguous(), "RGGB").transpose(-1, -2)
+    torch.testing.assert_close(se(y, "RGGB"), (plain(y, "RGGB") + mirrored) / 2, rtol=0, atol=1e-6)
+
+
+def test_member_weights_can_be_given_and_bad_options_are_usage_errors(tmp_path):
+    own = tmp_path / "mine.pt"
+    shutil.copy(weights.weights_dir() / "uglr_demosaic.pt", own)
+    ens = get_restorer("ensemble", "demosaic", weights={"uglr": str(own)})
+    assert ens.info["members"]["uglr"]["weights"] == str(own)
+    assert ens.info["members"]["ugtv"]["weights"].endswith("ugtv_demosaic.pt")
+    with pytest.raises(UsageError, match="no member menon"):
+        get_restorer("ensemble", "demosaic", weights={"menon": str(own)})
+    with pytest.raises(UsageError, match="one each"):
+        get_restorer("ensemble", "demosaic", weights=str(own))
+    with pytest.raises(UsageError, match="unknown options"):
+        get_restorer("ensemble", "demosaic", cg="exact")
+
+
+def test_the_api_and_the_engine_run_it_tiled_like_untiled():
+    import gsprestore
+
+    rng = np.random.default_rng(2)
+    raw = rng.random((40, 36)).astype(np.float32)
+    whole = gsprestore.demosaic(raw, method="ensemble")
+    tiled = gsprestore.demosaic(raw, method="ensemble", tile=24, overlap=32)
+    assert whole.shape == (40, 36, 3)
+    np.testing.assert_allclose(tiled, whole, atol=1e-4)
+
+
+SHA = {"ugtv": "a" * 64, "uglr": "b" * 64}
+
+
+def _manifest(ens=(36.0, 39.5), members=None):
+    """uGTV and uGLR shipped (SHA-256 :data:`SHA`; a speed recorded on cuda only) and an ensemble
+    recorded with ``members`` (default: those shipped) at McM / Kodak ``ens``."""
+    def entry(method, scores):
+        return {"file": f"{method}_demosaic.pt", "sha256": SHA[method], "method": method, "task": "demosaic",
+                "scores": {"mcm": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[0]}]},
+                           "kodak": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": scores[1],
+                                               "megapixels_per_second": 2.0}], "protocol": {"device": "cuda"}}}}
+
+    def rows(score):
+        return {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": score}]}
+
+    return {"models": [entry("ugtv", (35.4, 38.6)), entry("uglr", (35.3, 38.7))],
+            "baselines": {"scores": {"demosaic": {"mcm": {"malvar": 32.79, "menon": 32.68},
+                                                  "kodak": {"malvar": 34.13, "menon": 38.06}}}},
+            "ensembles": [{"method": "ensemble", "task": "demosaic", "members": members or dict(SHA),
+                           "scores": {"mcm": rows(ens[0]), "kodak": rows(ens[1])}}]}
+
+
+@pytest.fixture
+def fake_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv(weights.ENV_VAR, str(tmp_path))
+
+    def write(manifest):
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        for e in manifest["models"]:
+            (tmp_path / e["file"]).write_bytes(b"x")
+        return tmp_path
+
+    return write
+
+
+def test_best_runs_the_ensemble_when_its_record_matches_the_shipped_members(fake_weights):
+    fake_weights(_manifest())
+    assert defaults.choose_default("demosaic", prefer="best").method == "ensemble"
+    # on cuda its speed is not recorded: the default is the next one that is fast enough there
+    c = defaults.choose_default("demosaic", device="cuda")
+    assert c.method == "uglr" and "ensemble is better by quality" in c.reason
+    # a record measured with other uGLR weights counts for nothing
+    fake_weights(_manifest(members={"ugtv": SHA["ugtv"], "uglr": "0" * 64}))
+    assert defaults.current_ensembles("demosaic", defaults._shipped_manifest()) == {}
+    assert defaults.choose_default("demosaic", prefer="best").method == "uglr"
+    # and an ensemble that does not beat the classical methods on both sets is not chosen
+    fake_weights(_manifest(ens=(36.0, 38.0)))
+    assert defaults.choose_default("demosaic", prefer="best").method == "uglr"
+
+
+def test_models_lists_the_ensemble_with_its_members_status(fake_weights):
+    from gsprestore.cli.models_cmd import models_overview
+
+    fake_weights(_manifest())
+    row = next(r for r in models_overview() if r["method"] == "ensemble" and r["task"] == "demosaic")
+    assert row["weights"] == "shipped" and row["mcm"] == 36.0 and row["kind"] == "ensemble"
+
+
+def test_benchmark_weights_for_members_reach_the_ensemble(tmp_path):
+    from gsprestore.cli.benchmark_cmd import _weights_options
+
+    own = tmp_path / "g.pt"
+    shutil.copy(weights.weights_dir() / "ugtv_demosaic.pt", own)
+    opts = _weights_options([f"ugtv={own}"], ["ensemble"])
+    assert opts == {"ensemble": {"weights": {"ugtv": str(own)}}}
+    opts = _weights_options([f"ugtv={own}"], ["ugtv", "ensemble"])
+    assert opts == {"ugtv": {"weights": str(own)}, "ensemble": {"weights": {"ugtv": str(own)}}}
+    with pytest.raises(UsageError, match="members' files"):
+        _weights_options([f"ensemble={own}"], ["ensemble"])
+    with pytest.raises(UsageError, match="not among"):
+        _weights_options([f"uglr={own}"], ["menon"])
+
+
+def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to_them(tmp_path):
+    from PIL import Image
+
+    from gsprestore.benchmark import run_benchmark
+
+    data = tmp_path / "imgs"
+    data.mkdir()
+    rng = np.random.default_rng(3)
+    Image.fromarray((rng.random((20, 24, 3)) * 255).astype(np.uint8)).save(data / "a.png")
+    result = run_benchmark("demosaic", "custom", ["ensemble"], data)
+    row = result["results"][0]
+    assert row["method"] == "ensemble" and row["weights"]["shipped"] is True
+    members = {m: r["sha256"] for m, r in row["weights"]["members"].items()}
+    assert members == {m: weights.sha256_file(weights.weights_dir() / f"{m}_demosaic.pt") for m in ("ugtv", "uglr")}
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(result))
+
+    folder = tmp_path / "w"
+    shutil.copytree(weights.weights_dir(), folder)
+    tool = _tool()
+    assert tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--scores", f"kodak={report}",
+                      "--folder", str(folder)]) == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert defaults.current_ensembles("demosaic", manifest)["ensemble"]["members"] == members
+    # a GPU speed from the device job's measurement makes it a candidate default on cuda
+    infer = tmp_path / "infer.json"
+    infer.write_text(json.dumps({"device_name": "H100", "tile": 1024, "overlap": 32, "ensemble_demosaic_fp32_fused": {
+        "method": "ensemble", "task": "demosaic", "megapixels": 24.0, "megapixels_per_s": 6.5, "fused_ran": True}}))
+    assert tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--folder", str(folder),
+                      "--speed", f"cuda={infer}:ensemble_demosaic_fp32_fused"]) == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert defaults.recorded_speed("ensemble", "demosaic", "cuda", manifest) == 6.5
+    # a row measured with other member weights is refused, naming the file
+    stale = copy.deepcopy(result)
+    stale["results"][0]["weights"]["members"]["uglr"]["sha256"] = "0" * 64
+    report.write_text(json.dumps(stale))
+    with pytest.raises(SystemExit, match="uglr weights other than"):
+        tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--folder", str(folder)])
+    # shipping other uGLR weights makes the recorded entry stale
+    manifest["models"] = [dict(e, sha256="1" * 64) if e["method"] == "uglr" and e["task"] == "demosaic" else e
+                          for e in manifest["models"]]
+    assert defaults.current_ensembles("demosaic", manifest) == {}
