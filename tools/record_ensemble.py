@@ -32,20 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # ship_weights, 
 from gsprestore.atomic import atomic_file  # noqa: E402
 from gsprestore.ensemble import MEMBERS, NAME  # noqa: E402
 from gsprestore.weights import MANIFEST, manifest_entry, read_manifest, weights_dir  # noqa: E402
-from ship_weights import measured_speed  # noqa: E402
-
-ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
-            "seconds_per_image", "megapixels_per_second")
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise SystemExit(f"{what} takes NAME=VALUE, got {item!r}")
-        out[k] = v
-    return out
+from ship_weights import ROW_KEYS, _pairs, measured_speed  # noqa: E402
 
 
 def ensemble_rows(data: dict, shipped: dict[str, str], path: str) -> list[dict]:
