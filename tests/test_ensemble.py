@@ -193,3 +193,19 @@ def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to
     manifest["models"] = [dict(e, sha256="1" * 64) if e["method"] == "uglr" and e["task"] == "demosaic" else e
                           for e in manifest["models"]]
     assert defaults.current_ensembles("demosaic", manifest) == {}
+
+
+def test_the_cli_runs_it_and_refuses_a_weights_file_for_it(tmp_path):
+    from PIL import Image
+
+    from cli_runner import cli
+
+    raw = tmp_path / "raw.png"
+    Image.fromarray((np.random.default_rng(4).random((24, 20)) * 255).astype(np.uint8)).save(raw)
+    code, _, err = cli("demosaic", raw, "-o", tmp_path / "out.png", "--method", "ensemble",
+                       "--weights", weights.weights_dir() / "ugtv_demosaic.pt")
+    assert code == 2 and "not ensemble (it averages the shipped uGTV and uGLR weights)" in err
+    assert not (tmp_path / "out.png").exists()
+    code, out, err = cli("demosaic", raw, "-o", tmp_path / "out.png", "--method", "ensemble", "--json")
+    assert code == 0, err
+    assert json.loads(out)["method"] == "ensemble" and (tmp_path / "out.png").is_file()

@@ -403,7 +403,8 @@ def _restore_batch(
     check_precision(precision, dev)
     spec = method_spec(chosen_method(method, weights, task, dev.type, prefer), task)
     if weights is not None and spec.kind != "learned":
-        raise UsageError(f"--weights applies to learned methods only, not {spec.name}")
+        why = " (it averages the shipped uGTV and uGLR weights)" if spec.kind == "ensemble" else ""
+        raise UsageError(f"--weights applies to learned methods only, not {spec.name}{why}")
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
         from ..file_restore import load_restorer, restore_file
