@@ -22,6 +22,9 @@
 # "What we tried"): leave STEP_SIZE_LR_SCALE at 1, and expect the deeper network to have to re-adapt before it gains).
 # Job 1's infer.json also times uGLR demosaicking ("uglr_demosaic_fp32_fused"): ship it as that model's CUDA speed
 # (tools/ship_weights.py --speed cuda=...job1-infer.json:uglr_demosaic_fp32_fused), the defaults need it.
+# It times the ensembles too ("ensemble_demosaic_fp32_fused", both networks on every tile): record it with
+# tools/record_ensemble.py --task demosaic --scores ... --speed cuda=...job1-infer.json:ensemble_demosaic_fp32_fused
+# (at >= 1 MP/s the demosaicking ensemble, best by quality, becomes the GPU default).
 # Job 1's profile (job1 infer.json "profile") times the CG adjoint kernels split after the fourth window
 # (_adjoint_step_kernel, _weight_grad_kernel): compare with docs/training.md, the fourth window.
 # Rehearsal on this CPU (what CI runs, in a few minutes):
