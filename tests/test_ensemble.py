@@ -179,10 +179,15 @@ def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to
     infer = tmp_path / "infer.json"
     infer.write_text(json.dumps({"device_name": "H100", "tile": 1024, "overlap": 32, "ensemble_demosaic_fp32_fused": {
         "method": "ensemble", "task": "demosaic", "megapixels": 24.0, "megapixels_per_s": 6.5, "fused_ran": True}}))
-    assert tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--folder", str(folder),
+    assert tool.main(["--task", "demosaic", "--folder", str(folder),  # the recorded scores kept
                       "--speed", f"cuda={infer}:ensemble_demosaic_fp32_fused"]) == 0
     manifest = json.loads((folder / "manifest.json").read_text())
     assert defaults.recorded_speed("ensemble", "demosaic", "cuda", manifest) == 6.5
+    assert set(defaults.current_ensembles("demosaic", manifest)["ensemble"]["scores"]) == {"mcm", "kodak"}
+    entry = defaults.current_ensembles("demosaic", manifest)["ensemble"]  # the tiny image's scores, made winning:
+    for block in entry["scores"].values():  # with a recorded GPU speed >= 1 MP/s it is the default there
+        block["rows"][0]["psnr_dataset_mse"] = 45.0
+    assert defaults.choose_default("demosaic", manifest, device="cuda").method == "ensemble"
     # a row measured with other member weights is refused, naming the file
     stale = copy.deepcopy(result)
     stale["results"][0]["weights"]["members"]["uglr"]["sha256"] = "0" * 64

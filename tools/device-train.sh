@@ -23,7 +23,7 @@
 # Job 1's infer.json also times uGLR demosaicking ("uglr_demosaic_fp32_fused"): ship it as that model's CUDA speed
 # (tools/ship_weights.py --speed cuda=...job1-infer.json:uglr_demosaic_fp32_fused), the defaults need it.
 # It times the ensembles too ("ensemble_demosaic_fp32_fused", both networks on every tile): record it with
-# tools/record_ensemble.py --task demosaic --scores ... --speed cuda=...job1-infer.json:ensemble_demosaic_fp32_fused
+# tools/record_ensemble.py --task demosaic --speed cuda=...job1-infer.json:ensemble_demosaic_fp32_fused (scores kept)
 # (at >= 1 MP/s the demosaicking ensemble, best by quality, becomes the GPU default).
 # Job 1's profile (job1 infer.json "profile") times the CG adjoint kernels split after the fourth window
 # (_adjoint_step_kernel, _weight_grad_kernel): compare with docs/training.md, the fourth window.

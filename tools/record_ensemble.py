@@ -63,7 +63,9 @@ def ensemble_rows(data: dict, shipped: dict[str, str], path: str) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", required=True, choices=["demosaic", "upscale2x"])
-    ap.add_argument("--scores", action="append", default=[], required=True, help="NAME=benchmark.json")
+    ap.add_argument("--scores", action="append", default=[],
+                    help="NAME=benchmark.json (without any: keep the task's recorded scores, which must be of the "
+                         "member weights shipped now, e.g. to add a --speed)")
     ap.add_argument("--command", action="append", default=[], help="NAME=the benchmark command line")
     ap.add_argument("--speed", action="append", default=[],
                     help="DEVICE=FILE:KEY: MP/s measured on that kind of device, e.g. the GPU job's infer.json and "
@@ -87,15 +89,20 @@ def main(argv: list[str] | None = None) -> int:
             data = json.load(f)
         scores[name] = {"rows": ensemble_rows(data, shipped, path), "protocol": data.get("protocol"),
                         "command": commands.get(name)}
-    entry = {"method": NAME, "task": args.task, "members": shipped, "scores": scores}
     before = next((e for e in manifest.get("ensembles") or [] if e.get("task") == args.task), {})
+    if not scores:
+        if not before.get("scores") or before.get("members") != shipped:
+            raise SystemExit(f"{manifest_file}: no {args.task} ensemble scores recorded with the member weights "
+                             "shipped now; give --scores")
+        scores = before["scores"]
+    entry = {"method": NAME, "task": args.task, "members": shipped, "scores": scores}
     speed = dict(before.get("speed") or {})  # speed does not depend on the weights' values
     for device, spec in _pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, NAME, args.task)
     if speed:
         entry["speed"] = speed
-    if args.notes:
-        entry["notes"] = args.notes
+    if args.notes or before.get("notes"):
+        entry["notes"] = args.notes or before["notes"]
     others = [e for e in manifest.get("ensembles") or [] if e.get("task") != args.task]
     manifest["ensembles"] = sorted([*others, entry], key=lambda e: ("demosaic", "upscale2x").index(e["task"]))
     with atomic_file(manifest_file, "w") as f:
