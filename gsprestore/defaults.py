@@ -13,7 +13,10 @@ PSNR (dataset MSE, no noise) beats the *best* classical method's on **both** McM
 several such, the one with the largest smaller margin wins. Otherwise the default is the
 classical one, :data:`CLASSICAL_DEFAULT` (Menon for demosaicking, grid-aligned bicubic for 2x).
 Better weights shipped with better scores flip the default by themselves. That is the best *by
-quality* (:func:`best_by_quality`, what ``--best`` runs).
+quality* (:func:`best_by_quality`, what ``--best`` runs). The manifest's ``ensembles`` section
+records :mod:`gsprestore.ensemble`'s scores with the SHA-256 of the member weights they were
+measured with; such a record competes like a shipped network only while those are the weights
+shipped (:func:`current_ensembles`).
 
 A default must also be worth its time: the best by quality is the default on a kind of device
 (``cpu``, ``cuda``) only when its recorded speed there is at least :data:`MIN_MP_PER_S` megapixels
