@@ -126,15 +126,11 @@ def current_ensembles(task: str, manifest: dict[str, Any]) -> dict[str, dict[str
     return out
 
 
-def _status(method: str, task: str, manifest: dict[str, Any]) -> str:
-    """``weights_status`` of a network; of an ensemble, ``"shipped"`` when all its members are."""
+def members_shipped(members: Any, task: str) -> bool:
+    """Whether every network named in ``members`` (an ensemble's) has its weights shipped for ``task``."""
     from .weights import weights_status
 
-    ensemble = current_ensembles(task, manifest).get(method)
-    if ensemble is not None:
-        states = {weights_status(m, task) for m in ensemble["members"]}
-        return "shipped" if states == {"shipped"} else "missing"
-    return weights_status(method, task)
+    return all(weights_status(m, task) == "shipped" for m in members)
 
 
 def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> DefaultChoice:
@@ -142,6 +138,8 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
     only when its shipped weights beat the best classical method on both McM and Kodak, else
     :data:`CLASSICAL_DEFAULT`. ``manifest`` None: the shipped one (an unreadable manifest means no
     learned choice)."""
+    from .weights import weights_status
+
     fallback = CLASSICAL_DEFAULT[task]
     if manifest is None:
         try:
@@ -149,6 +147,7 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
         except WeightsError as exc:
             return DefaultChoice(task, fallback, f"{fallback}: the weights manifest is unreadable ({exc.reason})")
     learned, classical = recorded_scores(task, manifest)
+    ensembles = current_ensembles(task, manifest)
     choice = DefaultChoice(task, fallback, "", learned, classical)
     best = {d: choice.best_classical(d) for d in DATASETS}
     missing = [d for d in DATASETS if best[d] is None]
@@ -159,7 +158,8 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
     winners: list[tuple[float, str]] = []
     losses: list[str] = []
     for method, scores in learned.items():
-        if _status(method, task, manifest) != "shipped":
+        if not (members_shipped(ensembles[method]["members"], task) if method in ensembles
+                else weights_status(method, task) == "shipped"):
             losses.append(f"{method} has no shipped weights")
             continue
         lacking = [d for d in DATASETS if d not in scores]

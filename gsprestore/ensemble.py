@@ -32,11 +32,6 @@ NAME = "ensemble"
 MEMBERS: tuple[str, ...] = ("ugtv", "uglr")
 
 
-def passes(self_ensemble: bool = False) -> int:
-    """Network passes per tile (for time notes): one per member, twice that as a self-ensemble."""
-    return len(MEMBERS) * (2 if self_ensemble else 1)
-
-
 def make_restorer(name: str, task: str, *, weights: Any = None, device: Any = "cpu", **options: Any) -> Restorer:
     """The ensemble's :class:`~gsprestore.method.Restorer`: every member of :data:`MEMBERS` run on
     the same tile and the outputs averaged. ``weights``: ``{member: PATH}`` for members that should
@@ -65,4 +60,3 @@ def make_restorer(name: str, task: str, *, weights: Any = None, device: Any = "c
     info = {"members": {m.name: m.info for m in members}}
     return Restorer(name=NAME, task=task, fn=fn, halo=max(m.halo for m in members), kind="ensemble",
                     module=torch.nn.ModuleList([m.module for m in members]), info=info)
-

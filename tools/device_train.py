@@ -421,6 +421,8 @@ def infer(dev, out: dict, save, until: float) -> None:
 
     from gsprestore import backend
     from gsprestore.engine import restore
+    from gsprestore.ensemble import MEMBERS
+    from gsprestore.ensemble import NAME as ENSEMBLE
     from gsprestore.restorers import get_restorer
 
     fault("infer")
@@ -494,7 +496,7 @@ def infer(dev, out: dict, save, until: float) -> None:
     # tools/record_ensemble.py --speed for the ensembles' blocks).
     # And the ensemble of each task whose two networks are here (gsprestore.ensemble: both networks
     # on every tile; best by quality where its scores are recorded, a default only with a speed).
-    ensembles = [f"ensemble_{t}" for t in ("demosaic", "upscale2x") if {f"ugtv_{t}", f"uglr_{t}"} <= set(MODELS)]
+    ensembles = [f"{ENSEMBLE}_{t}" for t in ("demosaic", "upscale2x") if {f"{m}_{t}" for m in MEMBERS} <= set(MODELS)]
     for name in [m for m in MODELS if m == "uglr_demosaic" or m.endswith("_upscale2x")] + ensembles:
         key = f"{name}_fp32_fused"
         if time.time() + 1.2 * last_s > until:

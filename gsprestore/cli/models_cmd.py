@@ -123,11 +123,11 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
                            summary=f"unrolled {kind} network: {unrolling(spec.name, config)}"
                                    + ("" if source == "shipped" else " (default configuration; no weights)"))
             if spec.kind == "ensemble":
+                from ..defaults import members_shipped
                 from ..ensemble import MEMBERS
 
-                states = {weights_status(m, task) for m in MEMBERS}
                 row.update(params=sum(learned_network(m, task)[0] for m in MEMBERS),
-                           weights="shipped" if states == {"shipped"} else "missing")
+                           weights="shipped" if members_shipped(MEMBERS, task) else "missing")
                 if row["mcm"] is None:
                     row["summary"] += " (no scores recorded with the member weights shipped now)"
             rows.append(row)
