@@ -83,20 +83,38 @@ def _shipped_sha(method: str, task: str) -> str | None:
     return entry.get("sha256") if entry else None
 
 
+def _shipped_now(method: str, task: str, weights: dict) -> bool:
+    """Whether a row's weights record (:func:`gsprestore.benchmark.weights_record`) names the files
+    shipped now: the method's own, or for an ensemble every member's."""
+    members = weights.get("members")
+    if members:
+        return all(r and r.get("sha256") and r["sha256"] == _shipped_sha(m, task) for m, r in members.items())
+    return bool(weights.get("sha256")) and weights["sha256"] == _shipped_sha(method, task)
+
+
+def _as_shipped(weights: dict) -> dict:
+    """The record of :func:`_shipped_now` weights, marked shipped (an ensemble's members too)."""
+    if weights.get("members"):
+        members = {m: dict(r, shipped=True) for m, r in weights["members"].items()}
+        return dict(weights, members=members, shipped=True, path=None)
+    return dict(weights, shipped=True)
+
+
 def merge_rows(src: Path, json_dir: Path) -> Path:
     """Fold the rows of one ``gsprestore benchmark --json`` file into the stored result of its task
     and data set (``<task>-<dataset>.json``, or ``demosaic-mcm-noise.json`` for a run over several
     noise levels): a row replaces the stored one with the same method and noise level, others are
     appended; the stored protocol is kept and the merged file's protocol recorded beside it. A
     row scored with ``--weights M=FILE`` (labelled ``M@FILE``) whose file has the SHA-256 of the
-    weights shipped now is a row of the shipped method ``M``, and is merged as one."""
+    weights shipped now is a row of the shipped method ``M``, and is merged as one; so is an ensemble's row
+    (``ensemble@ugtv=FILE``) whose every member's file is the one shipped now."""
     new = json.loads(src.read_text())
     proto = new["protocol"]
     for row in new["results"]:
         method, at, _ = str(row["method"]).partition("@")
         weights = row.get("weights") or {}
-        if at and weights.get("sha256") and weights["sha256"] == _shipped_sha(method, proto["task"]):
-            row["method"], row["weights"] = method, dict(weights, shipped=True)
+        if at and _shipped_now(method, proto["task"], weights):
+            row["method"], row["weights"] = method, _as_shipped(weights)
     sigma = proto["noise"]["sigma"]
     name = f"{proto['task']}-{proto['dataset']}" + ("-noise" if isinstance(sigma, list) else "")
     target = json_dir / f"{name}.json"
