@@ -105,8 +105,8 @@ def merge_rows(src: Path, json_dir: Path) -> Path:
     noise levels): a row replaces the stored one with the same method and noise level, others are
     appended; the stored protocol is kept and the merged file's protocol recorded beside it. A
     row scored with ``--weights M=FILE`` (labelled ``M@FILE``) whose file has the SHA-256 of the
-    weights shipped now is a row of the shipped method ``M``, and is merged as one; so is an ensemble's row
-    (``ensemble@ugtv=FILE``) whose every member's file is the one shipped now."""
+    weights shipped now is a row of the shipped method ``M``, and is merged as one; so is an
+    ensemble's row (``ensemble@ugtv=FILE``) whose every member's file is the one shipped now."""
     new = json.loads(src.read_text())
     proto = new["protocol"]
     for row in new["results"]:
