@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .errors import GspError, UsageError
 
-EXPLAIN_METHODS: tuple[str, ...] = ("igtv", "iglr", "ugtv", "uglr")
+EXPLAIN_METHODS: tuple[str, ...] = ("igtv", "iglr", "ugtv", "uglr", "ugtv-lite", "uglr-lite")
 #: The four nearest-neighbour directions drawn as edge-weight maps: name -> index in graph.OFFSETS.
 DIRECTIONS: dict[str, tuple[int, int]] = {
     "horizontal (right)": (0, 1),
@@ -335,11 +335,12 @@ def explain(
             blocks = list(model.blocks)
             cfg = model.config
             ex.feature_names = [f"f{i + 1}" for i in range(cfg["features"])]
+            trunk = model.trunk_features(known)
             for t, block in enumerate(blocks):
-                f, M = block.head_features(x), block.metric()
+                f, M = block.head_features(x, trunk), block.metric()
                 ex.heads += _views(t, f, M, block.mix_weights(), pixel, edge_distances, edge_weights,
                                    random_walk_weights_from_distances, _residuals_learned(block, f, M, known, mask, x))
-                x = block(x, known, mask)
+                x = block(x, known, mask, trunk=trunk)
                 ex.estimates.append(_hwc(x))
             ex.solver = _solver_text(block.prior, cfg.get("admm_iters"), cfg["cg_iters"], "learned unrolled CG")
         else:

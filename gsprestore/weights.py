@@ -36,7 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ENV_VAR = "GSPRESTORE_WEIGHTS"
 MANIFEST = "manifest.json"
-LEARNED_METHODS: tuple[str, ...] = ("uglr", "ugtv")
+#: The learned methods (``gsprestore.models.unrolled.METHOD_PRIOR``): the paper-size networks and
+#: their CPU-size ``-lite`` variants.
+LEARNED_METHODS: tuple[str, ...] = ("uglr", "ugtv", "uglr-lite", "ugtv-lite")
 FILE_KEYS: tuple[str, ...] = ("state_dict", "config", "method", "task")
 
 
@@ -238,7 +240,7 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
     A user file (``--weights PATH``) is loaded as given (also with ``weights_only=True``); if it
     is a file the manifest lists, its hash is checked too. Any failure is a :class:`WeightsError`.
     """
-    from .models.unrolled import UnrolledNet
+    from .models.unrolled import METHOD_PRIOR, UnrolledNet, method_name
 
     if method not in LEARNED_METHODS:
         raise WeightsError(f"{method} has no weights (only {', '.join(LEARNED_METHODS)} do)")
@@ -277,8 +279,9 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
         raise WeightsError(f"holds {obj['method']} ({obj['task']}) weights, not {method} ({task})", file)
     config = dict(obj["config"])
     prior, ftask = config.pop("prior", None), config.pop("task", None)
-    if prior != method[1:] or ftask != task:
-        raise WeightsError(f"config is for {prior!r}/{ftask!r}, not {method} ({task})", file)
+    if prior != METHOD_PRIOR[method] or ftask != task or method_name(prior, config.get("feature_trunk", "per-block")) != method:
+        raise WeightsError(f"config is for {prior!r}/{ftask!r} ({config.get('feature_trunk', 'per-block')} features), "
+                           f"not {method} ({task})", file)
     try:
         _check_shapes(prior, task, config, obj["state_dict"])
         model = UnrolledNet(prior, task, **config)
@@ -336,7 +339,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     manifest = read_manifest(manifest_file)
     models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
     models.append(entry)
-    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x") for m in ("ugtv", "uglr"))}
+    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x") for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
     models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
     manifest["models"] = models
     with atomic_file(manifest_file, "w") as f:

@@ -499,7 +499,7 @@ def test_feature_cnn_inference_path_equals_replicate_padded_convs(cin, h, w, dty
     """Without autograd FeatureCNN skips the padded copies (zero-padded conv + border strips) and
     runs channels-last; the values must be those of nn.Conv2d(padding_mode="replicate"), returned
     as a contiguous NCHW tensor (float32: oneDNN's channels-last kernels round differently)."""
-    from gsprestore.models.unrolled import FeatureCNN
+    from gsprestore.models.feature_cnn import FeatureCNN
 
     torch.manual_seed(0)
     m = FeatureCNN(cin).to(dtype)
@@ -515,10 +515,10 @@ def test_feature_cnn_inference_path_equals_replicate_padded_convs(cin, h, w, dty
 @pytest.mark.parametrize("shape,chunk", [((2, 5, 7, 9), 10), ((1, 48, 3, 4), 4096), ((1, 1, 1, 1), 1)])
 def test_chunked_channels_last_to_contiguous(shape, chunk):
     """The chunked transpose that brings the feature CNN's channels-last output back to NCHW."""
-    from gsprestore.models.unrolled import _to_contiguous
+    from gsprestore.models.feature_cnn import to_contiguous
 
     h = torch.rand(*shape).contiguous(memory_format=torch.channels_last)
-    got = _to_contiguous(h, chunk=chunk)
+    got = to_contiguous(h, chunk=chunk)
     assert got.is_contiguous() and torch.equal(got, h)
     plain = torch.rand(*shape)
     assert _to_contiguous(plain) is plain

@@ -51,12 +51,14 @@ def unrolling(method: str, config: dict[str, Any]) -> str:
     """The unrolled solver of a configuration in words: ``5 blocks x 4 heads, 2 ADMM x 5 CG`` (uGTV),
     ``5 blocks x 4 heads, 15 CG`` (uGLR), with ``, green-difference`` when that is the signal."""
     text = f"{config.get('blocks', '?')} blocks x {config.get('heads', '?')} heads, "
-    if method == "ugtv":
+    if config.get("prior", method.removeprefix("u")[:3]) == "gtv":
         text += f"{config.get('admm_iters', '?')} ADMM x {config.get('cg_iters', '?')} CG"
     else:
         text += f"{config.get('cg_iters', '?')} CG"
     if config.get("signal", "rgb") != "rgb":
         text += f", {config['signal']}"
+    if config.get("feature_trunk") == "packed":
+        text += f", one {config.get('width', '?')}-wide {config.get('cnn_layers', '?')}-layer half-resolution trunk"
     return text
 
 
@@ -118,7 +120,8 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
             }
             if spec.kind == "learned":
                 params, config, source = learned_network(spec.name, task)
-                kind = "GTV" if spec.name == "ugtv" else "GLR"
+                kind = "GTV" if config.get("prior") == "gtv" else "GLR"
+                kind = ("CPU-size " if spec.name.endswith("-lite") else "") + kind
                 row.update(params=params, config=config, config_source=source, unrolling=unrolling(spec.name, config),
                            summary=f"unrolled {kind} network: {unrolling(spec.name, config)}"
                                    + ("" if source == "shipped" else " (default configuration; no weights)"))

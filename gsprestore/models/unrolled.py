@@ -31,12 +31,27 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .constants import constant
+from .feature_cnn import LUMA_WEIGHTS, FeatureCNN, luma  # noqa: F401 (LUMA_WEIGHTS: re-exported)
 from ..solvers import GLR_LAPLACIANS, glr_graph, glr_solve, gtv_laplacian
 from .estimate import initial_estimate
+from .packed_trunk import BlockFeatureHead, PackedTrunk, packed_observation
 
 PRIORS: tuple[str, ...] = ("glr", "gtv")
-METHOD_PRIOR: dict[str, str] = {"uglr": "glr", "ugtv": "gtv"}
+#: The learned methods and their priors: the paper-size uGLR / uGTV, and their CPU-size variants
+#: ``uglr-lite`` / ``ugtv-lite`` (``feature_trunk="packed"``, :mod:`.packed_trunk`; issue 39).
+METHOD_PRIOR: dict[str, str] = {"uglr": "glr", "ugtv": "gtv", "uglr-lite": "glr", "ugtv-lite": "gtv"}
+#: The suffix of a learned method's name that says its feature trunk.
+TRUNK_SUFFIX: dict[str, str] = {"per-block": "", "packed": "-lite"}
+
+
+def method_name(prior: str, feature_trunk: str = "per-block") -> str:
+    """``("gtv", "packed")`` -> ``"ugtv-lite"``: the learned method a configuration is."""
+    return "u" + prior + TRUNK_SUFFIX.get(feature_trunk, "")
+
+
+def method_trunk(method: str) -> str:
+    """``"ugtv-lite"`` -> ``"packed"``, ``"ugtv"`` -> ``"per-block"``."""
+    return "packed" if method.endswith(TRUNK_SUFFIX["packed"]) else "per-block"
 
 #: Parameter counts reported in the paper (Tables 1 and 3).
 PAPER_PARAMS: dict[tuple[str, str], int] = {
@@ -46,10 +61,12 @@ PAPER_PARAMS: dict[tuple[str, str], int] = {
     ("ugtv", "upscale2x"): 319_115,
 }
 
-#: BT.601 luma weights (R, G, B) used when the CNN input is ``"luma"``.
-LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
-
 CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
+#: Where each block's graph-learning features come from: its own feature CNN on the estimate x^t
+#: (``"per-block"``, the paper's networks) or one trunk shared by the blocks, on the packed 2x2
+#: observation at half resolution, with a 1x1 head per block (``"packed"``, :mod:`.packed_trunk`:
+#: the CPU-size networks of issue 39).
+FEATURE_TRUNKS: tuple[str, ...] = ("per-block", "packed")
 #: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
 #: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
 GLR_MIN_WEIGHT: float = 1e-8
@@ -105,24 +122,13 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
         "alpha_init": 0.5,
         "beta_init": 0.3,
         "signal": "rgb",
+        "feature_trunk": "per-block",
     }
     if prior == "glr":
         cfg.update(cg_iters=50, glr_laplacian="preconditioned")
     else:
         cfg.update(admm_iters=5, cg_iters=10, gamma_init=10.0, mu_init=0.1, gtv_precondition=True)
     return cfg
-
-
-def luma(x: Tensor) -> Tensor:
-    """``(B, C, H, W)`` -> ``(B, 1, H, W)``: BT.601 luma for C = 3, the channel for C = 1,
-    the channel mean otherwise."""
-    C = x.shape[-3]
-    if C == 1:
-        return x
-    if C == 3:
-        w = constant(LUMA_WEIGHTS, x.dtype, x.device).view(3, 1, 1)
-        return (x * w).sum(dim=-3, keepdim=True)
-    return x.mean(dim=-3, keepdim=True)
 
 
 def green_difference_estimate(known: Tensor, mask: Tensor) -> Tensor:
@@ -134,82 +140,6 @@ def green_difference_estimate(known: Tensor, mask: Tensor) -> Tensor:
     diff = initial_estimate((known[:, 0::2] - g) * rb_mask, rb_mask)
     out = torch.cat([diff[:, :1] + g, g, diff[:, 1:] + g], dim=1)
     return torch.where(mask > 0, known, out)
-
-
-class FeatureCNN(nn.Module):
-    """The shallow feature CNN of the graph-learning module (appendix "Experimental Details"):
-    ``layers`` 3x3 convolutions with ``width`` maps, a ReLU after each, no down-sampling.
-
-    Skip connections: identity (residual) shortcuts around every layer after the first,
-    ``h_1 = relu(conv_1(x))`` and ``h_l = h_{l-1} + relu(conv_l(h_{l-1}))`` for l >= 2, so the
-    output mixes every depth (receptive fields 3, 5, 7, 9) at no parameter cost.
-    ``out_channels`` must equal ``width`` for the last shortcut (48 = 4 heads x 12 features).
-    Replicate padding keeps borders free of the dark rim zero padding would suggest.
-    """
-
-    def __init__(self, in_channels: int, width: int = 48, layers: int = 4):
-        super().__init__()
-        if layers < 1:
-            raise ValueError("the feature CNN needs at least one layer")
-        self.convs = nn.ModuleList(
-            nn.Conv2d(in_channels if i == 0 else width, width, 3, padding=1, padding_mode="replicate")
-            for i in range(layers)
-        )
-
-    @property
-    def radius(self) -> int:
-        return len(self.convs)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """``(B, C, H, W)`` -> ``(B, width, H, W)``, contiguous."""
-        return _to_contiguous(self.features_any_layout(x))
-
-    def features_any_layout(self, x: Tensor) -> Tensor:
-        """:meth:`forward` without the final layout change: channels-last on the CPU at inference
-        (for a consumer that can read it: see :meth:`UnrolledBlock.projected_features`)."""
-        if torch.is_grad_enabled() or min(x.shape[-2:]) < 2:
-            h = F.relu(self.convs[0](x))
-            for conv in self.convs[1:]:
-                h = h + F.relu(conv(h))
-            return h
-        # inference: the same values with fewer passes, in the channels-last layout, where
-        # oneDNN's CPU convolution runs ~1.5x faster than on NCHW tensors
-        if x.device.type == "cpu":
-            x = x.contiguous(memory_format=torch.channels_last)
-        h = _conv3x3_replicate(self.convs[0], x).relu_()
-        for conv in self.convs[1:]:
-            h.add_(_conv3x3_replicate(conv, h).relu_())
-        return h
-
-
-def _to_contiguous(h: Tensor, chunk: int = 4096) -> Tensor:
-    """``h.contiguous()`` of a (B, C, H, W) tensor; from channels-last, transposed ``chunk``
-    pixels at a time (cache-sized blocks: ~6x faster than one strided copy of the whole tensor)."""
-    if h.is_contiguous() or not h.is_contiguous(memory_format=torch.channels_last):
-        return h.contiguous()
-    B, C, H, W = h.shape
-    src = h.permute(0, 2, 3, 1).reshape(B, H * W, C)  # a view: channels-last memory is (B, H, W, C)
-    out = h.new_empty(B, C, H * W)
-    for i in range(0, H * W, chunk):
-        out[:, :, i : i + chunk].copy_(src[:, i : i + chunk].transpose(1, 2))
-    return out.view(B, C, H, W)
-
-
-def _conv3x3_replicate(conv: nn.Conv2d, x: Tensor) -> Tensor:
-    """``conv(x)`` of a 3x3 ``padding_mode="replicate"`` convolution without the padded copy of
-    ``x``: a zero-padded convolution, then the outermost rows and columns (the only outputs the
-    padding reaches) recomputed from thin replicate-padded strips."""
-    H, W = x.shape[-2:]
-    out = F.conv2d(x, conv.weight, conv.bias, padding=1)
-    for rows, cols, pad, (r0, c0) in (
-        (slice(0, 2), slice(None), (1, 1, 1, 0), (0, 0)),
-        (slice(H - 2, H), slice(None), (1, 1, 0, 1), (H - 1, 0)),
-        (slice(None), slice(0, 2), (1, 0, 1, 1), (0, 0)),
-        (slice(None), slice(W - 2, W), (0, 1, 1, 1), (0, W - 1)),
-    ):
-        edge = F.conv2d(F.pad(x[..., rows, cols], pad, mode="replicate"), conv.weight, conv.bias)
-        out[..., r0 : r0 + edge.shape[-2], c0 : c0 + edge.shape[-1]] = edge
-    return out
 
 
 class UnrolledBlock(nn.Module):
@@ -241,8 +171,12 @@ class UnrolledBlock(nn.Module):
         mu_init: float = 0.1,
         gtv_precondition: bool = False,
         signal: str = "rgb",
+        feature_trunk: str = "per-block",
     ):
         super().__init__()
+        if feature_trunk not in FEATURE_TRUNKS:
+            raise ValueError(f"unknown feature_trunk {feature_trunk!r}; expected one of {FEATURE_TRUNKS}")
+        self.feature_trunk = feature_trunk
         if signal not in SIGNALS:
             raise ValueError(f"unknown signal {signal!r}; expected one of {SIGNALS}")
         self.signal = signal
@@ -251,13 +185,16 @@ class UnrolledBlock(nn.Module):
             raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
         if cnn_input not in CNN_INPUTS:
             raise ValueError(f"unknown cnn_input {cnn_input!r}; expected one of {CNN_INPUTS}")
-        if heads * features != width:
+        if feature_trunk == "per-block" and heads * features != width:
             raise ValueError(f"heads x features ({heads} x {features}) must equal the CNN width {width}")
         if glr_laplacian not in GLR_LAPLACIANS:
             raise ValueError(f"unknown glr_laplacian {glr_laplacian!r}; expected one of {GLR_LAPLACIANS}")
         self.prior, self.heads, self.features, self.glr_laplacian = prior, heads, features, glr_laplacian
         self.cnn_input, self.cg_iters, self.admm_iters, self.mu_init = cnn_input, cg_iters, admm_iters, mu_init
-        self.cnn = FeatureCNN(cnn_in, width, cnn_layers)
+        if feature_trunk == "per-block":
+            self.cnn = FeatureCNN(cnn_in, width, cnn_layers)
+        else:  # the trunk (width, cnn_layers) belongs to the network; the block has a head
+            self.head = BlockFeatureHead(width, cnn_in, heads * features)
         eye = torch.eye(features).expand(heads, features, features)
         self.metric_factor = nn.Parameter(metric_init * eye.clone())
         steps = (cg_iters, heads) if prior == "glr" else (admm_iters, cg_iters, heads)
@@ -276,13 +213,22 @@ class UnrolledBlock(nn.Module):
     def _cnn_input(self, x: Tensor) -> Tensor:
         return luma(x) if self.cnn_input == "luma" else x
 
-    def head_features(self, x: Tensor) -> Tensor:
+    def feature_maps(self, x: Tensor, trunk: Tensor | None = None) -> Tensor:
+        """The block's features ``(B, K * F, H, W)`` (any memory layout) from its estimate x^t
+        and, with ``feature_trunk="packed"``, the network's trunk features ``trunk``."""
+        if self.feature_trunk == "per-block":
+            return self.cnn.features_any_layout(self._cnn_input(x))
+        if trunk is None:
+            raise ValueError("a block with feature_trunk='packed' needs the trunk's features")
+        return self.head(trunk, self._cnn_input(x))
+
+    def head_features(self, x: Tensor, trunk: Tensor | None = None) -> Tensor:
         """``(B, C, H, W)`` estimate -> ``(B, K, F, H, W)`` per-head feature vectors f_i."""
-        f = self.cnn(self._cnn_input(x))
+        f = self.feature_maps(x, trunk).contiguous()
         B, _, H, W = f.shape
         return f.view(B, self.heads, self.features, H, W)
 
-    def projected_features(self, x: Tensor, workspace: dict | None = None) -> Tensor:
+    def projected_features(self, x: Tensor, workspace: dict | None = None, trunk: Tensor | None = None) -> Tensor:
         """``(B, K, F, H, W)``: g_i = A_k^T f_i per head, so that the distance of eq. 27 is
         ``(f_i - f_j)^T A_k A_k^T (f_i - f_j) = |g_i - g_j|^2`` (inference). The projection
         reads the CNN's channels-last output in place and writes the planar layout the distance
@@ -290,13 +236,12 @@ class UnrolledBlock(nn.Module):
         buffer is kept there (see :meth:`graph_weights`)."""
         from .. import graph
 
-        g = graph.project_features(self.cnn.features_any_layout(self._cnn_input(x)), self.metric_factor,
-                                   workspace=workspace)
+        g = graph.project_features(self.feature_maps(x, trunk), self.metric_factor, workspace=workspace)
         # under autocast (bf16 / fp16 on a GPU) only the CNN runs in reduced precision: the graph
         # and the solvers stay in the estimate's precision
         return g if g.dtype == x.dtype else g.to(x.dtype)
 
-    def graph_weights(self, x: Tensor, workspace: dict | None = None) -> Tensor:
+    def graph_weights(self, x: Tensor, workspace: dict | None = None, trunk: Tensor | None = None) -> Tensor:
         """The learned graphs of the heads from the estimate ``x``: GLR, undirected weights
         w_ij = exp(-d_ij) ``(B, K, 12, H, W)`` (eq. 27); GTV, the random-walk normalized directed
         weights ``(B, K, 24, H, W)`` of eq. 28, computed as a softmax of -d over each node's
@@ -308,7 +253,7 @@ class UnrolledBlock(nn.Module):
         # the metric applied as its factor: g = A_k^T f, d = |g_p - g_q|^2 (the same d as
         # (f_p - f_q)^T M_k (f_p - f_q)); under autograd A_k's gradient comes through the
         # projection, and the distances' backward is the features' gradient alone
-        g = self.projected_features(x, workspace)
+        g = self.projected_features(x, workspace, trunk)
         if self.prior == "glr":
             # floor: a node whose every weight underflows to 0 would be isolated, and the
             # normalisation D^-1/2 (eq. 9, Sec. 5.2) would send inf * 0 = NaN into the gradients
@@ -352,11 +297,12 @@ class UnrolledBlock(nn.Module):
         return self.solve(w[:, k : k + 1], known, mask, x0, heads=slice(k, k + 1))
 
     def forward(self, x: Tensor, known: Tensor, mask: Tensor, *, checkpoint_heads: bool = False,
-                workspace: dict | None = None) -> Tensor:
+                workspace: dict | None = None, trunk: Tensor | None = None) -> Tensor:
         """x^t ``(B, C, H, W)`` -> x^{t+1}; ``known``/``mask`` as from ``restorers.observation``.
         ``checkpoint_heads``: solve head by head, each recomputed in the backward pass instead of
-        keeping its solver's intermediates (training memory: one head's solver at a time)."""
-        w = self.graph_weights(x, None if workspace is None else workspace.setdefault("graph", {}))
+        keeping its solver's intermediates (training memory: one head's solver at a time).
+        ``trunk``: the network's shared trunk features (``feature_trunk="packed"``)."""
+        w = self.graph_weights(x, None if workspace is None else workspace.setdefault("graph", {}), trunk)
         # head checkpointing solves head by head on slices of w: each slice builds its own system
         system = None if (checkpoint_heads and torch.is_grad_enabled()) else self.graph_system(w)
         if self.signal == "rgb":
@@ -416,14 +362,21 @@ class UnrolledNet(nn.Module):
         if cfg["signal"] != "rgb" and (task != "demosaic" or int(cfg["channels"]) != 3):
             raise ValueError(f"signal {cfg['signal']!r} is for 3-channel demosaicking only")
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
+        cfg.setdefault("feature_trunk", "per-block")
+        if cfg["feature_trunk"] not in FEATURE_TRUNKS:
+            raise ValueError(f"unknown feature_trunk {cfg['feature_trunk']!r}; expected one of {FEATURE_TRUNKS}")
         block_kw = {k: cfg[k] for k in ("heads", "features", "width", "cnn_layers", "cnn_input",
-                                        "cg_iters", "metric_init", "alpha_init", "beta_init", "signal")}
+                                        "cg_iters", "metric_init", "alpha_init", "beta_init", "signal",
+                                        "feature_trunk")}
         if prior == "glr":
             block_kw.update(glr_laplacian=cfg["glr_laplacian"])
         if prior == "gtv":
             block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"],
                             gtv_precondition=cfg["gtv_precondition"])
         self.blocks = nn.ModuleList(UnrolledBlock(prior, cnn_in=cnn_in, **block_kw) for _ in range(cfg["blocks"]))
+        if cfg["feature_trunk"] == "packed":
+            packed_in = 1 if cfg["cnn_input"] == "luma" else 4
+            self.trunk = PackedTrunk(packed_in, int(cfg["width"]), int(cfg["cnn_layers"]))
 
     @property
     def prior(self) -> str:
@@ -435,7 +388,18 @@ class UnrolledNet(nn.Module):
 
     @property
     def method(self) -> str:
-        return "u" + self.prior
+        return method_name(self.prior, self.config.get("feature_trunk", "per-block"))
+
+    def trunk_features(self, known: Tensor) -> Tensor | None:
+        """The shared trunk's features ``(B, width, ceil(H/2), ceil(W/2))`` of the observation
+        ``known`` (``feature_trunk="packed"``; None for the paper's per-block CNNs). Odd sizes are
+        zero-padded at the bottom / right to whole 2x2 cells (the heads crop back)."""
+        if self.config.get("feature_trunk", "per-block") != "packed":
+            return None
+        H, W = known.shape[-2:]
+        if H % 2 or W % 2:
+            known = F.pad(known, (0, W % 2, 0, H % 2))
+        return self.trunk(packed_observation(known, self.config["cnn_input"]))
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -444,12 +408,14 @@ class UnrolledNet(nn.Module):
         """Exact radius (pixels) of the output's dependence on the input: an upper bound, since
         unrolled CG has no global reduction. Large (hundreds of pixels): see :func:`effective_halo`."""
         cfg = self.config
-        per_block = cfg["cnn_layers"] + 4  # CNN, then features of neighbours (2) and degrees (2)
+        # CNN (the packed trunk: 2 px a layer, once), then features of neighbours (2) and degrees (2)
+        packed = cfg.get("feature_trunk", "per-block") == "packed"
+        per_block = (0 if packed else cfg["cnn_layers"]) + 4
         if self.prior == "glr":
             per_block += 2 * cfg["cg_iters"]  # each normalized-Laplacian product reaches 2 px
         else:  # each CG step applies C^T C (4 px); each ADMM iteration one C x for q (2 px)
             per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
-        return 2 + cfg["blocks"] * per_block  # 2: the 5x5 initial estimate
+        return 2 + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block  # 2: the 5x5 initial estimate
 
     def _check_input(self, known: Tensor, mask: Tensor) -> None:
         if known.dim() != 4:
@@ -475,11 +441,12 @@ class UnrolledNet(nn.Module):
             raise ValueError(f"unknown checkpoint mode {self.checkpoint!r}; expected one of {CHECKPOINT_MODES}")
         heads = "head" in mode
         workspace = None if torch.is_grad_enabled() else {}  # buffers shared by the blocks
+        trunk = self.trunk_features(known)
         for block in self.blocks:
             if "block" in mode and torch.is_grad_enabled():
-                x = checkpoint(block, x, known, mask, checkpoint_heads=heads, use_reentrant=False)
+                x = checkpoint(block, x, known, mask, checkpoint_heads=heads, use_reentrant=False, trunk=trunk)
             else:
-                x = block(x, known, mask, checkpoint_heads=heads, workspace=workspace)
+                x = block(x, known, mask, checkpoint_heads=heads, workspace=workspace, trunk=trunk)
             xs.append(x)
         return xs if return_all else x
 
@@ -530,4 +497,19 @@ def build_model(method: str, task: str, **overrides: Any) -> UnrolledNet:
     prior = METHOD_PRIOR.get(method)
     if prior is None:
         raise ValueError(f"unknown learned method {method!r}; expected one of {', '.join(METHOD_PRIOR)}")
+    if method_trunk(method) == "packed":
+        overrides = {**lite_config(prior, task), **overrides}
     return UnrolledNet(prior, task, **overrides)
+
+
+def lite_config(prior: str, task: str) -> dict[str, Any]:
+    """The CPU-size network's options over :func:`default_config` (``uglr-lite`` / ``ugtv-lite``,
+    issue 39; chosen by the ablation in ``docs/training.md``, "CPU-size networks"): one packed
+    trunk (``width`` x ``cnn_layers`` at half resolution) instead of five per-block CNNs, fewer
+    blocks and heads; the solvers' depth as the shipped paper-size networks use it."""
+    cfg: dict[str, Any] = {"feature_trunk": "packed", "blocks": 3, "heads": 2, "features": 12, "width": 64,
+                           "cnn_layers": 4}
+    if task == "demosaic":
+        cfg["signal"] = "green-difference"
+    cfg.update(cg_iters=15) if prior == "glr" else cfg.update(admm_iters=2, cg_iters=5)
+    return cfg

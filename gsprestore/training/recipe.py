@@ -58,7 +58,11 @@ class TrainConfig:
 
     @property
     def method(self) -> str:
-        return "u" + self.prior
+        """``ugtv`` / ``uglr``, or ``ugtv-lite`` / ``uglr-lite`` with ``--model-opt
+        feature_trunk="packed"`` (the CPU-size networks, :func:`gsprestore.models.unrolled.lite_config`)."""
+        from ..models.unrolled import method_name
+
+        return method_name(self.prior, str(self.model.get("feature_trunk", "per-block")))
 
     def check(self) -> "TrainConfig":
         """Raise :class:`UsageError` for an impossible recipe (message shows the value)."""
