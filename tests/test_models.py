@@ -125,10 +125,13 @@ def test_initial_estimate_uses_the_5x5_window_for_sparse_masks():
 # ------------------------------------------------------------------------- unrolled networks
 
 
-@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+LEARNED = ["uglr", "ugtv", "uglr-lite", "ugtv-lite"]
+
+
+@pytest.mark.parametrize("method", LEARNED)
 @pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
 def test_every_parameter_gets_a_gradient(method, task, gen):
-    extra = dict(admm_iters=2) if method == "ugtv" else {}
+    extra = dict(admm_iters=2) if method.startswith("ugtv") else {}
     model = build_model(method, task, **TINY, **extra)
     gt = torch.rand(2, 3, 8, 8, generator=gen)
     y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
@@ -142,7 +145,7 @@ def test_every_parameter_gets_a_gradient(method, task, gen):
         assert p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+@pytest.mark.parametrize("method", LEARNED)
 def test_known_samples_reproduced_exactly(method, gen):
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4)
     gt = torch.rand(1, 3, 10, 12, generator=gen)
@@ -156,8 +159,9 @@ def test_known_samples_reproduced_exactly(method, gen):
         assert torch.equal(sampling.mosaic(x), y)  # H x = y after every block
 
 
-def test_upscale_model_takes_any_channel_count(gen):
-    model = build_model("ugtv", "upscale2x", **TINY, admm_iters=1)
+@pytest.mark.parametrize("method", ["ugtv", "ugtv-lite"])
+def test_upscale_model_takes_any_channel_count(method, gen):
+    model = build_model(method, "upscale2x", **TINY, admm_iters=1)
     for c in (1, 3, 4):
         lr = torch.rand(1, c, 5, 6, generator=gen)
         known, mask = observation("upscale2x", lr)
@@ -167,8 +171,9 @@ def test_upscale_model_takes_any_channel_count(gen):
         assert torch.equal(sampling.decimate(out), lr)
 
 
-def test_config_rebuilds_the_same_network():
-    model = build_model("ugtv", "demosaic", blocks=2, cg_iters=3, cnn_input="luma")
+@pytest.mark.parametrize("method", ["ugtv", "ugtv-lite"])
+def test_config_rebuilds_the_same_network(method):
+    model = build_model(method, "demosaic", blocks=2, cg_iters=3, cnn_input="luma")
     clone = UnrolledNet(**model.config)
     assert clone.config == model.config
     clone.load_state_dict(model.state_dict(), strict=True)
@@ -179,9 +184,10 @@ def test_config_rebuilds_the_same_network():
         build_model("ugtv", "demosaic", nonsense=1)
 
 
-def test_checkpointing_gives_the_same_gradients(gen):
+@pytest.mark.parametrize("method", ["ugtv", "ugtv-lite"])
+def test_checkpointing_gives_the_same_gradients(method, gen):
     torch.manual_seed(0)
-    model = build_model("ugtv", "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=2, admm_iters=1)
+    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=2, admm_iters=1)
     gt = torch.rand(1, 3, 8, 8, generator=gen)
     known, mask = observation("demosaic", sampling.mosaic(gt))
     grads = []
@@ -423,10 +429,10 @@ def test_green_difference_estimate_is_bilinear_on_colour_differences(gen):
                                                                  img[..., 2:-2, 2:-2])
 
 
-@pytest.mark.parametrize("method", ["uglr", "ugtv"])
+@pytest.mark.parametrize("method", LEARNED)
 def test_green_difference_network_keeps_samples_and_trains(method, gen):
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=3,
-                        signal="green-difference", **(dict(admm_iters=2) if method == "ugtv" else {}))
+                        signal="green-difference", **(dict(admm_iters=2) if method.startswith("ugtv") else {}))
     gt = torch.rand(2, 3, 10, 12, generator=gen)
     y = sampling.mosaic(gt)
     known, mask = observation("demosaic", y)
@@ -448,7 +454,8 @@ def test_green_difference_is_for_colour_demosaicking_only():
         build_model("uglr", "demosaic", signal="lab")
 
 
-@pytest.mark.parametrize("method,signal", [("ugtv", "rgb"), ("ugtv", "green-difference"), ("uglr", "rgb")])
+@pytest.mark.parametrize("method,signal", [("ugtv", "rgb"), ("ugtv", "green-difference"), ("uglr", "rgb"),
+                                           ("ugtv-lite", "green-difference"), ("uglr-lite", "rgb")])
 def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen, monkeypatch):
     """A whole network forward without autograd (fused CG and the other forward-only kernels)
     equals the PyTorch path, and the autograd forward; odd size, float64 and float32."""
@@ -457,7 +464,7 @@ def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen
     if not backend.available():
         pytest.skip(f"native kernels unavailable: {backend.error()}")
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4, signal=signal,
-                        **(dict(admm_iters=2) if method == "ugtv" else {}))
+                        **(dict(admm_iters=2) if method.startswith("ugtv") else {}))
     gt = torch.rand(1, 3, 9, 11, generator=gen)
     known, mask = observation("demosaic", sampling.mosaic(gt))
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
@@ -521,7 +528,7 @@ def test_chunked_channels_last_to_contiguous(shape, chunk):
     got = to_contiguous(h, chunk=chunk)
     assert got.is_contiguous() and torch.equal(got, h)
     plain = torch.rand(*shape)
-    assert _to_contiguous(plain) is plain
+    assert to_contiguous(plain) is plain
 
 
 @pytest.mark.parametrize("method", ["ugtv", "uglr"])
@@ -557,3 +564,89 @@ def test_cached_constants_made_in_inference_mode_serve_training():
         model(known, mask)
     model(known, mask).square().mean().backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+# ------------------------------------------------------------------------- CPU-size networks (issue 39)
+
+
+def test_packed_observation_is_the_mosaic_phases_and_the_low_resolution_luma(gen):
+    """The trunk's input: demosaicking, the RGGB mosaic's four phases (R, G1, G2, B) as channels;
+    2x, the luma of the low-resolution image (the 2x grid's phase (0, 0))."""
+    from gsprestore.models.feature_cnn import luma
+    from gsprestore.models.packed_trunk import packed_observation
+
+    gt = torch.rand(2, 3, 6, 8, generator=gen)
+    y = sampling.mosaic(gt)[:, 0]
+    known, _ = observation("demosaic", sampling.mosaic(gt))
+    packed = packed_observation(known, "estimate")
+    want = torch.stack([y[:, 0::2, 0::2], y[:, 0::2, 1::2], y[:, 1::2, 0::2], y[:, 1::2, 1::2]], dim=1)
+    assert torch.equal(packed, want)
+    lr = torch.rand(2, 3, 4, 5, generator=gen)
+    known, _ = observation("upscale2x", lr)
+    torch.testing.assert_close(packed_observation(known, "luma"), luma(lr))
+
+
+def test_block_feature_head_unpacks_each_cell_pixel_by_its_own_weights(gen):
+    """Pixel (2i + a, 2j + b) of the head's output is W_(a,b) t_(i,j) + b_(a,b) + V x_(2i+a, 2j+b):
+    the pixel shuffle's channel order, checked against an explicit loop (float64)."""
+    from gsprestore.models.packed_trunk import BlockFeatureHead
+
+    head = BlockFeatureHead(5, 3, 2).double()
+    trunk = torch.rand(1, 5, 3, 4, generator=gen, dtype=torch.float64)
+    x = torch.rand(1, 3, 6, 8, generator=gen, dtype=torch.float64)
+    out = head(trunk, x)
+    W, bias = head.unpack.weight[:, :, 0, 0], head.unpack.bias
+    V = head.estimate.weight[:, :, 0, 0]
+    for i in range(3):
+        for j in range(4):
+            for a in range(2):
+                for b in range(2):
+                    rows = torch.arange(2) * 4 + 2 * a + b  # pixel_shuffle: channel c * 4 + 2 a + b
+                    want = W[rows] @ trunk[0, :, i, j] + bias[rows] + V @ x[0, :, 2 * i + a, 2 * j + b]
+                    torch.testing.assert_close(out[0, :, 2 * i + a, 2 * j + b], want)
+
+
+@pytest.mark.parametrize("method", ["uglr-lite", "ugtv-lite"])
+def test_lite_network_gradcheck(method, gen):
+    """float64 gradcheck of a whole CPU-size network (trunk, heads, graph, unrolled solver) with
+    respect to the trunk's first convolution and a head's weights, on an odd-sized mosaic."""
+    torch.manual_seed(0)
+    model = build_model(method, "demosaic", blocks=1, heads=1, features=2, width=3, cnn_layers=1, cg_iters=2,
+                        **(dict(admm_iters=1) if method == "ugtv-lite" else {})).double()
+    gt = torch.rand(1, 3, 5, 7, generator=gen, dtype=torch.float64)
+    known, mask = observation("demosaic", sampling.mosaic(gt))
+    params = [model.trunk.cnn.convs[0].weight, model.blocks[0].head.unpack.weight]
+
+    def f(w_trunk, w_head):
+        return torch.func.functional_call(model, {"trunk.cnn.convs.0.weight": w_trunk,
+                                                  "blocks.0.head.unpack.weight": w_head}, (known, mask))
+
+    inputs = tuple(p.detach().clone().requires_grad_() for p in params)
+    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_lite_config_is_the_cpu_size_network():
+    from gsprestore.models.unrolled import METHOD_PRIOR, method_name, method_trunk
+
+    for method, prior in METHOD_PRIOR.items():
+        m = build_model(method, "demosaic")
+        assert m.method == method == method_name(prior, method_trunk(method))
+        assert m.config["feature_trunk"] == method_trunk(method)
+    paper, lite = build_model("ugtv", "demosaic"), build_model("ugtv-lite", "demosaic")
+    assert not hasattr(paper, "trunk") and hasattr(lite, "trunk")
+    assert lite.num_params() < paper.num_params()
+    # the trunk's receptive field counts once, at half resolution
+    assert lite.receptive_field() > 0
+
+
+def test_lite_weights_round_trip_and_refuse_the_paper_size_method(tmp_path):
+    from gsprestore.weights import load_model, save_weights
+
+    model = build_model("ugtv-lite", "demosaic", **TINY, admm_iters=1)
+    path = tmp_path / "lite.pt"
+    save_weights(path, model)
+    loaded = load_model("ugtv-lite", "demosaic", path=path)
+    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), k
+    with pytest.raises(WeightsError):
+        load_model("ugtv", "demosaic", path=path)
