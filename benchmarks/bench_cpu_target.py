@@ -21,6 +21,9 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_cpu_target.py                       # 768x512, uGTV and uGLR
     .venv/bin/python benchmarks/bench_cpu_target.py --image kodim19.png   # a real Kodak image (RGB, mosaicked here)
     .venv/bin/python benchmarks/bench_cpu_target.py --task upscale2x      # 2x: 384x256 -> 768x512
+    .venv/bin/python benchmarks/bench_cpu_target.py --methods ugtv-lite,ugtv --threads 2   # issue 39: the CPU-size
+        # network against the paper-size one and the CNN, MP/s and ratios; --weights ugtv-lite=RUN/model.pt
+        # for weights not shipped yet
 
 For ``--task upscale2x`` the graph models interpolate a 768x512 output from every other pixel
 (the paper's 2x task) and the reference CNN is the same demosaicnet-shape network run at the
@@ -96,9 +99,15 @@ def main() -> None:
     ap.add_argument("--task", default="demosaic", choices=["demosaic", "upscale2x"])
     ap.add_argument("--paper-config", action="store_true", help="paper-size networks instead of the shipped ones")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--weights", action="append", default=[], metavar="METHOD=PATH",
+                    help="weights for a method instead of the shipped ones (repeatable)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    weights = dict(w.split("=", 1) for w in args.weights)
 
     rgb = _image(args)
     H, W = rgb.shape[-2:]
@@ -113,7 +122,8 @@ def main() -> None:
     feat_cl = feat.contiguous(memory_format=torch.channels_last)
     models = {}
     for m in args.methods.split(","):
-        models[m] = (build_model(m, args.task) if args.paper_config else load_model(m, args.task)).eval()
+        models[m] = (build_model(m, args.task) if args.paper_config
+                     else load_model(m, args.task, path=weights.get(m))).eval()
 
     rounds = []
     with torch.inference_mode():
@@ -149,15 +159,29 @@ def main() -> None:
           f"use: {conv_cl_s * 1e3:.1f} ms)")
     print(f"  demosaicnet-shape CNN ({n_cnn:,} params): {med['cnn_s']:.2f} s = {med['cnn_s'] / conv_s:.1f} conv-eq "
           f"(NCHW {med['cnn_nchw_s']:.2f} s, channels-last {med['cnn_channels_last_s']:.2f} s)")
+    from gsprestore.calibration import PROBE, machine_key, probe_gflops
+
+    probe = probe_gflops()  # this machine's figure for gsprestore.calibration, on the same threads
+    print(f"  calibration probe ({PROBE}): {probe:.1f} GFLOP/s")
     res = {"task": args.task, "size": [H, W], "threads": torch.get_num_threads(), "native": G.native_available(),
+           "device_name": machine_key().split("|")[0], "torch": torch.__version__, "probe_gflops": probe,
+           "conditions": f"whole {W}x{H} image, {torch.get_num_threads()} threads, median of {len(rounds)} rounds "
+                         "after a warm-up (benchmarks/bench_cpu_target.py)",
            "cnn_params": n_cnn, "rounds": rounds, "median": med, "paper_config": args.paper_config}
+    mp = H * W / 1e6
+    print(f"  MP/s (output megapixels per second, median round): CNN {mp / med['cnn_s']:.2f}, "
+          + ", ".join(f"{m} {mp / med[f'{m}_s']:.2f}" for m in models)
+          + (f"; {key} is {med[f'{models_list[1]}_s'] / med[f'{key}_s']:.1f}x faster than {models_list[1]} "
+             f"(median of rounds {statistics.median(r[f'{models_list[1]}_s'] / r[f'{key}_s'] for r in rounds):.1f}x)"
+             if len(models_list := list(models)) > 1 else ""))
     for m, model in models.items():
         t = med[f"{m}_s"]
         ratios = [r[f"{m}_s"] / r["cnn_s"] for r in rounds]
         print(f"  {m} ({sum(p.numel() for p in model.parameters()):,} params): {t:.2f} s = {t / conv_s:.1f} conv-eq "
               f"(goal <= 30; {t / conv_cl_s:.1f} channels-last conv-eq), {t / med['cnn_s']:.2f} x the CNN (target <= 1; rounds "
               f"{min(ratios):.2f}-{max(ratios):.2f})")
-        res[m] = {"s": t, "conv_eq": t / conv_s, "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"], "vs_cnn_median_of_rounds":
+        res[m] = {"s": t, "megapixels_per_s": mp / t, "megapixels": mp, "method": m, "task": args.task,
+                  "threads": torch.get_num_threads(), "probe_gflops": probe, "conv_eq": t / conv_s, "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"], "vs_cnn_median_of_rounds":
                   statistics.median(ratios)}
     if args.json:
         with open(args.json, "w") as f:

@@ -27,7 +27,9 @@ measured (``megapixels_per_second``): for a shipped network its ``speed.<device>
 its recorded Kodak / McM row when that ran on this kind of device; for the classical methods
 ``baselines.speed.<device>.<task>``, whose ``conditions`` say on what machine. A kind of device
 with no recorded speed for the learned network keeps the classical default until one is measured
-and shipped. On the project's 2-core CPU the shipped networks restore about 0.03 MP/s (30 s per
+and shipped. A CPU speed record that carries its machine's probe figure (``probe_gflops``) is
+scaled to this machine by :func:`gsprestore.calibration.speed_factor` (a short convolution probe,
+cached per machine): a 16-core workstation is credited with its speed, a slower CPU debited. On the project's 2-core CPU the shipped networks restore about 0.03 MP/s (30 s per
 megapixel), so the CPU default is Menon / the bicubic.
 """
 
@@ -201,6 +203,10 @@ def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]
         entry = entries[method]
         own = (entry.get("speed") or {}).get(device)
         if isinstance(own, dict) and isinstance(own.get("megapixels_per_second"), (int, float)):
+            if device == "cpu":  # judged for this machine (gsprestore.calibration)
+                from .calibration import speed_factor
+
+                return float(own["megapixels_per_second"]) * speed_factor(own)
             return float(own["megapixels_per_second"])
         for dataset in ("kodak", "mcm"):
             block = (entry.get("scores") or {}).get(dataset)

@@ -245,3 +245,59 @@ def test_weights_without_method_run_the_files_network(tmp_path):
                          "cpu", "-q")
     assert code == 0, err
     assert json.loads(out)["method"] == "uglr"
+
+
+# ------------------------------------------------------------------------- CPU speed for this machine
+
+
+def _lite_manifest(speed_record):
+    m = _manifest(ugtv=(35.5, 38.6), uglr=None, speed=0.1)  # the paper-size network: slow on the CPU
+    lite = {"file": "ugtv-lite_demosaic.pt", "sha256": "1" * 64, "method": "ugtv-lite", "task": "demosaic",
+            "scores": {"mcm": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": 35.0}]},
+                       "kodak": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": 38.4}]}},
+            "speed": {"cpu": speed_record}}
+    m["models"].append(lite)
+    return m
+
+
+def test_a_cpu_speed_record_is_judged_for_this_machine(fake_weights, monkeypatch):
+    """A CPU-size network recorded at 0.8 MP/s on a machine whose probe read 50 GFLOP/s is the
+    default on a machine probing 100 (1.6 MP/s here), not on one probing 40 (0.64), and a record
+    without the probe's figure, or with the calibration turned off, is taken as it is."""
+    from gsprestore import calibration
+
+    fake_weights(_lite_manifest({"megapixels_per_second": 0.8, "probe_gflops": 50.0}))
+    monkeypatch.setattr(calibration, "cached_probe_gflops", lambda: 100.0)
+    c = defaults.choose_default("demosaic", device="cpu")
+    assert c.method == "ugtv-lite" and c.quality_method == "ugtv" and "1.6 MP/s" in c.reason
+    monkeypatch.setattr(calibration, "cached_probe_gflops", lambda: 40.0)
+    assert defaults.choose_default("demosaic", device="cpu").method == "menon"
+    monkeypatch.setattr(calibration, "cached_probe_gflops", lambda: 1e6)  # clamped to 16x
+    assert defaults.recorded_speed("ugtv-lite", "demosaic", "cpu", _lite_manifest(
+        {"megapixels_per_second": 0.8, "probe_gflops": 50.0})) == pytest.approx(0.8 * 16)
+    monkeypatch.setenv(calibration.ENV, "0")
+    assert defaults.choose_default("demosaic", device="cpu").method == "menon"
+    monkeypatch.delenv(calibration.ENV)
+    fake_weights(_lite_manifest({"megapixels_per_second": 1.2}))
+    assert defaults.choose_default("demosaic", device="cpu").method == "ugtv-lite"
+
+
+def test_the_calibration_probe_is_cached_per_machine(tmp_path, monkeypatch):
+    from gsprestore import calibration
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(calibration, "probe_gflops", lambda: calls.append(1) or 42.0)
+    assert calibration.cached_probe_gflops() == 42.0
+    assert calibration.cached_probe_gflops() == 42.0
+    assert len(calls) == 1 and calibration.cache_file().is_file()
+    monkeypatch.setattr(calibration, "machine_key", lambda: "another machine")
+    assert calibration.cached_probe_gflops() == 42.0 and len(calls) == 2
+    calibration.cache_file().write_text("{not json")  # a damaged cache is measured again, not an error
+    assert calibration.cached_probe_gflops() == 42.0 and len(calls) == 3
+
+
+def test_the_calibration_probe_measures_a_convolution():
+    from gsprestore import calibration
+
+    assert 0.1 < calibration.probe_gflops(threads=1, repeats=1) < 1e5

@@ -86,6 +86,10 @@ def measured_speed(spec: str, method: str, task: str) -> dict:
         raise SystemExit(f"{path}: {key} measures {measures[0]} {measures[1]}, not {method} {task}")
     if "fused" in key and "unfused" not in key and not block.get("fused_ran"):
         raise SystemExit(f"{path}: {key} did not run the fused kernels")
+    if "probe_gflops" in block:  # a CPU measurement (benchmarks/bench_cpu_target.py --json)
+        return {"megapixels_per_second": block["megapixels_per_s"], "key": key, "device_name": data.get("device_name"),
+                "torch": data.get("torch"), "source": path, "threads": block.get("threads"),
+                "probe_gflops": block["probe_gflops"], "conditions": data.get("conditions")}
     return {"megapixels_per_second": block["megapixels_per_s"], "key": key, "device_name": data.get("device_name"),
             "torch": data.get("torch"), "source": path,
             "conditions": (f"{block.get('input_megapixels')} MP image to {block.get('megapixels')} MP"
