@@ -244,7 +244,6 @@ def explain(
     one built from ``method``/``weights`` (tests)."""
     from .graph import edge_distances, edge_weights, random_walk_weights_from_distances
     from .models.estimate import initial_estimate
-    from .models.unrolled import green_difference_estimate
     from .restorers import get_restorer, method_spec, observation
     from .sampling import check_pattern, mosaic
 
@@ -326,8 +325,8 @@ def explain(
     mask = mask.expand_as(known)
     ex = Explanation(method=method, task=task, crop=crop, pixel=pixel, reference=ref_crop, estimates=[])
     with torch.no_grad():
-        if spec.kind == "learned" and model.config.get("signal") == "green-difference":
-            x = green_difference_estimate(known, mask)  # the model's own x^0
+        if spec.kind == "learned":
+            x = model.initial(known, mask)  # the model's own x^0
         else:
             x = initial_estimate(known, mask)
         ex.estimates.append(_hwc(x))

@@ -650,3 +650,20 @@ def test_lite_weights_round_trip_and_refuse_the_paper_size_method(tmp_path):
         assert torch.equal(a, b), k
     with pytest.raises(WeightsError):
         load_model("ugtv", "demosaic", path=path)
+
+
+def test_menon_initial_estimate_is_menons_demosaicking_with_the_samples_kept(gen):
+    from gsprestore.baselines import demosaic_menon
+
+    model = build_model("ugtv-lite", "demosaic", **TINY, admm_iters=1, initial_estimate="menon")
+    gt = torch.rand(1, 3, 12, 14, generator=gen)
+    y = sampling.mosaic(gt)
+    known, mask = observation("demosaic", y)
+    x0 = model(known, mask, return_all=True)[0]
+    torch.testing.assert_close(x0, torch.where(mask > 0, known, demosaic_menon(y)))
+    assert torch.equal(sampling.mosaic(x0), y)
+    out = model(known, mask)
+    ((out - gt) ** 2).mean().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    with pytest.raises(ValueError, match="demosaicking only"):
+        build_model("uglr-lite", "upscale2x", initial_estimate="menon")

@@ -67,6 +67,11 @@ CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
 #: observation at half resolution, with a 1x1 head per block (``"packed"``, :mod:`.packed_trunk`:
 #: the CPU-size networks of issue 39).
 FEATURE_TRUNKS: tuple[str, ...] = ("per-block", "packed")
+#: The initial estimate x^0: the tent interpolation of :mod:`.estimate` (``"bilinear"``; in colour
+#: differences with ``signal="green-difference"``), or Menon et al. 2007's demosaicking
+#: (``"menon"``, :func:`gsprestore.demosaic_classical.demosaic_menon`; RGGB demosaicking only),
+#: which the blocks then refine (issue 39: a better start for the CPU-size networks).
+INITIAL_ESTIMATES: tuple[str, ...] = ("bilinear", "menon")
 #: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
 #: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
 GLR_MIN_WEIGHT: float = 1e-8
@@ -123,6 +128,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
         "beta_init": 0.3,
         "signal": "rgb",
         "feature_trunk": "per-block",
+        "initial_estimate": "bilinear",
     }
     if prior == "glr":
         cfg.update(cg_iters=50, glr_laplacian="preconditioned")
@@ -361,6 +367,11 @@ class UnrolledNet(nn.Module):
             raise ValueError(f"unknown signal {cfg['signal']!r}; expected one of {SIGNALS}")
         if cfg["signal"] != "rgb" and (task != "demosaic" or int(cfg["channels"]) != 3):
             raise ValueError(f"signal {cfg['signal']!r} is for 3-channel demosaicking only")
+        cfg.setdefault("initial_estimate", "bilinear")
+        if cfg["initial_estimate"] not in INITIAL_ESTIMATES:
+            raise ValueError(f"unknown initial_estimate {cfg['initial_estimate']!r}; expected one of {INITIAL_ESTIMATES}")
+        if cfg["initial_estimate"] == "menon" and (task != "demosaic" or int(cfg["channels"]) != 3):
+            raise ValueError("initial_estimate 'menon' is for 3-channel demosaicking only")
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
         cfg.setdefault("feature_trunk", "per-block")
         if cfg["feature_trunk"] not in FEATURE_TRUNKS:
@@ -390,6 +401,20 @@ class UnrolledNet(nn.Module):
     def method(self) -> str:
         return method_name(self.prior, self.config.get("feature_trunk", "per-block"))
 
+    def initial(self, known: Tensor, mask: Tensor) -> Tensor:
+        """x^0 (``initial_estimate``): the tent interpolation (in colour differences for the
+        green-difference signal), or Menon's demosaicking of the RGGB mosaic (not differentiated:
+        it depends on the observation only); the known samples exact either way."""
+        if self.config.get("initial_estimate", "bilinear") == "menon":
+            from ..demosaic_classical import demosaic_menon
+
+            with torch.no_grad():
+                x = demosaic_menon(known.sum(dim=1, keepdim=True), "RGGB")
+            return torch.where(mask > 0, known, x)
+        if self.config["signal"] == "green-difference":
+            return green_difference_estimate(known, mask)
+        return initial_estimate(known, mask)
+
     def trunk_features(self, known: Tensor) -> Tensor | None:
         """The shared trunk's features ``(B, width, ceil(H/2), ceil(W/2))`` of the observation
         ``known`` (``feature_trunk="packed"``; None for the paper's per-block CNNs). Odd sizes are
@@ -415,7 +440,8 @@ class UnrolledNet(nn.Module):
             per_block += 2 * cfg["cg_iters"]  # each normalized-Laplacian product reaches 2 px
         else:  # each CG step applies C^T C (4 px); each ADMM iteration one C x for q (2 px)
             per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
-        return 2 + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block  # 2: the 5x5 initial estimate
+        start = 8 if cfg.get("initial_estimate") == "menon" else 2  # Menon's exact halo; the 5x5 tent
+        return start + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block
 
     def _check_input(self, known: Tensor, mask: Tensor) -> None:
         if known.dim() != 4:
@@ -431,10 +457,7 @@ class UnrolledNet(nn.Module):
         with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``."""
         self._check_input(known, mask)
         mask = mask.expand_as(known)
-        if self.config["signal"] == "green-difference":
-            x = green_difference_estimate(known, mask)
-        else:
-            x = initial_estimate(known, mask)
+        x = self.initial(known, mask)
         xs = [x]
         mode = {False: "", None: "", True: "block"}.get(self.checkpoint, self.checkpoint)
         if mode not in CHECKPOINT_MODES:
