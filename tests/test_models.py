@@ -667,3 +667,16 @@ def test_menon_initial_estimate_is_menons_demosaicking_with_the_samples_kept(gen
     assert all(p.grad is not None for p in model.parameters())
     with pytest.raises(ValueError, match="demosaicking only"):
         build_model("uglr-lite", "upscale2x", initial_estimate="menon")
+
+
+def test_bicubic_initial_estimate_is_the_aligned_bicubic(gen):
+    from gsprestore.upscale_classical import upscale_bicubic
+
+    model = build_model("uglr-lite", "upscale2x", **TINY, initial_estimate="bicubic")
+    lr = torch.rand(1, 3, 6, 7, generator=gen)
+    known, mask = observation("upscale2x", lr)
+    x0 = model(known, mask, return_all=True)[0]
+    torch.testing.assert_close(x0, upscale_bicubic(lr))
+    assert torch.equal(sampling.decimate(model(known, mask)), lr)
+    with pytest.raises(ValueError, match="2x interpolation only"):
+        build_model("ugtv-lite", "demosaic", initial_estimate="bicubic")

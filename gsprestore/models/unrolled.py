@@ -70,8 +70,9 @@ FEATURE_TRUNKS: tuple[str, ...] = ("per-block", "packed")
 #: The initial estimate x^0: the tent interpolation of :mod:`.estimate` (``"bilinear"``; in colour
 #: differences with ``signal="green-difference"``), or Menon et al. 2007's demosaicking
 #: (``"menon"``, :func:`gsprestore.demosaic_classical.demosaic_menon`; RGGB demosaicking only),
-#: which the blocks then refine (issue 39: a better start for the CPU-size networks).
-INITIAL_ESTIMATES: tuple[str, ...] = ("bilinear", "menon")
+#: which the blocks then refine (issue 39: a better start for the CPU-size networks); for 2x the
+#: grid-aligned bicubic (``"bicubic"``, :func:`gsprestore.upscale_classical.upscale_bicubic`).
+INITIAL_ESTIMATES: tuple[str, ...] = ("bilinear", "menon", "bicubic")
 #: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
 #: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
 GLR_MIN_WEIGHT: float = 1e-8
@@ -372,6 +373,8 @@ class UnrolledNet(nn.Module):
             raise ValueError(f"unknown initial_estimate {cfg['initial_estimate']!r}; expected one of {INITIAL_ESTIMATES}")
         if cfg["initial_estimate"] == "menon" and (task != "demosaic" or int(cfg["channels"]) != 3):
             raise ValueError("initial_estimate 'menon' is for 3-channel demosaicking only")
+        if cfg["initial_estimate"] == "bicubic" and task != "upscale2x":
+            raise ValueError("initial_estimate 'bicubic' is for 2x interpolation only")
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
         cfg.setdefault("feature_trunk", "per-block")
         if cfg["feature_trunk"] not in FEATURE_TRUNKS:
@@ -411,6 +414,12 @@ class UnrolledNet(nn.Module):
             with torch.no_grad():
                 x = demosaic_menon(known.sum(dim=1, keepdim=True), "RGGB")
             return torch.where(mask > 0, known, x)
+        if self.config.get("initial_estimate") == "bicubic":
+            from ..upscale_classical import upscale_bicubic
+
+            with torch.no_grad():  # known = H^T y (y = known[0::2, 0::2]); the aligned bicubic keeps y
+                x = upscale_bicubic(known[..., 0::2, 0::2])[..., : known.shape[-2], : known.shape[-1]]
+            return torch.where(mask > 0, known, x)
         if self.config["signal"] == "green-difference":
             return green_difference_estimate(known, mask)
         return initial_estimate(known, mask)
@@ -440,7 +449,7 @@ class UnrolledNet(nn.Module):
             per_block += 2 * cfg["cg_iters"]  # each normalized-Laplacian product reaches 2 px
         else:  # each CG step applies C^T C (4 px); each ADMM iteration one C x for q (2 px)
             per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
-        start = 8 if cfg.get("initial_estimate") == "menon" else 2  # Menon's exact halo; the 5x5 tent
+        start = {"menon": 8, "bicubic": 4}.get(cfg.get("initial_estimate"), 2)  # Menon's halo, 4x4 taps, 5x5 tent
         return start + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block
 
     def _check_input(self, known: Tensor, mask: Tensor) -> None:
