@@ -1,10 +1,15 @@
 """Issue 16's cost model: operations and bytes per output pixel and per block of each shipped
-model, split into parts, the floors they imply on this CPU and on an H200, and the measured time
-beside them.
+model (and of the CPU-size ``-lite`` networks, and of any candidate configuration: ``--opt``),
+split into parts, the floors they imply on this CPU and on an H200, and the measured time beside
+them.
 
 Parts of one unrolled block (``gsprestore/models/unrolled.py``):
 
 * ``cnn``: the feature CNN (4 3x3 convs, width 48, ReLU, residual shortcuts; 2x: its luma input);
+  in the CPU-size networks (``feature_trunk="packed"``, ``models/packed_trunk.py``) the block's
+  head instead (``BlockFeatureHead``: a 1x1 conv of the trunk's features to 4 K F at half
+  resolution + pixel shuffle, plus a 1x1 conv of the CNN input to K F: K F (width + C_in)
+  multiply-adds an output pixel);
 * ``graph``: graph learning - M_k = A_k A_k^T, M f, the edge distances of eq. 27 and the weights
   (uGTV: the random-walk softmax of eq. 28, 24 directed edges; uGLR: exp(-d), 12 undirected);
 * ``solver``: the interpolation solver, split into ``solver.cg`` (the unrolled CG iterations),
@@ -15,7 +20,19 @@ Parts of one unrolled block (``gsprestore/models/unrolled.py``):
 * ``rest``: the heads' weighted average, the re-imposed samples and (demosaicking,
   ``signal="green-difference"``) the glue between the G solve and the R-G / B-G solve;
 
-plus ``estimate``, the initial estimate x^0 (once per forward, not per block).
+plus, once per forward (not per block), ``trunk``, the CPU-size networks' shared feature trunk
+(``UnrolledNet.trunk_features``: the observation packed 2x2, then a ``width`` x ``cnn_layers``
+FeatureCNN at half resolution: 9 width (C_packed + (L - 1) width) / 4 multiply-adds an output
+pixel; 0 for the paper's networks), and ``estimate``, the initial estimate x^0.
+
+Models: ``method_task`` (:data:`MODELS`). A method without shipped weights (``weights_status``,
+e.g. the lite networks while they train) is built untrained with ``build_model(method, task)``:
+the cost does not depend on the weights; the report's ``weights:`` line says which. ``--opt
+KEY=VALUE`` (JSON value, repeatable) overrides configuration keys of every model priced (a
+shipped model: its own configuration with the keys over it, untrained; a lite one:
+``build_model(method, task, **opts)``); ``--candidate MODEL:KEY=VALUE,...`` adds one more model
+to price with its own keys (over ``--opt``), and several models end with a summary table
+(params, CNN MACs/px, FLOP/px, measured s per forward, MP/s, ratios to the first row).
 
 What it reports, per output pixel (per block unless said):
 
@@ -46,6 +63,10 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/cost_model.py --no-time             # counts and H200 floors, no timing
     .venv/bin/python benchmarks/cost_model.py --no-time --cpu-peaks 113,24.6   # ... and CPU floors at given GFLOP/s, GB/s
     .venv/bin/python benchmarks/cost_model.py --models ugtv_demosaic --size 512x768 --json cost.json
+    # candidates for the CPU-size networks, before training (untrained networks, timed on 1 thread)
+    .venv/bin/python benchmarks/cost_model.py --models ugtv_demosaic,ugtv-lite_demosaic --threads 1 --no-count \
+        --candidate ugtv-lite_demosaic:blocks=3,heads=1 --candidate ugtv-lite_demosaic:blocks=4,heads=1,width=32
+    .venv/bin/python benchmarks/cost_model.py --models ugtv-lite_demosaic --opt blocks=4 --opt heads=1
 """
 
 from __future__ import annotations
@@ -70,10 +91,16 @@ sys.path.insert(0, _HERE)
 from gsprestore import backend  # noqa: E402
 from gsprestore.window import OFFSETS  # noqa: E402
 
-MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
-#: the parts of a block, then the initial estimate (once per forward)
-PARTS = ("cnn", "graph", "solver.setup", "solver.cg", "solver.admm", "rest", "estimate")
-BLOCK_PARTS = PARTS[:-1]
+MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
+          "ugtv-lite_demosaic", "uglr-lite_demosaic", "ugtv-lite_upscale2x", "uglr-lite_upscale2x")
+#: the parts of a block
+BLOCK_PARTS = ("cnn", "graph", "solver.setup", "solver.cg", "solver.admm", "rest")
+#: the parts run once per forward, not per block: the packed feature trunk (lite networks; 0 for
+#: the paper's per-block CNNs) and the initial estimate
+PER_FORWARD = ("trunk", "estimate")
+PARTS = BLOCK_PARTS + PER_FORWARD
+#: the parts whose convolutions run on TF32 tensor cores on the H200
+CNN_PARTS = ("cnn", "trunk")
 SOLVER_PARTS = ("solver.setup", "solver.cg", "solver.admm")
 #: the rows that get a fused-bytes floor (the solver as one part)
 FLOOR_ROWS = ("cnn", "graph", "solver", "rest")
@@ -107,12 +134,15 @@ def _cg_flops(T: int, stencil: float, precond: bool, keep: bool) -> float:
 
 
 def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
-    """Per output pixel: FLOPs of each part per block (``estimate``: per forward) as the PyTorch
-    formulas compute them (borders exact: only in-image edges), and the byte floors.
+    """Per output pixel: FLOPs of each part per block (``trunk``, ``estimate``: per forward) as the
+    PyTorch formulas compute them (borders exact: only in-image edges; the 3x3 convs' replicate
+    border strips not counted), the CNN parts' multiply-adds (``macs``) and the byte floors.
 
     ``fused`` (fp32 floats x 4) assumes each part is one kernel reading its inputs once and
     writing its outputs once, intermediates in cache: cnn reads x^t (3 channels; 2x computes its
-    luma inside) and writes the K x F = 48 features; graph reads the features and writes the
+    luma inside; a packed model's head also the trunk's features at half resolution) and writes
+    the K x F features; the trunk reads the observation (2x: its low-resolution samples) and
+    writes its ``width`` features at half resolution; graph reads the features and writes the
     weights (uGTV 24 directed per head, uGLR 12 undirected); the solver reads the weights, known,
     mask and warm start (3 C) once per solve and writes the K x C head outputs (all CG and ADMM
     vectors in cache: a row wavefront); rest reads the head outputs, known and mask and writes
@@ -131,16 +161,42 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
     stencil = 1 + 2 * Ed  # diag * v, then one multiply-add per in-image directed neighbour
     out: dict[str, dict[str, float]] = {p: {"flops": 0.0} for p in PARTS}
 
-    # feature CNN (FeatureCNN, as UnrolledBlock.projected_features runs it): luma (3 mul + 2 add), per conv 9 C_in MACs per
-    # output channel + bias, ReLU, the residual add from the second conv on
     cin = 1 if luma else ch
-    macs = 9 * width * (cin + (L - 1) * width)
-    out["cnn"]["macs"] = macs
-    out["cnn"]["flops"] = (5 if luma else 0) + 2 * macs + width * L * 2 + width * (L - 1)
-    out["cnn"]["fused"] = F32 * (ch + K * Fd)
-    # one kernel per conv (each reads its input once, writes its output once; bias, ReLU and the
-    # residual add in the epilogue)
-    out["cnn"]["fused_per_layer"] = F32 * (ch + width + (L - 1) * 2 * width)
+    KF = K * Fd
+    if cfg.get("feature_trunk", "per-block") == "packed":
+        # the packed trunk (PackedTrunk, once per forward, UnrolledNet.trunk_features): a FeatureCNN on
+        # the observation packed 2x2 (odd sizes zero-padded to whole cells) at half resolution, q = its
+        # pixels per output pixel (1/4 at even sizes). Packing: demosaic, the mosaic = known summed over
+        # its channels (2 adds per padded full-res pixel = 8 per cell) then pixel_unshuffle (data);
+        # 2x, the luma of the low-resolution samples (5 per cell). Then per conv 9 C_in MACs per output
+        # channel + bias, ReLU, the residual add from the second conv on, per half-res pixel.
+        q = ((H + 1) // 2) * ((W + 1) // 2) / HW
+        cin_p = 1 if luma else 4
+        macs_lr = 9 * width * (cin_p + (L - 1) * width)
+        out["trunk"]["macs"] = q * macs_lr
+        out["trunk"]["flops"] = q * ((5 if luma else 8) + 2 * macs_lr + width * L * 2 + width * (L - 1))
+        # reads the observation (demosaic: known; 2x: its low-resolution samples), writes the features
+        obs = ch if not luma else ch * q
+        out["trunk"]["fused"] = F32 * (obs + q * width)
+        out["trunk"]["fused_per_layer"] = F32 * (obs + q * (cin_p + width + (L - 1) * 2 * width))
+        # the block's head (BlockFeatureHead): 1x1 conv width -> 4 K F (+ bias) at half resolution,
+        # pixel shuffle (data), 1x1 conv (no bias) of the CNN input (luma: 5) -> K F, their sum
+        out["cnn"]["macs"] = q * 4 * width * KF + cin * KF
+        out["cnn"]["flops"] = (5 if luma else 0) + q * (8 * width * KF + 4 * KF) + 2 * cin * KF + KF
+        out["cnn"]["fused"] = F32 * (q * width + ch + KF)
+        # unpack conv (reads the trunk, writes 4 K F at half res), shuffle (a copy), estimate conv, add
+        out["cnn"]["fused_per_layer"] = F32 * (q * width + KF + 2 * KF + ch + KF + 3 * KF)
+    else:
+        # feature CNN (FeatureCNN, as UnrolledBlock.projected_features runs it): luma (3 mul + 2 add), per conv 9 C_in MACs per
+        # output channel + bias, ReLU, the residual add from the second conv on
+        macs = 9 * width * (cin + (L - 1) * width)
+        out["cnn"]["macs"] = macs
+        out["cnn"]["flops"] = (5 if luma else 0) + 2 * macs + width * L * 2 + width * (L - 1)
+        out["cnn"]["fused"] = F32 * (ch + KF)
+        # one kernel per conv (each reads its input once, writes its output once; bias, ReLU and the
+        # residual add in the epilogue)
+        out["cnn"]["fused_per_layer"] = F32 * (ch + width + (L - 1) * 2 * width)
+        out["trunk"].update(macs=0.0, fused=0.0, fused_per_layer=0.0)
 
     # graph learning: A A^T and its symmetrisation (per block, per image), M f (F x F per head),
     # d = sum_f (f_p - f_q)_f (M f_p - M f_q)_f (2 sub + 1 mul per feature, F - 1 adds), then
@@ -249,7 +305,7 @@ class Tracker:
 def labelled(tracker: Tracker):
     """Wrap the functions that mark the parts (module globals and methods, restored on exit)."""
     from gsprestore import native
-    from gsprestore.models import unrolled
+    from gsprestore.models import packed_trunk, unrolled
     from gsprestore.solvers import cg as cgmod
     from gsprestore.solvers import gtv as gtvmod
 
@@ -257,7 +313,13 @@ def labelled(tracker: Tracker):
         (unrolled, "green_difference_estimate", "estimate"),
         (unrolled, "initial_estimate", "estimate"),
         (unrolled.UnrolledBlock, "graph_weights", "graph"),
-        (unrolled.FeatureCNN, "features_any_layout", "cnn"),  # inside graph_weights: the inner label counts
+        # the packed trunk (lite networks): the packing, then its FeatureCNN, all "trunk"; a block's
+        # head is its "cnn"
+        (unrolled.UnrolledNet, "trunk_features", "trunk"),
+        (packed_trunk.PackedTrunk, "forward", "trunk"),
+        (packed_trunk.BlockFeatureHead, "forward", "cnn"),
+        # inside graph_weights: the inner label counts; inside the trunk it stays "trunk"
+        (unrolled.FeatureCNN, "features_any_layout", lambda outer: "trunk" if outer == "trunk" else "cnn"),
         (unrolled, "luma", "cnn"),  # the 2x CNN's input
         (unrolled.UnrolledBlock, "graph_system", "solver.setup"),
         (unrolled.UnrolledBlock, "solve", "solver.setup"),
@@ -272,7 +334,7 @@ def labelled(tracker: Tracker):
 
     def wrap(fn, label):
         def inner(*a, **k):
-            tracker.enter(label)
+            tracker.enter(label(tracker.label) if callable(label) else label)
             try:
                 return fn(*a, **k)
             finally:
@@ -436,17 +498,59 @@ def _inputs(task: str, H: int, W: int):
     return observation(task, y)
 
 
-def _load(name: str):
-    from gsprestore.weights import load_model
+def parse_opts(items) -> dict[str, Any]:
+    """``["blocks=4", 'feature_trunk="packed"']`` -> ``{"blocks": 4, "feature_trunk": "packed"}``
+    (JSON values; a value that is not JSON is taken as a string)."""
+    opts: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--opt {item!r}: expected KEY=VALUE")
+        try:
+            opts[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            opts[key.strip()] = value
+    return opts
+
+
+def opts_label(opts: Optional[dict]) -> str:
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in (opts or {}).items())
+
+
+def _load(name: str, opts: Optional[dict] = None):
+    """``(model, task)`` for ``"method_task"``: the shipped network; untrained (random weights: the
+    cost does not depend on them) when the method has no shipped weights (``build_model``) or when
+    ``opts`` override the configuration (a shipped model's own configuration with ``opts`` over it,
+    a lite one's ``build_model(method, task, **opts)``). ``model.cost_source`` says which."""
+    from gsprestore.models import build_model
+    from gsprestore.models.unrolled import UnrolledNet
+    from gsprestore.weights import load_model, weights_status
 
     method, task = name.split("_")
-    return load_model(method, task).eval(), task
+    opts = dict(opts or {})
+    status = weights_status(method, task)
+    if status == "shipped" and not opts:
+        model = load_model(method, task)
+        model.cost_source = "shipped weights"
+    else:
+        torch.manual_seed(0)
+        if status == "shipped":
+            cfg = dict(load_model(method, task).config)
+            prior = cfg.pop("prior")
+            cfg.pop("task", None)
+            model = UnrolledNet(prior, task, **{**cfg, **opts})
+            model.cost_source = f"untrained: the shipped configuration with {opts_label(opts)}"
+        else:
+            model = build_model(method, task, **opts)
+            model.cost_source = (f"untrained (no shipped {method} {task} weights: build_model"
+                                 + (f" with {opts_label(opts)})" if opts else ")"))
+    return model.eval(), task
 
 
-def count(name: str, H: int, W: int) -> dict:
+def count(name: str, H: int, W: int, opts: Optional[dict] = None) -> dict:
     """One inference forward on the PyTorch path (native kernels off), counted by part: per
     output pixel, block parts per block."""
-    model, task = _load(name)
+    model, task = _load(name, opts)
     known, mask = _inputs(task, H, W)
     tracker = Tracker()
     with backend.use("torch"), torch.inference_mode(), labelled(tracker), Counter(tracker) as c:
@@ -455,9 +559,9 @@ def count(name: str, H: int, W: int) -> dict:
     px = H * W
     res: dict[str, Any] = {"size": [H, W], "parts": {}}
     for p in PARTS:
-        div = px * (1 if p == "estimate" else blocks)
+        div = px * (1 if p in PER_FORWARD else blocks)
         res["parts"][p] = {"flops": c.flops.get(p, 0.0) / div, "bytes": c.bytes.get(p, 0.0) / div,
-                           "launches": c.launches.get(p, 0) / (1 if p == "estimate" else blocks)}
+                           "launches": c.launches.get(p, 0) / (1 if p in PER_FORWARD else blocks)}
     res["launches_per_forward"] = sum(c.launches.values())
     res["unknown_ops"] = dict(c.unknown)
     res["top_ops"] = sorted(((k, v[0], v[1] / px, v[2] / px) for k, v in c.by_op.items()), key=lambda r: -r[3])[:8]
@@ -507,10 +611,10 @@ def cpu_peaks(threads: int, repeats: int = 5) -> dict:
             "note": "bytes counted as read + write (no write-allocate traffic)"}
 
 
-def measure(name: str, H: int, W: int, repeats: int) -> dict:
+def measure(name: str, H: int, W: int, repeats: int, opts: Optional[dict] = None) -> dict:
     """Per-part wall time of one forward with the default backend (native kernels), after a
     warm-up forward; the fastest of ``repeats`` forwards."""
-    model, task = _load(name)
+    model, task = _load(name, opts)
     known, mask = _inputs(task, H, W)
     runs = []
     with torch.inference_mode():
@@ -543,8 +647,8 @@ def _floor_s(flops: float, nbytes: float, peak: float, bw: float) -> float:
 
 
 def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[dict], timed: Optional[dict],
-                 counted: Optional[dict]) -> dict:
-    model, task = _load(name)
+                 counted: Optional[dict], opts: Optional[dict] = None) -> dict:
+    model, task = _load(name, opts)
     cfg = dict(model.config)
     blocks = cfg["blocks"]
     an = analytic(cfg, H, W)
@@ -552,6 +656,8 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
     rows: dict[str, dict] = {}
     for p in PARTS + ("solver",):
         r = {"flops": an[p]["flops"], "fused_bytes": an[p].get("fused"), "stream_bytes": an[p].get("stream")}
+        if "macs" in an[p]:
+            r["macs"] = an[p]["macs"]
         if "fused_per_layer" in an[p]:
             r["fused_per_layer_bytes"] = an[p]["fused_per_layer"]
         if counted is not None:
@@ -563,12 +669,12 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
                 cf, cb, cl = (counted["parts"][p][k] for k in ("flops", "bytes", "launches"))
             r.update(analytic_at_count=an_c[p]["flops"], dispatch_flops=cf, unfused_bytes=cb, launches=cl)
         rows[p] = r
-    # floors: per pixel per block (estimate: per forward), seconds
-    for p in FLOOR_ROWS + ("estimate",):
+    # floors: per pixel per block (trunk, estimate: per forward), seconds
+    for p in FLOOR_ROWS + PER_FORWARD:
         r = rows[p]
         fb = r["fused_bytes"]
-        r["intensity_fused"] = r["flops"] / fb
-        h_peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
+        r["intensity_fused"] = r["flops"] / fb if fb else None
+        h_peak = H200["tf32_flops"] if p in CNN_PARTS else H200["fp32_flops"]
         r["h200_floor_s"] = _floor_s(r["flops"], fb, h_peak, H200["hbm_bytes_per_s"])
         r["h200_bound"] = "compute" if r["flops"] / h_peak >= fb / H200["hbm_bytes_per_s"] else "memory"
         r["h200_floor_fp32_s"] = _floor_s(r["flops"], fb, H200["fp32_flops"], H200["hbm_bytes_per_s"])
@@ -586,7 +692,7 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
     if timed is not None:
         px = timed["size"][0] * timed["size"][1]
         for p in PARTS:
-            div = px * (1 if p == "estimate" else blocks)
+            div = px * (1 if p in PER_FORWARD else blocks)
             rows[p]["measured_s"] = timed["parts_s"][p] / div
             rows[p]["native_s"] = timed["native_s"].get(p, 0.0) / div
         rows["solver"]["measured_s"] = sum(rows[s]["measured_s"] for s in SOLVER_PARTS)
@@ -595,18 +701,27 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
     tot: dict[str, Any] = {}
     tot["block_flops"] = sum(rows[p]["flops"] for p in FLOOR_ROWS)
     tot["block_fused_bytes"] = sum(rows[p]["fused_bytes"] for p in FLOOR_ROWS)
-    tot["forward_flops"] = blocks * tot["block_flops"] + rows["estimate"]["flops"]
-    tot["forward_fused_bytes"] = blocks * tot["block_fused_bytes"] + rows["estimate"]["fused_bytes"]
+
+    def per_forward(key):
+        return sum(rows[p][key] for p in PER_FORWARD)
+
+    tot["forward_flops"] = blocks * tot["block_flops"] + per_forward("flops")
+    tot["forward_fused_bytes"] = blocks * tot["block_fused_bytes"] + per_forward("fused_bytes")
+    # multiply-adds of the CNN parts per output pixel: the trunk (once) and the per-block CNN / head
+    tot["block_cnn_macs"] = rows["cnn"]["macs"]
+    tot["trunk_macs"] = rows["trunk"]["macs"]
+    tot["forward_cnn_macs"] = blocks * rows["cnn"]["macs"] + rows["trunk"]["macs"]
+    tot["params"] = model.num_params()
     if counted is not None:
         tot["block_unfused_bytes"] = sum(rows[p]["unfused_bytes"] for p in FLOOR_ROWS)
-        tot["forward_unfused_bytes"] = blocks * tot["block_unfused_bytes"] + rows["estimate"]["unfused_bytes"]
+        tot["forward_unfused_bytes"] = blocks * tot["block_unfused_bytes"] + per_forward("unfused_bytes")
         tot["block_dispatch_flops"] = sum(rows[p]["dispatch_flops"] for p in FLOOR_ROWS)
         tot["launches_per_forward"] = counted["launches_per_forward"]
     for key in ("h200_floor_s", "h200_floor_fp32_s", "h200_floor_unfused_s", "cpu_floor_s", "cpu_floor_unfused_s",
                 "measured_s"):
-        if all(key in rows[p] for p in FLOOR_ROWS + ("estimate",)):
+        if all(key in rows[p] for p in FLOOR_ROWS + PER_FORWARD):
             tot["block_" + key] = sum(rows[p][key] for p in FLOOR_ROWS)
-            tot["forward_" + key] = blocks * tot["block_" + key] + rows["estimate"][key]
+            tot["forward_" + key] = blocks * tot["block_" + key] + per_forward(key)
     for key in ("h200_floor_s", "h200_floor_fp32_s", "h200_floor_unfused_s"):
         if "forward_" + key in tot:
             tot["h200_mp_per_s_" + key[len("h200_floor_"):-2] if key != "h200_floor_s" else "h200_mp_per_s"] = \
@@ -620,19 +735,19 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
         scen = {}
         for label, fused_parts in (("unfused", ()), ("solver fused", ("solver",)),
                                    ("graph + solver fused", ("graph", "solver")),
-                                   ("all parts fused", FLOOR_ROWS + ("estimate",))):
+                                   ("all parts fused", FLOOR_ROWS + PER_FORWARD)):
             t = 0.0
-            for p in FLOOR_ROWS + ("estimate",):
+            for p in FLOOR_ROWS + PER_FORWARD:
                 r = rows[p]
                 nb = r["fused_bytes"] if p in fused_parts else r["unfused_bytes"]
-                peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
-                t += (1 if p == "estimate" else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
+                peak = H200["tf32_flops"] if p in CNN_PARTS else H200["fp32_flops"]
+                t += (1 if p in PER_FORWARD else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
             scen[label] = {"forward_s_per_px": t, "mp_per_s": 1e-6 / t}
         # this tree on CUDA: the fused Triton kernels (graph_triton: the weights from projected
         # features, after one projection matmul; cg_triton: a kernel per CG step; admm_triton: the
         # replayed edge term) at their fused / streamed bytes, every other part as counted
         t = 0.0
-        for p in ("cnn", "graph", "solver.setup", "solver.cg", "solver.admm", "rest", "estimate"):
+        for p in PARTS:
             r = rows[p]
             if p == "graph":
                 K, Fd = cfg["heads"], cfg["features"]
@@ -641,13 +756,15 @@ def model_report(name: str, H: int, W: int, Hc: int, Wc: int, peaks: Optional[di
                 nb = r["stream_bytes"]
             else:
                 nb = r["unfused_bytes"]
-            peak = H200["tf32_flops"] if p == "cnn" else H200["fp32_flops"]
-            t += (1 if p == "estimate" else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
+            peak = H200["tf32_flops"] if p in CNN_PARTS else H200["fp32_flops"]
+            t += (1 if p in PER_FORWARD else blocks) * _floor_s(r["flops"], nb, peak, H200["hbm_bytes_per_s"])
         scen["this tree (Triton: graph, CG, ADMM replay)"] = {"forward_s_per_px": t, "mp_per_s": 1e-6 / t}
         tot["h200_scenarios"] = scen
     if timed is not None:
         tot["measured_forward_s"] = timed["total_s"]
-    return {"model": name, "config": cfg, "size": [H, W], "count_size": [Hc, Wc], "rows": rows, "totals": tot,
+        tot["measured_mp_per_s"] = timed["size"][0] * timed["size"][1] / timed["total_s"] / 1e6
+    return {"model": name, "opts": dict(opts or {}), "label": (name + " " + opts_label(opts)).strip(),
+            "weights": model.cost_source, "config": cfg, "size": [H, W], "count_size": [Hc, Wc], "rows": rows, "totals": tot,
             "edges_per_pixel": undirected_edges_per_pixel(H, W), "timed": timed,
             "counted": None if counted is None else {k: counted[k] for k in ("unknown_ops", "top_ops", "launches_per_forward")}}
 
@@ -673,17 +790,24 @@ def print_report(rep: dict, peaks: Optional[dict]) -> None:
     rows, tot, cfg = rep["rows"], rep["totals"], rep["config"]
     H, W = rep["size"]
     Hc, Wc = rep["count_size"]
-    print(f"\n== {rep['model']}  (blocks {cfg['blocks']}, {cfg['heads']} heads x {cfg['features']}, "
-          f"cg_iters {cfg['cg_iters']}" + (f", admm_iters {cfg['admm_iters']}" if cfg["prior"] == "gtv" else "")
-          + f", signal {cfg.get('signal', 'rgb')}; {rep['edges_per_pixel']:.3f} undirected edges/px at {W}x{H})")
-    print(f"per output pixel, per block (estimate: per forward). FLOPs analytic at {W}x{H}; dispatch = PyTorch path "
+    packed = cfg.get("feature_trunk", "per-block") == "packed"
+    print(f"\n== {rep['label']}  (blocks {cfg['blocks']}, {cfg['heads']} heads x {cfg['features']}, "
+          + (f"packed trunk {cfg['width']} x {cfg['cnn_layers']} at half resolution + 1x1 heads"
+             if packed else f"per-block CNN {cfg['width']} x {cfg['cnn_layers']}")
+          + f", cg_iters {cfg['cg_iters']}" + (f", admm_iters {cfg['admm_iters']}" if cfg["prior"] == "gtv" else "")
+          + f", signal {cfg.get('signal', 'rgb')}; {tot['params']:,} params; {rep['edges_per_pixel']:.3f} "
+          f"undirected edges/px at {W}x{H})")
+    print(f"weights: {rep['weights']}")
+    print(f"per output pixel, per block (trunk, estimate: per forward). FLOPs analytic at {W}x{H}; dispatch = PyTorch path "
           f"counted at {Wc}x{Hc} (analytic there in brackets); bytes: unfused (counted), fused floor, solver streamed "
           "(estimate); times in ns/px; floors: c compute-bound, m memory-bound (fused bytes; H200: CNN on TF32)")
     hdr = (f"{'part':14} {'FLOP':>8} {'dispatch':>17} {'B unfused':>9} {'B fused':>8} {'B stream':>8} "
            f"{'CPU floor':>9} {'H200 floor':>10} {'measured':>9} {'(native)':>8} {'meas/floor':>10}")
     print(hdr)
-    for p in ("cnn", "graph", "solver", "solver.setup", "solver.cg", "solver.admm", "rest", "estimate"):
+    for p in ("cnn", "graph", "solver", "solver.setup", "solver.cg", "solver.admm", "rest", "trunk", "estimate"):
         r = rows[p]
+        if p == "trunk" and not packed:
+            continue  # the paper's networks have no trunk (0)
         disp = "-"
         if "dispatch_flops" in r:
             disp = f"{_fmt(r['dispatch_flops'])} [{_fmt(r['analytic_at_count'])}]"
@@ -707,10 +831,17 @@ def print_report(rep: dict, peaks: Optional[dict]) -> None:
           f"{_fmt(tot['forward_fused_bytes']):>8} {'':>8} "
           f"{_fmt(tot['forward_cpu_floor_s'] * 1e9 if 'forward_cpu_floor_s' in tot else None):>9} "
           f"{_fmt(tot['forward_h200_floor_s'] * 1e9):>10} {_fmt(None if f_meas is None else f_meas * 1e9):>9}")
+    print("  CNN MACs/px: " + (f"trunk {_fmt(tot['trunk_macs'])} (once), head {_fmt(tot['block_cnn_macs'])} per block"
+                                if packed else f"{_fmt(tot['block_cnn_macs'])} per block")
+          + f" -> {_fmt(tot['forward_cnn_macs'])} per forward; total {_fmt(tot['forward_flops'])} FLOP/px per forward"
+          + (f"; measured {f_meas * 1e9:.0f} ns/px per forward = {tot['measured_mp_per_s']:.3f} MP/s "
+             f"({tot['measured_forward_s']:.2f} s at {W}x{H}, {rep['timed']['threads']} threads)"
+             if f_meas is not None else ""))
     if "forward_cpu_floor_s" in tot and f_meas is not None:
         print(f"  CPU: forward measured {tot['measured_forward_s']:.2f} s at {W}x{H}; floor (fused bytes) "
-              f"{tot['forward_cpu_floor_s'] * H * W:.3f} s, floor with the unfused bytes "
-              f"{tot.get('forward_cpu_floor_unfused_s', float('nan')) * H * W:.3f} s")
+              f"{tot['forward_cpu_floor_s'] * H * W:.3f} s"
+              + (f", floor with the unfused bytes {tot['forward_cpu_floor_unfused_s'] * H * W:.3f} s"
+                 if "forward_cpu_floor_unfused_s" in tot else ""))
     print(f"  H200 floors (ns/px per forward): fused, CNN on TF32 {tot['forward_h200_floor_s'] * 1e9:.2f} "
           f"({tot['h200_mp_per_s']:.0f} MP/s); fused, all fp32 {tot['forward_h200_floor_fp32_s'] * 1e9:.2f} "
           f"({tot['h200_mp_per_s_fp32']:.0f} MP/s)"
@@ -724,6 +855,25 @@ def print_report(rep: dict, peaks: Optional[dict]) -> None:
         print(f"  operators without a FLOP formula (counted as 0): {rep['counted']['unknown_ops']}")
 
 
+def print_summary(reps: list[dict]) -> None:
+    """One row per model / candidate; ratios to the first row (measured time, and FLOPs)."""
+    timed = all(r["totals"].get("measured_forward_s") for r in reps)
+    H, W = reps[0]["size"]
+    print(f"\n== summary (per output pixel, per forward; measured at {W}x{H}; x: ratio to the first row)")
+    w = max([len("model / candidate")] + [len(r["label"]) for r in reps])
+    print(f"{'model / candidate':{w}} {'params':>8} {'CNN MAC/px':>10} {'FLOP/px':>8} {'FLOP x':>6}"
+          + (f" {'s/forward':>9} {'ns/px':>7} {'MP/s':>7} {'time x':>6}" if timed else ""))
+    t0, f0 = reps[0]["totals"].get("measured_forward_s"), reps[0]["totals"]["forward_flops"]
+    for r in reps:
+        t = r["totals"]
+        line = (f"{r['label']:{w}} {t['params']:>8,} {_fmt(t['forward_cnn_macs']):>10} {_fmt(t['forward_flops']):>8} "
+                f"{t['forward_flops'] / f0:>6.2f}")
+        if timed:
+            line += (f" {t['measured_forward_s']:>9.3f} {t['forward_measured_s'] * 1e9:>7.0f} "
+                     f"{t['measured_mp_per_s']:>7.3f} {t['measured_forward_s'] / t0:>6.2f}")
+        print(line)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -735,12 +885,23 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=1, help="timed forwards per model (after one warm-up)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None, help="write every figure to this file")
+    ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a configuration key of every model priced (JSON value: blocks=4, heads=1, "
+                         "width=32, feature_trunk='\"packed\"'); repeatable. The network is then untrained "
+                         "(a shipped model: its configuration with these keys over it)")
+    ap.add_argument("--candidate", action="append", default=[], metavar="MODEL[:KEY=VALUE,...]",
+                    help="also price MODEL with these overrides (over --opt), e.g. "
+                         "ugtv-lite_demosaic:blocks=3,heads=1; repeatable, one summary table for all")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     H, W = (int(v) for v in args.size.lower().split("x"))
     Hc, Wc = (int(v) for v in args.count_size.lower().split("x"))
-    names = [m for m in args.models.split(",") if m]
-    for n in names:
+    opts = parse_opts(args.opt)
+    jobs = [(m, dict(opts)) for m in args.models.split(",") if m]
+    for cand in args.candidate:
+        m, _, kv = cand.partition(":")
+        jobs.append((m.strip(), {**opts, **parse_opts([i for i in kv.split(",") if i.strip()])}))
+    for n, _ in jobs:
         if n not in MODELS:
             raise SystemExit(f"unknown model {n!r}; expected some of {','.join(MODELS)}")
     peaks = None
@@ -761,12 +922,15 @@ def main(argv=None) -> dict:
     result: dict[str, Any] = {"h200": H200, "cpu_peaks": peaks, "demosaicnet_shape": dn, "models": [],
                               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                               "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:]))}
-    for n in names:
-        counted = None if args.no_count else count(n, Hc, Wc)
-        timed = None if args.no_time else measure(n, H, W, args.repeats)
-        rep = model_report(n, H, W, Hc, Wc, peaks, timed, counted)
+    for n, o in jobs:
+        counted = None if args.no_count else count(n, Hc, Wc, o)
+        timed = None if args.no_time else measure(n, H, W, args.repeats, o)
+        rep = model_report(n, H, W, Hc, Wc, peaks, timed, counted, o)
         print_report(rep, peaks)
         result["models"].append(rep)
+        sys.stdout.flush()
+    if len(result["models"]) > 1:
+        print_summary(result["models"])
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1, default=str)

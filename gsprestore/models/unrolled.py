@@ -19,6 +19,13 @@ by ``blocks`` (5) :class:`UnrolledBlock` in sequence; block t maps the estimate 
 
 Choices where the paper is silent are listed, with their reasons, in ``docs/architecture.md``;
 every one is a key of :attr:`UnrolledNet.config`.
+
+The CPU-size networks ``uglr-lite`` / ``ugtv-lite`` (issue 39, :func:`lite_config`) are the same
+blocks with two of those keys changed: ``feature_trunk="packed"`` replaces the per-block CNN of
+step 1 by one trunk shared by the blocks (at half resolution on the packed observation) and a
+1x1 head per block (:mod:`.packed_trunk`), and ``initial_estimate`` starts the blocks from a
+classical method (Menon 2007 / the aligned bicubic) instead of the tent interpolation. Steps 1-4
+(metric, edge weights, solvers, head mix, known samples) are unchanged.
 """
 
 from __future__ import annotations
