@@ -35,7 +35,8 @@ from gsprestore.deadleaves import dead_leaves  # noqa: E402
 from gsprestore.tasks import network_input  # noqa: E402
 from gsprestore.weights import load_model  # noqa: E402
 
-MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
+MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
+          "ugtv-lite_demosaic", "uglr-lite_upscale2x")  # the CPU-size networks (issue 39)
 
 
 def patches(batch: int, size: int) -> torch.Tensor:
