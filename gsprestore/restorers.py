@@ -51,10 +51,11 @@ METHODS: dict[str, MethodSpec] = {
                    "unrolled GLR network: blocks of graph-learning heads + CG (size: `gsprestore models`)"),
         MethodSpec("ugtv", TASKS, "learned", "gsprestore.models:make_restorer",
                    "unrolled GTV network: blocks of graph-learning heads + ADMM x CG (size: `gsprestore models`)"),
-        MethodSpec("uglr-lite", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "CPU-size unrolled GLR network: one half-resolution feature trunk shared by fewer blocks"),
-        MethodSpec("ugtv-lite", TASKS, "learned", "gsprestore.models:make_restorer",
-                   "CPU-size unrolled GTV network: one half-resolution feature trunk shared by fewer blocks"),
+        # the CPU-size networks, for the task each is trained for (docs/cpu-networks.md)
+        MethodSpec("uglr-lite", ("upscale2x",), "learned", "gsprestore.models:make_restorer",
+                   "CPU-size unrolled GLR network: one half-resolution feature trunk shared by 3 blocks"),
+        MethodSpec("ugtv-lite", ("demosaic",), "learned", "gsprestore.models:make_restorer",
+                   "CPU-size unrolled GTV network: one half-resolution feature trunk shared by 3 blocks"),
         MethodSpec("ensemble", TASKS, "ensemble", "gsprestore.ensemble:make_restorer",
                    "the mean of the uGTV and uGLR networks' outputs (both passes: their two times together)"),
     ]

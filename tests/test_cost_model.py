@@ -82,7 +82,7 @@ def test_analytic_flops_match_the_dispatch_count(name, opts, H, W):
     else:
         assert counted["solver.admm"]["flops"] == 0
     for p in cm.PARTS:
-        assert counted[p]["bytes"] > 0 or p == "solver.admm" or (p == "trunk" and cfg["feature_trunk"] == "per-block")
+        assert counted[p]["bytes"] > 0 or p == "solver.admm" or (p == "trunk" and cfg.get("feature_trunk", "per-block") == "per-block")
 
 
 def test_opt_prices_a_candidate_configuration(capsys):

@@ -631,7 +631,7 @@ def test_lite_config_is_the_cpu_size_network():
     for method, prior in METHOD_PRIOR.items():
         m = build_model(method, "demosaic")
         assert m.method == method == method_name(prior, method_trunk(method))
-        assert m.config["feature_trunk"] == method_trunk(method)
+        assert m.config.get("feature_trunk", "per-block") == method_trunk(method)
     paper, lite = build_model("ugtv", "demosaic"), build_model("ugtv-lite", "demosaic")
     assert not hasattr(paper, "trunk") and hasattr(lite, "trunk")
     assert lite.num_params() < paper.num_params()

@@ -30,8 +30,10 @@ MANIFEST = json.loads((ROOT / "gsprestore" / "weights" / "manifest.json").read_t
 ENTRIES = {(e["method"], e["task"]): e for e in MANIFEST["models"]}
 
 
-def test_the_four_models_are_shipped_with_their_record():
-    assert sorted(ENTRIES) == sorted((m, t) for m in ("uglr", "ugtv") for t in ("demosaic", "upscale2x"))
+def test_the_six_models_are_shipped_with_their_record():
+    """The four paper-size networks, and the CPU-size ones for the task each is trained for."""
+    paper = [(m, t) for m in ("uglr", "ugtv") for t in ("demosaic", "upscale2x")]
+    assert sorted(ENTRIES) == sorted(paper + [("ugtv-lite", "demosaic"), ("uglr-lite", "upscale2x")])
     for e in ENTRIES.values():
         assert e["sha256"] == weights.sha256_file(ROOT / "gsprestore" / "weights" / e["file"]), e["file"]
         assert e["training"] and all(stage.get("recipe") for stage in e["training"]), "how it was trained"

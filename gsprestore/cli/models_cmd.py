@@ -50,7 +50,8 @@ def device_kind(device: str) -> str:
 def unrolling(method: str, config: dict[str, Any]) -> str:
     """The unrolled solver of a configuration in words: ``5 blocks x 4 heads, 2 ADMM x 5 CG`` (uGTV),
     ``5 blocks x 4 heads, 15 CG`` (uGLR), with ``, green-difference`` when that is the signal."""
-    text = f"{config.get('blocks', '?')} blocks x {config.get('heads', '?')} heads, "
+    heads = config.get("heads", "?")
+    text = f"{config.get('blocks', '?')} blocks x {heads} head{'' if heads == 1 else 's'}, "
     if config.get("prior", method.removeprefix("u")[:3]) == "gtv":
         text += f"{config.get('admm_iters', '?')} ADMM x {config.get('cg_iters', '?')} CG"
     else:

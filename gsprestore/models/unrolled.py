@@ -398,6 +398,11 @@ class UnrolledNet(nn.Module):
         if cfg["feature_trunk"] == "packed":
             packed_in = 1 if cfg["cnn_input"] == "luma" else 4
             self.trunk = PackedTrunk(packed_in, int(cfg["width"]), int(cfg["cnn_layers"]))
+        # the paper's choices are left out of the stored configuration, so the weights files and
+        # manifest records made before these keys existed describe the same network
+        for key, paper in (("feature_trunk", "per-block"), ("initial_estimate", "bilinear")):
+            if cfg.get(key) == paper:
+                del cfg[key]
 
     @property
     def prior(self) -> str:
