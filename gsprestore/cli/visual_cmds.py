@@ -123,6 +123,11 @@ def compare(
     for m in bases:
         method_spec(m, task)
     box = parse_box(crop)
+    from ..errors import UsageError
+    from ..fileid import same_file
+
+    if same_file(output, image):  # by identity: a link or a bind mount reaches the input too
+        raise UsageError(f"-o {output} is the input {image}; choose another -o")
     if Path(output).exists() and not overwrite:
         raise GspError("output exists (pass --overwrite to replace it)", output)
     check_writable(output, overwrite=overwrite)
