@@ -118,3 +118,141 @@ def test_compare_output_that_is_its_input_is_refused(tmp_path):
     code, _, err = cli("compare", "in/a.png", "-o", "view/a.png", "--overwrite", "-m", "bilinear", cwd=tmp_path)
     assert code == 2 and len(errors(err)) == 1 and "is the input" in err, err
     assert digest(src) == before
+
+
+# --------------------------------------------------------------------------- 2. folders this run did not create
+
+
+def _photos(folder: Path, n: int = 6) -> Path:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, size=(96, 128, 3), dtype=np.uint8)).save(folder / f"p{i}.png")
+    return folder
+
+
+PACK_ARGS = ["--budget-mib", "0.1", "--crop", "64", "--val-fraction", "0.2", "--val-share", "0.2"]
+
+
+def test_train_pack_never_deletes_a_staging_folder_it_did_not_create(tmp_path):
+    _photos(tmp_path / "photos")
+    notes = tmp_path / "pack.partial" / "notes.txt"  # the user's, named like the old staging folder
+    notes.parent.mkdir()
+    notes.write_text("mine")
+    code, out, err = cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, cwd=tmp_path)
+    assert code == 0, err
+    assert notes.read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["pack", "pack.partial", "photos"]  # no staging left behind
+
+
+def test_train_pack_overwrite_replaces_only_a_pack(tmp_path):
+    _photos(tmp_path / "photos")
+    assert cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, cwd=tmp_path)[0] == 0
+    notes = tmp_path / "pack" / "notes.txt"
+    notes.write_text("mine")
+    code, _, err = cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, "--overwrite", cwd=tmp_path)
+    assert code == 2 and "--overwrite replaces only a training pack (notes.txt is not part of it)" in err, err
+    assert notes.read_text() == "mine"
+    notes.unlink()
+    code, _, err = cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, "--overwrite", "--seed", "1", cwd=tmp_path)
+    assert code == 0, err
+    assert json.loads((tmp_path / "pack" / "pack.json").read_text())["recipe"]["seed"] == 1
+    assert sorted(os.listdir(tmp_path)) == ["pack", "photos"]
+
+
+def test_a_failed_train_pack_removes_only_its_own_staging(tmp_path, monkeypatch):
+    from gsprestore import trainpack
+
+    _photos(tmp_path / "photos")
+
+    def broken(rgb, codec):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainpack, "encode", broken)
+    with pytest.raises(OSError):
+        trainpack.make_pack([tmp_path / "photos"], tmp_path / "pack", budget_mib=0.1, crop=64)
+    assert sorted(os.listdir(tmp_path)) == ["photos"]
+
+
+# --------------------------------------------------------------------------- 3. claims die with their process
+
+
+def test_a_claim_whose_pid_was_reused_does_not_block(tmp_path):
+    """A killed run's claim names a pid that an unrelated live process has now: nobody holds its
+    lock, so the rerun writes the output (with and without --skip-existing)."""
+    for k in range(2):
+        gray(tmp_path / "in" / f"m{k}.png", seed=k)
+    (tmp_path / "out").mkdir()
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "out" / ".m0.png.claim").write_text(str(unrelated.pid))
+        (tmp_path / "out" / ".m1.png.claim").write_text(str(unrelated.pid))
+        code, out, err = cli("demosaic", "in/m0.png", "-o", "out/m0.png", "-m", "bilinear", cwd=tmp_path)
+        assert code == 0, err
+        code, out, err = cli("demosaic", "in", "-o", "out", "-m", "bilinear", "--skip-existing", "--json",
+                             cwd=tmp_path)
+        assert code == 0, err
+        assert [f["status"] for f in json.loads(out)["files"]] == ["skipped", "written"]
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+    assert sorted(os.listdir(tmp_path / "out")) == ["m0.png", "m1.png"]
+
+
+def test_a_killed_runs_claim_is_free_at_once(tmp_path):
+    from gsprestore.claims import claim_output, release_output
+
+    out = tmp_path / "o.png"
+    code = ("import sys, time; from pathlib import Path; from gsprestore.claims import claim_output\n"
+            "assert claim_output(Path(sys.argv[1])) is None; print('held', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert claim_output(out) == proc.pid  # alive: taken, and named
+    finally:
+        proc.kill()  # kill -9: no clean-up ran
+        proc.wait()
+    assert (tmp_path / ".o.png.claim").exists()
+    assert claim_output(out) is None  # its process is gone: free at once, whatever the pid
+    release_output(out)
+    assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- 4. one run per folder
+
+
+def test_a_second_train_pack_into_one_folder_is_refused(tmp_path):
+    from cli_runner import lock_holder
+
+    _photos(tmp_path / "photos")
+    holder = lock_holder(tmp_path / ".pack.lock")  # a live train-pack run into pack/
+    try:
+        code, _, err = cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, cwd=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and len(errors(err)) == 1, err
+    assert f"pack: another gsprestore train-pack run is writing this folder (pid {holder.pid})" in err
+    assert not (tmp_path / "pack").exists()
+    assert cli("train-pack", "photos", "-o", "pack", *PACK_ARGS, cwd=tmp_path)[0] == 0  # free once it is gone
+
+
+def test_a_second_train_into_one_out_is_refused(tmp_path):
+    from cli_runner import lock_holder
+
+    _photos(tmp_path / "photos")
+    holder = lock_holder(tmp_path / ".run.lock")  # a live training run into run/
+    try:
+        proc = run_cli("train", "--task", "demosaic", "--prior", "gtv", "--data", "photos", "--out", "run",
+                       "--max-steps", "1", "--device", "cpu", cwd=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 1, proc.stderr
+    assert errors(proc.stderr) == [
+        f"error: run: another gsprestore training run is writing this folder (pid {holder.pid}); wait for it to "
+        "end or choose another folder"], proc.stderr
+    assert not (tmp_path / "run").exists()
