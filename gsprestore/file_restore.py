@@ -160,6 +160,18 @@ def restore_file(
         _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
     if expect is not None:
         expect(img.width * img.height * (4 if task == "upscale2x" else 1) / 1e6)
+    # A mosaic is demosaicked in stored (sensor) order: its Bayer phase is the sensor's, and the
+    # file's Orientation is applied to the result. A 2x upscale is oriented first: its known pixels
+    # land on the even grid (out[0::2, 0::2]) of the picture as displayed, whatever the Orientation
+    # (upscaling in stored order and then rotating would put them at out[1::2, 1::2] for 3, say).
+    orientation = img.meta.get("orientation", 1)
+    if task == "upscale2x" and orientation != 1:
+        img.array = apply_orientation(img.array, orientation)
+        if img.alpha is not None:
+            img.alpha = apply_orientation(img.alpha, orientation)
+        orientation_after = 1
+    else:
+        orientation_after = orientation
     out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
     alpha = img.alpha
     if alpha is not None and task == "upscale2x":
@@ -170,11 +182,9 @@ def restore_file(
         alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
     depth = bit_depth or img.bit_depth
     icc = rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
-    # restored in stored (sensor) order; the file's Orientation is applied to the result
-    orientation = img.meta.get("orientation", 1)
-    result = apply_orientation(out.numpy(), orientation)
+    result = apply_orientation(out.numpy(), orientation_after)
     if alpha is not None:
-        alpha = apply_orientation(alpha, orientation)
+        alpha = apply_orientation(alpha, orientation_after)
     metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software)
     written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
                           software=software, quality=quality, metadata=metadata)

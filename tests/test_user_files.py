@@ -256,3 +256,27 @@ def test_a_second_train_into_one_out_is_refused(tmp_path):
         f"error: run: another gsprestore training run is writing this folder (pid {holder.pid}); wait for it to "
         "end or choose another folder"], proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- 5. orientation and the 2x grid
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_upscale2x_keeps_the_known_pixels_on_the_even_grid_of_the_oriented_output(tmp_path, orientation):
+    from PIL import Image
+
+    from gsprestore.io import apply_orientation
+
+    rng = np.random.default_rng(orientation)
+    stored = rng.integers(0, 256, size=(12, 18, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    Image.fromarray(stored).save(tmp_path / "a.jpg", quality=95, exif=exif.tobytes())
+    decoded = read_image(tmp_path / "a.jpg")  # stored order, as decoded
+    assert decoded.meta["orientation"] == orientation
+    upright = apply_orientation(decoded.array, orientation)
+    code, _, err = cli("upscale2x", "a.jpg", "-o", "b.png", "-m", "bicubic", cwd=tmp_path)
+    assert code == 0, err
+    out = read_image(tmp_path / "b.png").array
+    assert out.shape[:2] == (2 * upright.shape[0], 2 * upright.shape[1])
+    np.testing.assert_allclose(out[0::2, 0::2], upright, atol=0.5 / 255)
