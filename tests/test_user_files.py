@@ -280,3 +280,31 @@ def test_upscale2x_keeps_the_known_pixels_on_the_even_grid_of_the_oriented_outpu
     out = read_image(tmp_path / "b.png").array
     assert out.shape[:2] == (2 * upright.shape[0], 2 * upright.shape[1])
     np.testing.assert_allclose(out[0::2, 0::2], upright, atol=0.5 / 255)
+
+
+# --------------------------------------------------------------------------- 6. TIFF ImageDescription
+
+
+def test_tiff_output_drops_an_image_description_of_the_inputs_shape(tmp_path):
+    from PIL import Image
+
+    data = np.random.default_rng(0).integers(0, 256, size=(64, 80, 3), dtype=np.uint8)
+    Image.fromarray(data).save(tmp_path / "a.tif", tiffinfo={270: '{"shape": [64, 80, 3]}', 315: "Me"})
+    Image.fromarray(data).save(tmp_path / "c.tif", tiffinfo={270: "Sunset over the bay"})
+    for name in ("a", "c"):
+        code, _, err = cli("upscale2x", f"{name}.tif", "-o", f"{name}2.tif", "-m", "bicubic", cwd=tmp_path)
+        assert code == 0, err
+    with Image.open(tmp_path / "a2.tif") as im:
+        assert im.size == (160, 128)
+        assert 270 not in im.tag_v2, im.tag_v2.get(270)  # it described the 64x80 input
+        assert im.tag_v2.get(315) == "Me"  # the rest is kept
+    with Image.open(tmp_path / "c2.tif") as im:
+        assert im.tag_v2.get(270) == "Sunset over the bay"  # a caption is kept
+
+
+def test_describes_layout():
+    from gsprestore.metadata import describes_layout
+
+    assert describes_layout('{"shape": [64, 80, 3]}') and describes_layout(b'{"shape": [1, 2]}')
+    assert describes_layout("ImageJ=1.11a\nimages=3\nchannels=3\n")
+    assert not describes_layout("Sunset {over} the bay") and not describes_layout('{"title": "x"}')
