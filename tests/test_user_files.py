@@ -308,3 +308,54 @@ def test_describes_layout():
     assert describes_layout('{"shape": [64, 80, 3]}') and describes_layout(b'{"shape": [1, 2]}')
     assert describes_layout("ImageJ=1.11a\nimages=3\nchannels=3\n")
     assert not describes_layout("Sunset {over} the bay") and not describes_layout('{"title": "x"}')
+
+
+# --------------------------------------------------------------------------- 7. train --init that copies nothing
+
+
+TINY = ["--blocks", "1", "--heads", "1", "--width", "8", "--model-opt", "features=8", "--admm-iters", "1",
+        "--cg-iters", "2"]
+
+
+def _tiny_weights(path: Path, grow: set[str] | None) -> int:
+    """Weights named like the tiny uGTV demosaicker's, every tensor (``grow`` None) or those in
+    ``grow`` one larger in every dimension. Returns the number of tensors."""
+    import torch
+
+    from gsprestore import training
+
+    model = training.model_factory()("ugtv", "demosaic", blocks=1, heads=1, width=8, features=8, admm_iters=1,
+                                     cg_iters=2)
+    state = {k: (torch.zeros(tuple(n + 1 for n in v.shape)) if grow is None or k in grow else v)
+             for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state}, path)
+    return len(state)
+
+
+def test_train_init_that_copies_nothing_fails_in_one_line(tmp_path):
+    _photos(tmp_path / "photos")
+    _tiny_weights(tmp_path / "W.pt", None)
+    code, out, err = cli("train", "--task", "demosaic", "--prior", "gtv", "--data", "photos", "--out", "run",
+                         "--init", "W.pt", *TINY, "--max-steps", "1", "--device", "cpu", "--no-progress",
+                         cwd=tmp_path)
+    assert code == 2, err
+    assert len(errors(err)) == 1 and "W.pt: --init: no tensor of these weights fits this network" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_init_that_copies_part_says_how_much(tmp_path):
+    import torch
+
+    from gsprestore import training
+
+    _photos(tmp_path / "photos")
+    model = training.model_factory()("ugtv", "demosaic", blocks=1, heads=1, width=8, features=8, admm_iters=1,
+                                     cg_iters=2)
+    name = next(k for k, v in model.state_dict().items() if v.ndim == 4)  # a convolution's weights
+    n = _tiny_weights(tmp_path / "W.pt", {name})
+    code, out, err = cli("train", "--task", "demosaic", "--prior", "gtv", "--data", "photos", "--out", "run",
+                         "--init", "W.pt", *TINY, "--patch-size", "16", "--patches", "8", "--val-patches", "4",
+                         "--batch-size", "4", "--max-steps", "1", "--device", "cpu", "--no-progress", cwd=tmp_path)
+    assert code == 0, err
+    assert f"--init W.pt: copied {n - 1} of {n} tensors (" in err and f"start fresh (e.g. {name})" in err, err
+    assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)

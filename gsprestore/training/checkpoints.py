@@ -163,8 +163,27 @@ def init_from(model, path: Path, regrown: list[str] | None = None) -> list[str]:
             if regrown is not None:
                 regrown.append(k)
     kept = sorted(k for k in own if k not in new)
+    if not new:  # nothing would come from the file: not a start from these weights at all
+        example = ", ".join(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in kept[:2]
+                            if hasattr(state[k], "shape"))
+        raise UsageError(f"--init: no tensor of these weights fits this network (all {len(own)} differ in shape"
+                         + (f", e.g. {example}" if example else "") + "); choose weights of this configuration",
+                         path)
     model.load_state_dict({k: new.get(k, own[k]) for k in own}, strict=True)
     return kept
+
+
+def init_copy_note(model, path: str | Path, kept: list[str]) -> str | None:
+    """The line that says how much of ``--init`` weights a network took, when it did not take all
+    (``kept``: the tensors of :func:`init_from` that keep their fresh initial values); None when
+    every tensor was copied."""
+    if not kept:
+        return None
+    own = model.state_dict()
+    copied = [k for k in own if k not in set(kept)]
+    n_copied, n_all = sum(own[k].numel() for k in copied), sum(v.numel() for v in own.values())
+    return (f"--init {Path(path).name}: copied {len(copied)} of {len(own)} tensors ({n_copied:,} of {n_all:,} "
+            f"parameters); {len(kept)} differ in shape and start fresh (e.g. {', '.join(kept[:3])})")
 
 
 def _state_dict_from(path: Path) -> dict:

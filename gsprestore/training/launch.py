@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import distributed as D
 from ..claims import run_lock
 from ..errors import GspError, UsageError
-from .build import adopt_init_config, build_patch_sets, pick_device
+from .build import adopt_init_config, build_network, build_patch_sets, pick_device
 from .checkpoints import open_recipe
 from .loop import _Run
 from .recipe import TrainConfig
@@ -138,7 +138,10 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         lock.enter_context(run_lock(run_dir, "training run"))
         c = open_recipe(cfg, run_dir, resume, epochs)
         c.check()
-        return c, (None if resume else adopt_init_config(c))  # --init: the weights' own configuration
+        init = None if resume else adopt_init_config(c)  # --init: the weights' own configuration
+        if init is not None:
+            build_network(c)  # an --init that copies nothing fails here, in one line, before the patches
+        return c, init
 
     cfg, init = D.from_rank0(ranks, recipe, "reading the recipe")
     _check_world(cfg.batch_size, ranks.world, resume)
