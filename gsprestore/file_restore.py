@@ -133,7 +133,7 @@ def restore_file(
     from .camera_raw import RAW_SUFFIXES
     from .engine import check_channels, job_bytes, resolve_device, restore
     from .errors import GspError, UsageError
-    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, check_output_size, frames_note, read_image, write_image
     from .metadata import for_output
 
     source, task = Path(source), restorer.task
@@ -146,6 +146,8 @@ def restore_file(
                                 expect=expect, **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
+        f = 2 if task == "upscale2x" else 1
+        check_output_size(output, f * width, f * height)  # the format's size limit, before any work
         return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
                          device=resolve_device(device))
 
@@ -220,10 +222,11 @@ def develop_raw_file(
 
     from .camera_raw import develop, read_raw
     from .engine import job_bytes, resolve_device, restore
-    from .io import TOOL_TAG, write_image
+    from .io import TOOL_TAG, check_output_size, write_image
     from .metadata import for_output, raw_metadata
 
     def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
+        check_output_size(output, width, height)
         # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
         return height * width * (4 + 12) + job_bytes(restorer, height, width, 1, tile=run.get("tile", 0),
                                                       overlap=run.get("overlap"),
@@ -281,7 +284,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
     from .errors import GspError
-    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, check_output_size, frames_note, read_image, write_image
     from .metadata import for_output
     from .sampling import check_pattern, mosaic_array
 
@@ -290,6 +293,8 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     dng = output.suffix.lower() == ".dng"
 
     def reserve(height: int, width: int, channels: int) -> int:  # checked from the header, before decoding
+        if not dng:
+            check_output_size(output, width, height)
         # an upright copy (when turned), then the float mosaic and its written copy; a DNG's float64
         # camera-space image and its sRGB-decoding temporaries
         return height * width * (12 + (120 if dng else 4 + 2))
