@@ -18,7 +18,6 @@ metadata into its developed output.
 from __future__ import annotations
 
 import io
-import json
 import re
 import warnings
 from contextlib import contextmanager
@@ -207,8 +206,10 @@ def describes_layout(text: Any) -> bool:
         text = text.decode("utf-8", "replace")
     s = str(text).strip()
     if s.startswith("{"):
+        from .jsontext import loads
+
         try:
-            parsed = json.loads(s)
+            parsed = loads(s)
         except ValueError:
             return False
         return isinstance(parsed, dict) and any(k in parsed for k in ("shape", "axes", "dtype"))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageError
+from .jsontext import loads
 
 PACK_FORMAT = "gsprestore-train-pack/1"
 PACK_FILE = "pack.json"
@@ -62,10 +64,10 @@ def read_pack(folder: str | Path) -> dict[str, Any]:
     """The ``pack.json`` of a pack folder (one-line error if damaged or of another format)."""
     path = Path(folder) / PACK_FILE
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        info = loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise UsageError(f"unreadable training pack ({type(exc).__name__})", path) from None
-    if info.get("format") != PACK_FORMAT:
+    if not isinstance(info, dict) or info.get("format") != PACK_FORMAT:
         raise UsageError(f"not a gsprestore training pack (format {PACK_FORMAT})", path)
     return info
 
@@ -175,10 +177,16 @@ def make_pack(
         raise UsageError(f"--crop must be a multiple of 4 and >= 64, got {crop}")
     if codec not in CODECS:
         raise UsageError(f"unknown codec {codec!r}; expected one of {', '.join(CODECS)}")
-    if not budget_mib > 0:
+    if not 0 < budget_mib < math.inf:
         raise UsageError(f"--budget-mib must be positive, got {budget_mib}")
     if not 0.0 < val_share < 1.0:
         raise UsageError(f"--val-share must be in (0, 1), got {val_share}")
+    if not 0.0 <= val_fraction < 1.0:
+        raise UsageError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    if not 0.0 <= texture_power < math.inf:
+        raise UsageError(f"--texture-power must be a number >= 0, got {texture_power}")
+    if not 0 <= seed < 2**63:
+        raise UsageError(f"--seed must be 0 to 2**63 - 1, got {seed}")
     if out.exists() and not out.is_dir():
         raise UsageError("-o must be a folder (a file of that name is in the way)", out)
     with run_lock(out, "train-pack run"):  # a second run into the same folder is refused

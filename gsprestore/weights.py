@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .atomic import atomic_file
 from .errors import GspError, WeightsError
 from .fileid import same_file
+from .jsontext import loads
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -76,7 +77,7 @@ def read_manifest(path: str | Path | None = None) -> dict[str, Any]:
     """The manifest as a dict with a ``models`` list (empty when there is no manifest)."""
     p = Path(path) if path is not None else manifest_path()
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {"models": []}
     except (OSError, ValueError) as exc:

@@ -359,3 +359,210 @@ def test_train_init_that_copies_part_says_how_much(tmp_path):
     assert code == 0, err
     assert f"--init W.pt: copied {n - 1} of {n} tensors (" in err and f"start fresh (e.g. {name})" in err, err
     assert torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+
+
+# --------------------------------------------------------------------------- 8. compare / benchmark memory
+
+
+def _scores_whole(out, gt, space):
+    """The scores as computed before issue 41: whole-image float64 temporaries."""
+    import torch.nn.functional as F
+
+    from gsprestore.metrics import gaussian_window, quantize, to_space
+
+    def mse(a, b):
+        d = a.double() - b.double()
+        return (d * d).mean(dim=(1, 2, 3))
+
+    def ssim(x, y):
+        a, b = x.double(), y.double()
+        g = gaussian_window(11, 1.5)
+        c = a.shape[1]
+
+        def blur(t):
+            t = F.conv2d(t, g.view(1, 1, 11, 1).expand(c, 1, 11, 1), groups=c)
+            return F.conv2d(t, g.view(1, 1, 1, 11).expand(c, 1, 1, 11), groups=c)
+
+        mu_a, mu_b = blur(a), blur(b)
+        va, vb, cov = blur(a * a) - mu_a ** 2, blur(b * b) - mu_b ** 2, blur(a * b) - mu_a * mu_b
+        c1, c2 = 0.01 ** 2, 0.03 ** 2
+        return (((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (va + vb + c2))).mean(
+            dim=(1, 2, 3))
+
+    ref = to_space(gt, space)
+    return {"mse": mse(to_space(out, space), ref), "psnr_8bit_mse": mse(to_space(quantize(out), space), ref),
+            "ssim": ssim(to_space(out.clamp(0, 1), space), ref)}
+
+
+@pytest.mark.parametrize("space", ["rgb", "y"])
+def test_scores_over_row_strips_equal_the_whole_image_formulas(monkeypatch, space):
+    import torch
+
+    from gsprestore import metrics
+
+    g = torch.Generator().manual_seed(0)
+    gt = torch.rand(1, 3, 70, 90, generator=g)
+    out = (gt + 0.1 * torch.randn(1, 3, 70, 90, generator=g)).float()  # some values outside [0, 1]
+    monkeypatch.setattr(metrics, "STRIP_PIXELS", 500)  # many strips of a few rows
+    got = metrics.image_scores(out, gt, space)
+    want = _scores_whole(out, gt, space)
+    torch.testing.assert_close(got["mse"], want["mse"], rtol=1e-12, atol=0)
+    torch.testing.assert_close(got["psnr_8bit"], metrics.psnr_from_mse(want["psnr_8bit_mse"]), rtol=1e-12, atol=0)
+    torch.testing.assert_close(got["ssim"], want["ssim"], rtol=1e-12, atol=0)
+
+
+def test_compare_window_over_row_blocks_is_the_same_window(monkeypatch):
+    from gsprestore import visualize
+
+    rng = np.random.default_rng(0)
+    err = rng.random((90, 70)).astype(np.float32)
+    err[40:60, 10:30] += 1.0
+    whole = visualize.hardest_window(err, 16)
+    monkeypatch.setattr(visualize, "ROW_BLOCK", 7)
+    assert visualize.hardest_window(err, 16) == whole
+    a = rng.random((30, 20, 3)) * 1.2 - 0.1
+    assert np.array_equal(visualize.to_uint8(a), np.rint(np.clip(a, 0, 1) * 255).astype(np.uint8))
+
+
+def test_scoring_a_large_image_needs_strips_not_whole_image_copies(tmp_path):
+    """Scores of a 2-MP image: the float64 temporaries of a whole-image SSIM took ~0.5 GB more
+    than the images themselves; over row strips, tens of MB."""
+    code = ("import resource, torch\n"
+            "from gsprestore.metrics import image_scores\n"
+            "gt = torch.rand(1, 3, 1000, 2000); out = (gt + 0.01).clamp(0, 1)\n"
+            "image_scores(out[..., :64, :64], gt[..., :64, :64], 'rgb')\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "image_scores(out, gt, 'rgb'); image_scores(out, gt, 'y')\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.strip()) < 120, proc.stdout  # MiB above the images
+
+
+# --------------------------------------------------------------------------- 9. format size limits
+
+
+@pytest.mark.parametrize("width,ext,limit", [(8200, "webp", "16,383"), (32760, "jpg", "65,500")])
+def test_an_output_larger_than_its_format_holds_is_refused_up_front(tmp_path, width, ext, limit):
+    rgb(tmp_path / "wide.png", 4, width)
+    code, _, err = cli("upscale2x", "wide.png", "-o", f"out.{ext}", "-m", "bicubic", cwd=tmp_path)
+    assert code == 1 and len(errors(err)) == 1, err
+    assert f"out.{ext}: the output would be {2 * width}x8 pixels" in err and f"at most {limit} pixels" in err, err
+    assert "unexpected" not in err
+    assert sorted(os.listdir(tmp_path)) == ["wide.png"]
+    with pytest.raises(Exception, match="at most"):  # the writer itself refuses too, before encoding
+        write_image(tmp_path / f"direct.{ext}", np.zeros((2, 2 * width, 3)), 8)
+
+
+# --------------------------------------------------------------------------- 10. numbers checked at the edge
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--min-lr-ratio", "-1"], "--min-lr-ratio must be a number in [0, 1], got -1.0"),
+    (["--min-lr-ratio", "nan"], "--min-lr-ratio must be a number in [0, 1], got nan"),
+    (["--step-gamma", "nan"], "--step-gamma must be a number in (0, 1], got nan"),
+    (["--step-gamma", "0"], "--step-gamma must be a number in (0, 1], got 0.0"),
+    (["--weight-decay", "-1"], "--weight-decay must be a number >= 0, got -1.0"),
+    (["--weight-decay", "nan"], "--weight-decay must be a number >= 0, got nan"),
+    (["--grad-clip", "-1"], "--grad-clip must be a number >= 0 (0: off), got -1.0"),
+    (["--seed", "-1"], "--seed must be >= 0, got -1"),
+    (["--seed", "99999999999999999999"], "--seed must be below 2**63"),
+    (["--warmup-steps", "-1"], "--warmup-steps must be >= 0, got -1"),
+    (["--step-epochs", "0"], "--step-epochs must be >= 1, got 0"),
+    (["--val-patches", "-1"], "--val-patches must be >= 0, got -1"),
+    (["--patches", "99999999999999999999"], "--patches must be at most 2,147,483,647"),
+    (["--val-patches", "99999999999999999999"], "--val-patches must be at most 2,147,483,647"),
+    (["--workers", "-1"], "--workers must be 0 to 256, got -1"),
+    (["--threads", "99999999999999999999"], "--threads must be at most 4096"),
+    (["--max-steps", "99999999999999999999"], "--max-steps must be at most 2,147,483,647"),
+    (["--time-budget", "inf"], "--time-budget must be a finite number of seconds"),
+])
+def test_every_numeric_train_option_is_checked_at_the_edge(tmp_path, args, needle):
+    rgb(tmp_path / "photos" / "p.png", 96, 96)
+    code, _, err = cli("train", "--task", "demosaic", "--prior", "gtv", "--data", tmp_path / "photos",
+                       "--out", tmp_path / "run", *args)
+    assert code == 2 and needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--texture-power", "-1"], "--texture-power must be a number >= 0, got -1.0"),
+    (["--texture-power", "nan"], "--texture-power must be a number >= 0, got nan"),
+    (["--seed", "-1"], "--seed must be 0 to 2**63 - 1, got -1"),
+    (["--budget-mib", "inf"], "--budget-mib must be positive, got inf"),
+])
+def test_every_numeric_train_pack_option_is_checked_at_the_edge(tmp_path, args, needle):
+    rgb(tmp_path / "photos" / "p.png", 96, 96)
+    code, _, err = cli("train-pack", tmp_path / "photos", "-o", tmp_path / "pack", *args)
+    assert code == 2 and needle in err and err.count("\n") == 1, err
+    assert sorted(os.listdir(tmp_path)) == ["photos"]
+
+
+def test_compare_and_benchmark_numbers_are_usage_errors(tmp_path):
+    rgb(tmp_path / "photos" / "a.png", 32, 32)
+    code, _, err = cli("compare", "photos/a.png", "-m", "bilinear", "--tile", "-1", cwd=tmp_path)
+    assert code == 2 and "--tile must be 0 (automatic) or at least" in err, err
+    code, _, err = cli("benchmark", "--task", "demosaic", "--data-dir", "photos", "--methods", "bilinear",
+                       "--seed", "-1", cwd=tmp_path)
+    assert code == 2 and "--seed must be 0 to 2**63 - 1, got -1" in err, err
+    before = digest(tmp_path / "photos" / "a.png")
+    code, _, err = cli("benchmark", "--task", "demosaic", "--data-dir", "photos", "--methods", "bilinear",
+                       "--csv", "photos/a.png", "--overwrite", cwd=tmp_path)
+    assert code == 2 and "photos/a.png is an image of the data set" in err, err
+    assert digest(tmp_path / "photos" / "a.png") == before
+
+
+# --------------------------------------------------------------------------- 11. errors that read as bugs
+
+
+def _closed_stdout(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command line run with its standard output closed (``gsprestore ... >&-``)."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0", **(env or {})}
+    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *GSPRESTORE, *map(str, args)], cwd=cwd, env=full_env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+def test_closed_standard_output(tmp_path):
+    proc = _closed_stdout("models", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "error: standard output is closed: cannot write the output"], proc.stderr
+    rgb(tmp_path / "a.png")
+    proc = _closed_stdout("upscale2x", "a.png", "-o", "b.png", "-m", "bicubic", cwd=tmp_path)
+    assert proc.returncode == 0 and "unexpected" not in proc.stderr, proc.stderr
+    assert read_image(tmp_path / "b.png").array.shape == (32, 40, 3)
+
+
+def test_a_broken_torch_install_says_so_and_how_to_repair(tmp_path):
+    fake = tmp_path / "site-packages" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object file')\n")
+    rgb(tmp_path / "a.png")
+    proc = run_cli("upscale2x", "a.png", "-o", "b.png", "-m", "bicubic", cwd=tmp_path,
+                   env={"PYTHONPATH": f"{tmp_path / 'site-packages'}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: the installation is broken: importing torch failed (ImportError: libtorch_cpu.so: cannot open "
+        "shared object file); reinstall it with: pip install --force-reinstall torch"), proc.stderr
+    assert "unexpected" not in proc.stderr and not (tmp_path / "b.png").exists()
+
+
+def test_json_nested_too_deeply_is_one_line(tmp_path, monkeypatch):
+    deep = "[" * 10000 + "]" * 10000
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "manifest.json").write_text('{"models": ' + deep + "}")
+    monkeypatch.setenv("GSPRESTORE_WEIGHTS", str(weights))
+    code, out, err = cli("models")  # it says so, and lists the methods without recorded scores
+    assert "unreadable weights manifest (nested too deeply to read)" in out + err, (code, out, err)
+    assert "Recursion" not in out + err and "unexpected" not in err
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "pack.json").write_text(deep)
+    code, _, err = cli("train", "--task", "demosaic", "--prior", "gtv", "--data", pack, "--out", tmp_path / "run")
+    assert code == 2 and "unreadable training pack" in err and "Recursion" not in err, err
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "config.json").write_text(deep)
+    code, _, err = cli("train", "--resume", run)
+    assert code == 1 and "damaged config.json (nested too deeply to read)" in err, err

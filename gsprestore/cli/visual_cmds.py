@@ -123,9 +123,11 @@ def compare(
     for m in bases:
         method_spec(m, task)
     box = parse_box(crop)
+    from ..engine import check_tiling
     from ..errors import UsageError
     from ..fileid import same_file
 
+    check_tiling(tile, None, tile_name="--tile", strict=True)
     if same_file(output, image):  # by identity: a link or a bind mount reaches the input too
         raise UsageError(f"-o {output} is the input {image}; choose another -o")
     if Path(output).exists() and not overwrite:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..atomic import atomic_file
 from ..errors import GspError, UsageError
+from ..jsontext import loads
 from .recipe import TrainConfig
 
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
@@ -42,11 +43,14 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
     """The stored ``RUN_DIR/config.json`` (recipe, command, model config, patch fingerprints)."""
     path = run_dir / "config.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        stored = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError("not a training run folder (no config.json); nothing to resume", run_dir) from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise GspError(f"damaged config.json ({exc})", path) from None
+    if not isinstance(stored, dict) or not isinstance(stored.get("recipe"), dict):
+        raise GspError("damaged config.json (no recipe object)", path)
+    return stored
 
 
 def load_run_config(run_dir: str | Path) -> TrainConfig:
@@ -100,7 +104,7 @@ class JsonLog:
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     """The records of a run's ``log.jsonl``."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [loads(line) for line in f if line.strip()]
 
 
 def rng_state() -> dict[str, Any]:
