@@ -161,7 +161,9 @@ def scan_sources(folders: list[str | Path], *, downscale: int = 1, scope: str = 
     if scope not in DOWNSCALE_SCOPES:
         raise UsageError(f"unknown downscale scope {scope!r}; expected one of {', '.join(DOWNSCALE_SCOPES)}")
     paths = [Path(f) for f in folders]
-    if len({p.resolve() for p in paths}) != len(paths):
+    from .fileid import path_key
+
+    if len({path_key(p) for p in paths}) != len(paths):  # by identity: a link to a folder given too
         raise UsageError("the same training folder is given twice")
     files = {p: list_images(p) for p in paths}
     if check_test_sets:

@@ -238,7 +238,15 @@ def _write_pack(folders: list[str | Path], out: Path, *, budget_mib: float, val_
     t0 = time.perf_counter()
     skipped: list[dict[str, str]] = []  # photos that do not decode: named, never fatal
     groups = scan_sources(folders, downscale=2 if downscale_jpeg else 1, scope="jpeg", skipped=skipped)
-    train_src, val_src = split_by_image(groups, val_fraction, seed)
+    try:
+        train_src, val_src = split_by_image(groups, val_fraction, seed)
+    except UsageError as exc:  # too few photos: name those that did not read, they may be why
+        if not skipped:
+            raise
+        first = skipped[0]
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise UsageError(f"{exc.reason}; {len(skipped)} photo(s) could not be read, e.g. {first['file']}: "
+                         f"{first['reason']}{more}", exc.path) from None
     budget = {"train": budget_mib * (1 - val_share) * 2**20, "val": budget_mib * val_share * 2**20}
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:

@@ -566,3 +566,25 @@ def test_json_nested_too_deeply_is_one_line(tmp_path, monkeypatch):
     (run / "config.json").write_text(deep)
     code, _, err = cli("train", "--resume", run)
     assert code == 1 and "damaged config.json (nested too deeply to read)" in err, err
+
+
+# --------------------------------------------------------------------------- 12. last round's two leftovers
+
+
+def test_train_on_an_empty_folder_prints_only_its_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = run_cli("train", "--task", "demosaic", "--prior", "gtv", "--data", "empty", "--out", "run", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: empty: no training photos (.png/.jpg/.jpeg/.tif/.tiff/.webp) in this folder"], proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["empty"]
+
+
+def test_train_pack_on_a_folder_of_non_images_names_the_file(tmp_path):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "broken.png").write_bytes(b"garbage")
+    (tmp_path / "junk" / "notes.txt").write_text("hello")
+    code, _, err = cli("train-pack", "junk", "-o", "pk", cwd=tmp_path)
+    assert code == 2 and len(errors(err)) == 1, err
+    assert "1 photo(s) could not be read, e.g. junk/broken.png: " in err, err
+    assert sorted(os.listdir(tmp_path)) == ["junk"]

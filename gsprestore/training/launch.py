@@ -153,6 +153,12 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
 
     # ---- patches (a pure function of the recipe; every rank cuts the same ones)
+    from ..patches import list_images
+    from ..trainpack import is_pack
+
+    for folder in cfg.data:  # a missing or empty folder is its one-line error before any progress line
+        if not is_pack(folder):
+            list_images(folder)
     with progress.busy("cutting training patches..."):
         sets = build_patch_sets(cfg, workers=workers)
     if sets.train.shape[0] == 0:
