@@ -588,3 +588,12 @@ def test_train_pack_on_a_folder_of_non_images_names_the_file(tmp_path):
     assert code == 2 and len(errors(err)) == 1, err
     assert "1 photo(s) could not be read, e.g. junk/broken.png: " in err, err
     assert sorted(os.listdir(tmp_path)) == ["junk"]
+
+
+def test_explain_overwrite_never_writes_into_the_inputs_folder(tmp_path):
+    src = rgb(tmp_path / "shots" / "overview.png", 32, 32)  # named like one of explain's own files
+    os.symlink("shots", tmp_path / "view")
+    before = digest(src)
+    code, _, err = cli("explain", "view/overview.png", "-o", "shots", "--overwrite", "-m", "igtv", cwd=tmp_path)
+    assert code == 2 and "is the folder of the input" in err, err
+    assert digest(src) == before and os.listdir(tmp_path / "shots") == ["overview.png"]
