@@ -597,3 +597,11 @@ def test_explain_overwrite_never_writes_into_the_inputs_folder(tmp_path):
     code, _, err = cli("explain", "view/overview.png", "-o", "shots", "--overwrite", "-m", "igtv", cwd=tmp_path)
     assert code == 2 and "is the folder of the input" in err, err
     assert digest(src) == before and os.listdir(tmp_path / "shots") == ["overview.png"]
+
+
+def test_train_patches_that_cannot_fit_in_memory_are_refused_up_front(tmp_path):
+    rgb(tmp_path / "photos" / "p.png", 96, 96)
+    code, _, err = cli("train", "--task", "demosaic", "--prior", "gtv", "--data", tmp_path / "photos",
+                       "--out", tmp_path / "run", "--patches", "2000000000", "--patch-size", "64")
+    assert code == 2 and "validation patches of 64 px need" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()

@@ -153,12 +153,14 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
 
     # ---- patches (a pure function of the recipe; every rank cuts the same ones)
-    from ..patches import list_images
+    from ..patches import check_patch_memory, list_images
     from ..trainpack import is_pack
 
     for folder in cfg.data:  # a missing or empty folder is its one-line error before any progress line
         if not is_pack(folder):
             list_images(folder)
+    check_patch_memory(cfg.patches, int(round(cfg.patches * cfg.val_fraction)) if cfg.val_patches is None
+                       else cfg.val_patches, cfg.patch_size)  # so are patches that cannot fit in memory
     with progress.busy("cutting training patches..."):
         sets = build_patch_sets(cfg, workers=workers)
     if sets.train.shape[0] == 0:
