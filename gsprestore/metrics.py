@@ -133,7 +133,7 @@ def _blur_valid(x: Tensor, g: Tensor) -> Tensor:
 
 #: Pixels per row strip of :func:`mse`, :func:`ssim` and :func:`image_scores`: the scores of a large
 #: image are sums over strips of rows, so their float64 temporaries stay ~a dozen strips (tens of
-#: MB) whatever the image size (a 24-MP photo scored whole took ~5.5 GB).
+#: MB) whatever the image size (scored whole, the SSIM temporaries of a 24-MP photo took GBs).
 STRIP_PIXELS = 1 << 18
 
 
