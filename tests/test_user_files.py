@@ -605,3 +605,21 @@ def test_train_patches_that_cannot_fit_in_memory_are_refused_up_front(tmp_path):
                        "--out", tmp_path / "run", "--patches", "2000000000", "--patch-size", "64")
     assert code == 2 and "validation patches of 64 px need" in err and err.count("\n") == 1, err
     assert not (tmp_path / "run").exists()
+
+
+def test_benchmark_outputs_and_demo_never_replace_their_inputs(tmp_path):
+    from gsprestore.chart import chart_path
+
+    ds = tmp_path / "save" / "demosaic" / "bilinear"  # the data set lies where --save-outputs writes
+    src = rgb(ds / "a.png", 32, 32)
+    before = digest(src)
+    code, _, err = cli("benchmark", "--task", "demosaic", "--data-dir", ds, "--methods", "bilinear",
+                       "--save-outputs", tmp_path / "save", "--overwrite")
+    assert code == 1 and "would replace the data set's image" in err, err
+    assert digest(src) == before
+    chart = chart_path()
+    os.symlink(chart.parent, tmp_path / "data")
+    before = digest(chart)
+    code, _, err = cli("demo", "-o", tmp_path / "data" / chart.name, "--overwrite")
+    assert code == 2 and "is the bundled test chart itself" in err, err
+    assert digest(chart) == before

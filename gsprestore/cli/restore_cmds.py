@@ -566,6 +566,13 @@ def demo_cmd(
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
+    from ..chart import chart_path
+    from ..fileid import same_file
+
+    if same_file(out_path, chart_path()):
+        from ..errors import UsageError
+
+        raise UsageError(f"-o {output} is the bundled test chart itself; choose another -o")
     replace = overwrite
     if out_path.exists() and not overwrite:
         from ..io import read_image
