@@ -99,6 +99,22 @@ def _say(notice: Notice | None, message: str) -> None:
         notice(message)
 
 
+#: The longest side a WebP (14-bit size fields) and a JPEG (libjpeg's limit) hold; PNG, TIFF: any.
+FORMAT_MAX_SIDE = {"webp": 16383, "jpeg": 65500}
+
+
+def check_output_size(path: str | Path, width: int, height: int) -> None:
+    """Refuse an output its format cannot hold (:data:`FORMAT_MAX_SIDE`): called from the input's
+    header, before any work (Pillow would fail only at the end, in its encoder)."""
+    from .errors import GspError
+    from .io import output_format
+
+    limit = FORMAT_MAX_SIDE.get(fmt := output_format(path))
+    if limit is not None and max(width, height) > limit:
+        raise GspError(f"the output would be {width}x{height} pixels, and a {'JPEG' if fmt == 'jpeg' else 'WebP'} "
+                       f"image is at most {limit:,} pixels on a side; write PNG or TIFF (--ext png or tiff)", path)
+
+
 def restore_file(
     restorer: "Restorer",
     source: str | Path,
@@ -133,7 +149,7 @@ def restore_file(
     from .camera_raw import RAW_SUFFIXES
     from .engine import check_channels, job_bytes, resolve_device, restore
     from .errors import GspError, UsageError
-    from .io import TOOL_TAG, apply_orientation, check_output_size, frames_note, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
     from .metadata import for_output
 
     source, task = Path(source), restorer.task
@@ -222,7 +238,7 @@ def develop_raw_file(
 
     from .camera_raw import develop, read_raw
     from .engine import job_bytes, resolve_device, restore
-    from .io import TOOL_TAG, check_output_size, write_image
+    from .io import TOOL_TAG, write_image
     from .metadata import for_output, raw_metadata
 
     def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
@@ -284,7 +300,7 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
     camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
     from .errors import GspError
-    from .io import TOOL_TAG, apply_orientation, check_output_size, frames_note, read_image, write_image
+    from .io import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
     from .metadata import for_output
     from .sampling import check_pattern, mosaic_array
 

@@ -437,22 +437,6 @@ def output_format(path: str | Path) -> str:
                    path)
 
 
-#: The longest side each output format holds: WebP 16,383 pixels (its 14-bit size fields), JPEG
-#: 65,500 (libjpeg's limit, under the format's 65,535). PNG and TIFF take any size gsprestore reads.
-FORMAT_MAX_SIDE = {"webp": 16383, "jpeg": 65500}
-
-
-def check_output_size(path: str | Path, width: int, height: int) -> None:
-    """Refuse, in one line naming ``path``, an output of ``width`` x ``height`` pixels that its
-    format cannot hold (:data:`FORMAT_MAX_SIDE`): checked from the input's header, before any work."""
-    fmt = output_format(path)
-    limit = FORMAT_MAX_SIDE.get(fmt)
-    if limit is not None and max(width, height) > limit:
-        name = "JPEG" if fmt == "jpeg" else "WebP"
-        raise GspError(f"the output would be {width}x{height} pixels, and a {name} image is at most {limit:,} "
-                       "pixels on a side; write PNG or TIFF (--ext png or tiff)", path)
-
-
 class OutputExists(GspError):
     """The output file exists and may not be replaced (it may have appeared during the run)."""
 
@@ -533,7 +517,6 @@ def write_image(
     if bit_depth not in (8, 16, 32):
         raise GspError(f"bit depth must be 8 or 16, got {bit_depth}", path)
     h, w, c = a.shape
-    check_output_size(path, w, h)
     dtype = {8: np.uint8, 16: np.uint16, 32: np.float32}[bit_depth]
     data = np.empty((h, w, c + (alpha is not None)), dtype=dtype)
     for r0 in range(0, h, 256):  # convert in row blocks: no full-size float temporaries
