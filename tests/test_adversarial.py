@@ -22,7 +22,7 @@ from gsprestore import engine, memory, pngcodec
 from gsprestore.errors import GspError
 from gsprestore.io import read_image, write_image
 
-from cli_runner import cli
+from cli_runner import cli, lock_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 # the console script, in a fresh interpreter running this checkout
@@ -367,9 +367,8 @@ def test_output_claimed_by_a_live_run_is_skipped_or_refused(tmp_path):
     for k in range(3):
         gray(tmp_path / "in" / f"m{k}.png", seed=k)
     (tmp_path / "out").mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    holder = lock_holder(tmp_path / "out" / ".m1.png.claim")  # a live run's claim: its OS lock held
     try:
-        (tmp_path / "out" / ".m1.png.claim").write_text(str(holder.pid))
         (tmp_path / "out" / ".m2.png.claim").write_text(str(_dead_pid()))  # left by a killed run
         code, out, err = cli("demosaic", "in", "-o", "out", "-m", "bilinear", "--skip-existing", "--json",
                              cwd=tmp_path)

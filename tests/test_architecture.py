@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
+    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "fileid", "jsontext", "pngcodec", "tiffcodec", "jpegcheck",
                      "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry", "distributed",
                      "paper"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",

@@ -23,7 +23,7 @@ from gsprestore import engine, memory
 from gsprestore.errors import GspError, WeightsError
 from gsprestore.io import read_image, write_image
 
-from cli_runner import cli
+from cli_runner import cli, lock_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 GSPRESTORE = [sys.executable, "-c", "import sys; from gsprestore.cli.app import main; sys.argv[0] = 'gsprestore'; main()"]
@@ -590,14 +590,14 @@ def test_killed_run_leftovers_are_swept_by_the_next_run(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    out = tmp_path / "out"
+    holder = lock_holder(out / ".m9.png.claim")  # a live run's claim: its OS lock held
     try:
-        out = tmp_path / "out"
         # what `kill -9` during the write of m0.png left: its claim and its temporary file
         (out / ".m0.png.claim").write_text(str(dead.pid))
         stale = out / temp_name(out / "m0.png", ".part").name.replace(f".{os.getpid()}-", f".{dead.pid}-")
         stale.write_bytes(b"\0" * 1000)
-        # a live run's files are not touched
-        (out / ".m9.png.claim").write_text(str(live.pid))
+        # a live run's files are not touched (its claim, above, and its temporary file)
         running = out / temp_name(out / "m9.png", ".part").name.replace(f".{os.getpid()}-", f".{live.pid}-")
         running.write_bytes(b"\0")
         code, _, err = cli("demosaic", "in", "-o", "out", "-m", "bilinear", "--skip-existing", cwd=tmp_path)
@@ -606,3 +606,5 @@ def test_killed_run_leftovers_are_swept_by_the_next_run(tmp_path):
     finally:
         live.kill()
         live.wait()
+        holder.kill()
+        holder.wait()

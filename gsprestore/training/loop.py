@@ -111,6 +111,12 @@ class _Run:
         self.model = build_network(without_init(cfg) if resume else cfg,
                                    grad_checkpoint=self.grad_checkpoint).to(self.dev)
         self.model.train()
+        if cfg.init and not resume and self.main:  # a partial start says how partial
+            from .checkpoints import init_copy_note
+
+            note = init_copy_note(self.model, cfg.init, getattr(self.model, "init_report", None) or [])
+            if note:
+                self.progress.message(note)
         self.opt = torch.optim.Adam(optimizer_groups(self.model, cfg.step_size_lr_scale), lr=cfg.lr,
                                     weight_decay=cfg.weight_decay)
         self.loss_fn = _package().make_loss(cfg.loss, cfg.charbonnier_eps)
