@@ -157,8 +157,8 @@ def main() -> None:
         print(f"  {m} ({sum(p.numel() for p in model.parameters()):,} params): {t:.2f} s = {t / conv_s:.1f} conv-eq "
               f"(goal <= 30; {t / conv_cl_s:.1f} channels-last conv-eq), {t / med['cnn_s']:.2f} x the CNN (target <= 1; rounds "
               f"{min(ratios):.2f}-{max(ratios):.2f})")
-        res[m] = {"s": t, "conv_eq": t / conv_s, "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"], "vs_cnn_median_of_rounds":
-                  statistics.median(ratios)}
+        res[m] = {"s": t, "conv_eq": t / conv_s, "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"],
+                  "vs_cnn_median_of_rounds": statistics.median(ratios)}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

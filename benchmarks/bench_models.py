@@ -181,7 +181,7 @@ def _training_child(args) -> None:
     }))
 
 
-def training(args) -> list[dict]:
+def measure_training(args) -> list[dict]:
     results = []
     for ck in args.checkpoint.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", args.method, "--task", args.task,
@@ -195,7 +195,8 @@ def training(args) -> list[dict]:
             continue
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{args.method} ({args.task}) training step, batch {args.batch} x {args.patch}x{args.patch}, "
-              f"checkpoint={ck}, mmap threshold={res['mmap_threshold'] or 'glibc default'}: peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
+              f"checkpoint={ck}, mmap threshold={res['mmap_threshold'] or 'glibc default'}: "
+              f"peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
               f"forward {res['forward_s']:.1f} s, step {res['step_s']:.1f} s")
         results.append(res)
     return results
@@ -264,7 +265,7 @@ def main() -> None:
     if args.part in ("inference", "both"):
         out.append(inference(args))
     if args.part in ("training", "both"):
-        out.extend(training(args))
+        out.extend(measure_training(args))
     if args.part == "halo":
         out.extend(halo(args))
     if args.json:

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
               f"camera WB {np.round(frame.wb_camera, 3).tolist()}")
         for ours_name, libraw_name in pairs:
             restorer = get_restorer(ours_name, "demosaic")
-            ours = cr.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,
+            ours = cr.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,  # noqa: B023
                                                           device="cpu").numpy())
             ours = np.rint(ours * 65535) / 65535  # the 16-bit file
             with rawpy.imread(path) as raw:

@@ -598,7 +598,7 @@ def test_cg_trace_sees_every_iterate_and_its_residual(gen, grad):
         seen: list = []
 
         def trace(t, x, r):
-            seen.append((t, x.detach().clone(), r.detach().clone()))
+            seen.append((t, x.detach().clone(), r.detach().clone()))  # noqa: B023 (called in this iteration)
 
         with torch.set_grad_enabled(grad):
             ref = solve()

@@ -4,7 +4,6 @@ one-line errors for missing / tampered / truncated / foreign files, and ``gspres
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 import zipfile
 

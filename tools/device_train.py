@@ -488,7 +488,7 @@ def infer(dev, out: dict, save, until: float) -> None:
         elif time.time() + 1.2 * last_s * (mp / INFER_MP) > until:
             out[key] = "skipped: too little time left"
         else:
-            last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))
+            last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))  # noqa: B023
     # The other networks' speed (the defaults need one per kind of device: uGLR demosaic, best by
     # quality since 2026-11-27, has none for CUDA): uGLR demosaicking of the INFER_MP mosaic, and the
     # 2x networks on an RGB image of a quarter of INFER_MP upscaled to INFER_MP; fp32, fused

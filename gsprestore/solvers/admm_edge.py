@@ -6,13 +6,16 @@ replay form (:func:`_node_update`)."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from .. import backend, window
 from .. import graph as G
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .admm_reference import _GtvProblem
 
 __all__ = ["admm_edge_step"]
 
@@ -154,7 +157,7 @@ class _AdmmEdgeStep(torch.autograd.Function):
             diff = U - V
             Dn = (-g * (2 * r + diff)) if first else Dj - g * (2 * r + diff)
             e0 = Dn * half_inv - 0.5 * diff  # n = C-bar^T e0 on edge j
-            z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731
+            z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731, B023 (used in this iteration)
             ggn = (gn[..., ty, tx] - gn[..., hy, hx]) if gn is not None else torch.zeros_like(r)
             ge = ggn * wj
             gDn = z(gD2) + ge * half_inv
