@@ -1,7 +1,7 @@
 """Where one training step of a shipped model spends its time: torch.profiler over one step
 (forward, L1, backward; Adam) on dead-leaves patches, after a warm-up step, with the step's wall
 time and the no-grad forward of the same batch beside it. The table lists operators and the
-custom autograd ops (``_UnrolledCG``, ``_AdmmEdgeStepBackward``, ``_EdgeWeightsBackward``, ...);
+custom autograd ops (``_UnrolledCG``, ``_AdmmEdgeStepBackward``, ``EdgeWeightsBackward``, ...);
 the native kernels they call count as their self time.
 
 Usage (from the repository root)::

@@ -122,14 +122,14 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
     ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
     (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
-    from .solvers.admm_reference import _make_problem, gtv_admm_reference
+    from .solvers.admm_reference import make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
     sq = None
     if precondition:
         km = known if known.dim() == 5 else known.unsqueeze(1)
         mm = mask if mask.dim() == 5 else mask.unsqueeze(1)
-        sq = _make_problem(wbar, km, mm).diag.clamp_min(1e-12).sqrt()
+        sq = make_problem(wbar, km, mm).diag.clamp_min(1e-12).sqrt()
 
     def traced_cg(apply_A, b, x_start, spec):
         if sq is None:

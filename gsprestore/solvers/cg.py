@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .. import backend
 from .. import graph as G
-from .cg_adjoint import _full_rows, _step_table
+from .cg_adjoint import full_rows, step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
@@ -148,9 +148,9 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     # x, g, v, v2 in planes padded apart (backend.padded_planes: no cache-set conflicts between channels)
     x, g, v, v2 = (backend.padded_planes(b, *b.shape) for _ in range(4))
     x.copy_(x0.expand(b.shape))  # the kernel starts with g = A x - b, v = P^-1 g
-    diag, keep, pre = (_full_rows(t, b.shape) for t in (op.diag, op.keep, precond))
+    diag, keep, pre = (full_rows(t, b.shape) for t in (op.diag, op.keep, precond))
     backend.native().cg_unrolled(backend.rows_contiguous(op.w), diag, keep, pre, backend.rows_contiguous(b), x, g, v, v2,
-                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b),
+                            step_table(alphas, T, K, b), step_table(betas, T, K, b),
                                 backend.settings.fused_cg_mode)
     return x
 
@@ -276,7 +276,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     return x
 
 
-def _parse_cg(cg: CGSpec):
+def parse_cg(cg: CGSpec):
     if isinstance(cg, str):
         if cg != "exact":
             raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
@@ -286,13 +286,13 @@ def _parse_cg(cg: CGSpec):
     raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
 
 
-def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
+def solve_cg(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
     if kind == "exact":
         return cg_exact(apply_A, b, x0, iters=iters, tol=tol)
     return cg_unrolled(apply_A, b, x0, alphas, betas)
 
 
-def _as5d(t: Tensor, name: str) -> Tensor:
+def as5d(t: Tensor, name: str) -> Tensor:
     if t.dim() == 4:
         return t.unsqueeze(1)
     if t.dim() != 5:
