@@ -32,23 +32,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gsprestore import graph as G
+from gsprestore.models import build_model
+from gsprestore.tasks import observation, observe
+from gsprestore.weights import load_model
 
-from gsprestore import graph as G  # noqa: E402
-from gsprestore.models import build_model  # noqa: E402
-from gsprestore.tasks import observation, observe  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
-
-from bench_models import best_of, synthetic_rgb  # noqa: E402
+from bench_models import best_of, synthetic_rgb
 
 
 class DemosaicnetShape(nn.Module):

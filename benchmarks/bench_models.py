@@ -35,12 +35,10 @@ from contextlib import contextmanager
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import sampling, training  # noqa: E402
-from gsprestore.models import build_model  # noqa: E402
-from gsprestore.models.unrolled import UnrolledBlock  # noqa: E402
-from gsprestore.restorers import observation  # noqa: E402
+from gsprestore import sampling, training
+from gsprestore.models import build_model
+from gsprestore.models.unrolled import UnrolledBlock
+from gsprestore.restorers import observation
 
 
 def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor:

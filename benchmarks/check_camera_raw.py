@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import camera_raw as cr  # noqa: E402
-from gsprestore.io import read_image  # noqa: E402
+from gsprestore import camera_raw as cr
+from gsprestore.io import read_image
 
 CAMERA_MATRIX = np.array([[0.90, -0.30, -0.05], [-0.40, 1.30, 0.10], [-0.05, 0.15, 0.60]])
 NEUTRAL = (0.55, 1.0, 0.72)

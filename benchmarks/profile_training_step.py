@@ -14,20 +14,14 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
 
-if "PYTHONPATH" not in os.environ:  # else the tree it names (the before/after comparison)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_training_step import patches
 
-from bench_training_step import patches  # noqa: E402
-
-from gsprestore.tasks import network_input  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
+from gsprestore.tasks import network_input
+from gsprestore.weights import load_model
 
 
 def main() -> None:
