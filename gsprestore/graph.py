@@ -174,6 +174,7 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
             m4 = metric4(metric)
             Kout, mf = max(K, m4.shape[1]), apply_metric(m4, features)
         out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
+        assert out is not None  # a workspace was given
         return native_edge_distances(features, mf, exp, out)
     if metric is None and not (torch.is_grad_enabled() and features.requires_grad):
         return _euclidean_edge_distances(features, exp)

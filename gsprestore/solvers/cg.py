@@ -14,7 +14,7 @@ native kernels; on a GPU with Triton, as one fused Triton kernel per step
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, TypeGuard, Union
 
 import torch
 from torch import Tensor
@@ -171,13 +171,13 @@ def _stencil_tensors(op, b: Tensor, x0: Tensor, precond: Optional[Tensor]) -> Op
     return ts if ok else None
 
 
-def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
     """The fused native CPU kernel applies (:func:`backend.usable`)."""
     ts = _stencil_tensors(op, b, x0, precond)
     return ts is not None and backend.usable(*ts)
 
 
-def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
     """The fused Triton kernel applies: float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
     ts = _stencil_tensors(op, b, x0, precond)
     if ts is None or not backend.gpu_fused_usable(*ts):
@@ -187,7 +187,7 @@ def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -
     return cg_triton.available()
 
 
-def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> bool:
+def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> TypeGuard[StencilOperator]:
     """The adjoint backward (:mod:`.cg_adjoint`) applies: the setting on, a stencil problem of one
     dtype and device (:func:`_stencil_tensors`), step tables (T,) or (T, K)."""
     if not backend.settings.cg_adjoint:
@@ -261,7 +261,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
         return cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
     x = x0
     g = apply_A(x0) - b
-    v: Optional[Tensor] = None
+    v: Optional[Tensor] = None  # type: ignore[no-redef]  # (the inference branch's v has returned)
     if trace is not None:
         trace(0, x, g.neg())
     for t in range(T):
