@@ -38,9 +38,11 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
-# ruff with the config in pyproject.toml (the test install brings it; .ci/run runs this first)
+# ruff, and mypy on the core numerical layers, with their config in pyproject.toml (the test
+# install brings both; .ci/run runs this first)
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # the quick lane: everything but the tests marked slow (the GPU job's CPU rehearsal, the wheel build)
 test-fast: $(VENV)/.installed-test
