@@ -70,7 +70,8 @@ def slowed(monkeypatch):
 
 # The tests `make test-fast` (pytest -m "not slow") leaves out, besides those marked in place: the
 # slowest ones, as measured (pytest --durations=0 on 2 shared cores, 2026-11-28), kept in one list
-# so that marking them touches no test file. Each module keeps at least one fast test. An entry is
+# so that marking them touches no test file. Each module keeps at least one fast test (but
+# test_training_traffic.py, whose one test runs a research script for 20 s). An entry is
 # "file::test" (every parametrisation) or a full node id; a stale entry (its file collected, the
 # test gone) is an error, so the list cannot silently rot.
 SLOW: set[str] = {
