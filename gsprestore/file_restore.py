@@ -40,8 +40,8 @@ FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
 
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
     """The method a command uses when none is named on ``device`` (:func:`gsprestore.restorers.default_method`,
-    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``). A manifest that exists but cannot be
-    read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
+    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``).
+    A manifest that exists but cannot be read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
     the method (the classical fallback would be chosen without a word)."""
     from .errors import WeightsError
     from .restorers import default_method as chosen

@@ -347,8 +347,9 @@ def compare_montage(
     when there is no reference. Row 1: whole images (scaled to ``thumb`` pixels wide) with the
     zoom window outlined; row 2: that window enlarged; row 3 (with a reference): per-method absolute
     error of the window (mean over channels), one colour scale for all, with its colour bar.
-    ``space`` is the channel space of the window PSNR (that of ``scores``: "rgb" or "y"). ``crop`` (x, y, w, h) or None: the window where the methods' mean error is largest (with a
-    reference) or where they disagree most (without). Returns the montage and the window used."""
+    ``space`` is the channel space of the window PSNR (that of ``scores``: "rgb" or "y"). ``crop`` (x, y, w, h)
+    or None: the window where the methods' mean error is largest (with a reference) or where they
+    disagree most (without). Returns the montage and the window used."""
     names = list(results)
     first = next(iter(results.values()))
     H, W = first.shape[:2]

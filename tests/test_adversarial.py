@@ -395,7 +395,7 @@ def test_two_runs_on_one_output_folder_share_the_work(tmp_path):
     procs = [subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     results = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err
         assert errors(err) == []
     written = sum(json.loads(out)["written"] for out, _ in results)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -230,7 +229,7 @@ def test_job_that_cannot_fit_is_refused_from_the_header_naming_both_numbers(tmp_
         monkeypatch.setattr(mod, "available_memory", lambda: 3 << 20)  # reading needs ~1 MiB, the job ~5
     code, _, err = cli("upscale2x", src, "-m", "bicubic", "-o", tmp_path / "big.png")
     assert code == 1 and decoded == [] and not (tmp_path / "big.png").exists()
-    (line,) = [l for l in err.splitlines() if l.startswith("error:")]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert line.startswith(f"error: {src}: not enough memory to read the 256x256 image and work on it (about 0.0")
     assert line.endswith("GiB needed, 0.00 GiB available)"), line
 

@@ -1,6 +1,6 @@
 """Starting a training run (:func:`train`): check the options, join the ranks under ``torchrun``
 (:mod:`gsprestore.distributed`), read or check the recipe, cut the patches, then hand the run to
-the loop (:class:`gsprestore.training.loop._Run`: steps, validation, checkpoints, export)."""
+the loop (:class:`gsprestore.training.loop.TrainingRun`: steps, validation, checkpoints, export)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..claims import run_lock
 from ..errors import GspError, UsageError
 from .build import adopt_init_config, build_network, build_patch_sets, pick_device
 from .checkpoints import open_recipe
-from .loop import _Run
+from .loop import TrainingRun
 from .recipe import TrainConfig
 from .report import TrainProgress, TrainResult
 from .stopping import Deadline
@@ -171,7 +171,7 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         if differ:  # every rank says so and stops
             raise GspError("the ranks cut different training patches from their --data folders (the folders "
                            "differ between the nodes); make them equal")
-    run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
+    run = TrainingRun(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
                cuda_graph=cuda_graph, max_steps=max_steps, ranks=ranks)
     run.init_config = init
     try:
