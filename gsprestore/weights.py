@@ -341,7 +341,8 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     manifest = read_manifest(manifest_file)
     models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
     models.append(entry)
-    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x") for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
+    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x")
+                                                   for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
     models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
     manifest["models"] = models
     with atomic_file(manifest_file, "w") as f:

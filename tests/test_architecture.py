@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "fileid", "jsontext", "pngcodec", "tiffcodec", "jpegcheck",
+    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "fileid", "jsontext", "pngcodec",
+                     "tiffcodec", "jpegcheck", "calibration",
                      "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry", "distributed",
                      "paper"}),
     ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup",
@@ -22,7 +23,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_adjoint_triton",
                                     "solvers.cg_triton", "solvers.glr", "solvers.admm_reference", "solvers.admm_edge",
                                     "solvers.admm_triton", "solvers.admm_adjoint_triton", "solvers.gtv", "solvers.__main__",
-                                    "models.estimate", "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
+                                    "models.estimate", "models.pattern", "models.feature_cnn", "models.packed_trunk",
+                                    "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models", "ensemble"}),
