@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 # time only): a change to these reinstalls
 BUILD_INPUTS := pyproject.toml setup.py gsprestore/native/kernels.cpp gsprestore/native/kernels_avx2.cpp
 
-.PHONY: demo test test-fast install install-test native clean
+.PHONY: demo test test-fast lint install install-test native clean
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest
+
+# ruff, and mypy on the core numerical layers, with their config in pyproject.toml (the test
+# install brings both; .ci/run runs this first)
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # the quick lane: everything but the tests marked slow (the GPU job's CPU rehearsal, the wheel build)
 test-fast: $(VENV)/.installed-test

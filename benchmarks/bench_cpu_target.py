@@ -35,23 +35,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gsprestore import graph as G
+from gsprestore.models import build_model
+from gsprestore.tasks import observation, observe
+from gsprestore.weights import load_model
 
-from gsprestore import graph as G  # noqa: E402
-from gsprestore.models import build_model  # noqa: E402
-from gsprestore.tasks import observation, observe  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
-
-from bench_models import best_of, synthetic_rgb  # noqa: E402
+from bench_models import best_of, synthetic_rgb
 
 
 class DemosaicnetShape(nn.Module):
@@ -181,8 +176,9 @@ def main() -> None:
               f"(goal <= 30; {t / conv_cl_s:.1f} channels-last conv-eq), {t / med['cnn_s']:.2f} x the CNN (target <= 1; rounds "
               f"{min(ratios):.2f}-{max(ratios):.2f})")
         res[m] = {"s": t, "megapixels_per_s": mp / t, "megapixels": mp, "method": m, "task": args.task,
-                  "threads": torch.get_num_threads(), "probe_gflops": probe, "conv_eq": t / conv_s, "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"], "vs_cnn_median_of_rounds":
-                  statistics.median(ratios)}
+                  "threads": torch.get_num_threads(), "probe_gflops": probe, "conv_eq": t / conv_s,
+                  "conv_eq_channels_last": t / conv_cl_s, "vs_cnn": t / med["cnn_s"],
+                  "vs_cnn_median_of_rounds": statistics.median(ratios)}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

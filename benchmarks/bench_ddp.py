@@ -38,7 +38,6 @@ def _photos(folder: Path, n: int, size: int) -> None:
     import numpy as np
     from PIL import Image
 
-    sys.path.insert(0, str(ROOT))
     from gsprestore.deadleaves import dead_leaves
 
     folder.mkdir(parents=True)

@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's gsprestore, not an installed one
-
 
 def rss_mb() -> float:
     with open("/proc/self/status") as fh:

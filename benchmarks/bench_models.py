@@ -35,12 +35,10 @@ from contextlib import contextmanager
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import sampling, training  # noqa: E402
-from gsprestore.models import build_model  # noqa: E402
-from gsprestore.models.unrolled import UnrolledBlock  # noqa: E402
-from gsprestore.restorers import observation  # noqa: E402
+from gsprestore import sampling, training
+from gsprestore.models import build_model
+from gsprestore.models.unrolled import UnrolledBlock
+from gsprestore.restorers import observation
 
 
 def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
@@ -181,7 +179,7 @@ def _training_child(args) -> None:
     }))
 
 
-def training(args) -> list[dict]:
+def measure_training(args) -> list[dict]:
     results = []
     for ck in args.checkpoint.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", args.method, "--task", args.task,
@@ -195,7 +193,8 @@ def training(args) -> list[dict]:
             continue
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{args.method} ({args.task}) training step, batch {args.batch} x {args.patch}x{args.patch}, "
-              f"checkpoint={ck}, mmap threshold={res['mmap_threshold'] or 'glibc default'}: peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
+              f"checkpoint={ck}, mmap threshold={res['mmap_threshold'] or 'glibc default'}: "
+              f"peak RSS {res['peak_rss_gb']:.2f} GB (target <= 4 GB), "
               f"forward {res['forward_s']:.1f} s, step {res['step_s']:.1f} s")
         results.append(res)
     return results
@@ -264,7 +263,7 @@ def main() -> None:
     if args.part in ("inference", "both"):
         out.append(inference(args))
     if args.part in ("training", "both"):
-        out.extend(training(args))
+        out.extend(measure_training(args))
     if args.part == "halo":
         out.extend(halo(args))
     if args.json:

@@ -36,17 +36,14 @@ import tempfile
 import time
 
 import torch
+from bench_models import synthetic_rgb  # beside this file (run as a script)
+
+from gsprestore import backend
+from gsprestore import native, sampling
+from gsprestore.models import build_model
+from gsprestore.restorers import observation
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, ROOT)
-
-from gsprestore import backend  # noqa: E402
-from gsprestore import native, sampling  # noqa: E402
-from gsprestore.models import build_model  # noqa: E402
-from gsprestore.restorers import observation  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import synthetic_rgb  # noqa: E402
 
 
 def _write_mosaic(path: str, h: int, w: int) -> None:

@@ -40,11 +40,9 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import engine  # noqa: E402
-from gsprestore.benchmark import load_ground_truth, make_observation  # noqa: E402
-from gsprestore.restorers import get_restorer  # noqa: E402
+from gsprestore import engine
+from gsprestore.benchmark import load_ground_truth, make_observation
+from gsprestore.restorers import get_restorer
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:

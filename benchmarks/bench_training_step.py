@@ -21,19 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 
 import torch
 
-if "PYTHONPATH" not in os.environ:  # else the tree it names (the before/after comparison)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import backend  # noqa: E402
-from gsprestore.deadleaves import dead_leaves  # noqa: E402
-from gsprestore.tasks import network_input  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
+from gsprestore import backend
+from gsprestore.deadleaves import dead_leaves
+from gsprestore.tasks import network_input
+from gsprestore.weights import load_model
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
           "ugtv-lite_demosaic", "uglr-lite_upscale2x")  # the CPU-size networks (issue 39)

@@ -146,7 +146,7 @@ def main() -> None:
             continue
         mse = {"bicubic": [], "bicubic-halfpixel": []}
         cv_diff = 0.0
-        for name, rgb in images:
+        for _name, rgb in images:
             hr = rgb
             lr = np.ascontiguousarray(rgb[0::2, 0::2])
             x = torch.from_numpy(lr).permute(2, 0, 1)[None].to(dtype)

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import camera_raw as cr  # noqa: E402
-from gsprestore.io import read_image  # noqa: E402
+from gsprestore import camera_raw as cr
+from gsprestore.io import read_image
 
 CAMERA_MATRIX = np.array([[0.90, -0.30, -0.05], [-0.40, 1.30, 0.10], [-0.05, 0.15, 0.60]])
 NEUTRAL = (0.55, 1.0, 0.72)
@@ -63,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
               f"camera WB {np.round(frame.wb_camera, 3).tolist()}")
         for ours_name, libraw_name in pairs:
             restorer = get_restorer(ours_name, "demosaic")
-            ours = cr.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,
+            ours = cr.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,  # noqa: B023
                                                           device="cpu").numpy())
             ours = np.rint(ours * 65535) / 65535  # the 16-bit file
             with rawpy.imread(path) as raw:

@@ -14,14 +14,10 @@ model of that run's method and task.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from dataclasses import replace
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore import weights  # noqa: E402
-from gsprestore.training import build_patch_sets, evaluate, load_run_config  # noqa: E402
+from gsprestore import weights
+from gsprestore.training import build_patch_sets, evaluate, load_run_config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,12 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # this checkout's gsprestore
+from scatter_png import PAPER, Panel, Point, scatter_png
 
-from scatter_png import PAPER, Panel, Point, scatter_png  # noqa: E402
-
-from gsprestore.paper import NOISE_SIGMAS, PAPER_TABLE2, PAPER_TABLES  # noqa: E402
+from gsprestore.paper import NOISE_SIGMAS, PAPER_TABLE2, PAPER_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("mcm", "kodak", "urban100")

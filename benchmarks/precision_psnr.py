@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -26,11 +24,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore.metrics import psnr_from_mse, rgb_to_y  # noqa: E402
-from gsprestore.tasks import observation, observe  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
+from gsprestore.metrics import psnr_from_mse, rgb_to_y
+from gsprestore.tasks import observation, observe
+from gsprestore.weights import load_model
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 

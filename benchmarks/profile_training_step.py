@@ -1,7 +1,7 @@
 """Where one training step of a shipped model spends its time: torch.profiler over one step
 (forward, L1, backward; Adam) on dead-leaves patches, after a warm-up step, with the step's wall
 time and the no-grad forward of the same batch beside it. The table lists operators and the
-custom autograd ops (``_UnrolledCG``, ``_AdmmEdgeStepBackward``, ``_EdgeWeightsBackward``, ...);
+custom autograd ops (``_UnrolledCG``, ``_AdmmEdgeStepBackward``, ``EdgeWeightsBackward``, ...);
 the native kernels they call count as their self time.
 
 Usage (from the repository root)::
@@ -14,20 +14,14 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
 
-if "PYTHONPATH" not in os.environ:  # else the tree it names (the before/after comparison)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_training_step import patches
 
-from bench_training_step import patches  # noqa: E402
-
-from gsprestore.tasks import network_input  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
+from gsprestore.tasks import network_input
+from gsprestore.weights import load_model
 
 
 def main() -> None:

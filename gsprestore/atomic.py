@@ -45,8 +45,18 @@ def temp_owner(name: str) -> tuple[str, int, str] | None:
 
 
 def create_exclusive(tmp: Path) -> int:
-    """Create ``tmp`` (mode 0600, must not exist) and return its descriptor."""
-    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    """Create ``tmp`` (mode 0600, must not exist) and return its descriptor, holding the file's OS
+    lock (``flock``, where there is one) while it is open: the sweep of a later run
+    (:func:`gsprestore.claims.sweep_stale`) leaves a file alone while its writer lives, and takes
+    it once the writer is gone, even if its pid was reused since."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # no fcntl (Windows), or a file system without locks: the pid says
+        pass
+    return fd
 
 
 @contextmanager

@@ -30,8 +30,8 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed", "pixel_grid", "settings",
-           "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
+__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed",
+           "pixel_grid", "settings", "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
 
 _MODES = ("auto", "torch", "native")
 # mode: the user's choice; kernels: the loaded kernels (None: not loaded / unavailable);

@@ -45,6 +45,7 @@ from typing import Callable, ClassVar
 from .atomic import TEMP_NAME_EXTRA
 from .claims import claim_output, release_output, sweep_stale
 from .errors import GspError, UsageError
+from .fileid import file_id, path_key
 from .io import IMAGE_SUFFIXES, OutputExists, check_writable, is_image_name
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
@@ -95,11 +96,7 @@ def _hidden(rel: Path) -> bool:
 
 
 def _folder_id(folder: Path) -> tuple[int, int] | None:
-    try:
-        st = folder.stat()
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+    return file_id(folder)
 
 
 def _is_input(path: Path, extra: tuple[str, ...]) -> bool:
@@ -266,11 +263,11 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
             found.missing.append(arg)
     if extra_suffixes and raw_only_folders:
         _keep_raw_only(found, extra_suffixes)
-    # the same file named twice is processed once
-    seen: set[Path] = set()
+    # the same file named twice (by any path: a link, a bind mount) is processed once
+    seen: set[tuple] = set()
     unique = []
     for s in found.sources:
-        key = s.path.resolve()
+        key = path_key(s.path)
         if key not in seen:
             seen.add(key)
             unique.append(s)
@@ -299,11 +296,13 @@ def _keep_raw_only(found: Discovery, raw_suffixes: tuple[str, ...]) -> None:
 
 def drop_own_outputs(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
     """Split ``jobs`` into those to run and those whose input is another job's output (a file a
-    previous run of the same command wrote, e.g. ``a-2x.png`` next to ``a.png``): those are dropped,
-    so a rerun never processes its own outputs."""
-    outputs = {j.output.resolve() for j in jobs}
-    keep = [j for j in jobs if j.input.resolve() not in outputs]
-    dropped = [j for j in jobs if j.input.resolve() in outputs]
+    previous run of the same command wrote, e.g. ``a-2x.png`` next to ``a.png``; the same file by
+    any path, :func:`gsprestore.fileid.path_key`): those are dropped, so a rerun never processes
+    its own outputs. (A file named on the command line that is another input's output is refused
+    before, by :func:`plan_jobs`.)"""
+    outputs = {path_key(j.output) for j in jobs}
+    keep = [j for j in jobs if path_key(j.input) not in outputs]
+    dropped = [j for j in jobs if path_key(j.input) in outputs]
     return keep, dropped
 
 
@@ -407,11 +406,19 @@ def plan_jobs(sources: list[Source], output: str | None, *, suffix: str, ext: st
                 folder = Path(output) / rel
             out = folder / fit_name(s.path.stem, suffix + output_suffix(ext, s.path), folder)
         jobs.append(Job(s.path, out))
-    by_output: dict[Path, Path] = {}
+    # "is the output one of the inputs" is asked by identity (device, inode; a case-insensitive
+    # name), not by the path string: a symbolic link, a hard link or a bind mount reach one file
+    named = {path_key(s.path): s.path for s in sources if s.base is None}
+    by_output: dict[tuple, Path] = {}
     for j in jobs:
-        key = j.output.resolve()
-        if key == j.input.resolve():
-            raise UsageError(f"output would overwrite the input {j.input}; choose another -o, --suffix or --ext")
+        key = path_key(j.output)
+        if key == path_key(j.input):
+            same = "" if j.output.resolve() == j.input.resolve() else f" (the same file as {j.output})"
+            raise UsageError(f"output would overwrite the input {j.input}{same}; choose another -o, --suffix "
+                             "or --ext")
+        if key in named:
+            raise UsageError(f"{named[key]} is named as an input and would be overwritten as the output of "
+                             f"{j.input}; choose another -o, --suffix or --ext")
         if key in by_output:
             raise UsageError(f"{by_output[key]} and {j.input} would both be written to {j.output}")
         by_output[key] = j.input

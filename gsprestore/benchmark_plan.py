@@ -65,7 +65,12 @@ def check_output_paths(folder: Path, task: str, labels: list[str], sigmas: list[
     if dup is not None:
         raise GspError(f"two images are named {dup}.* : their outputs would collide", folder)
     targets = [output_path(folder, task, lab, s, f) for lab in labels for s in sigmas for f in files]
+    from .fileid import path_key
+
+    images = {path_key(f): f for f in files}
     for t in targets:
+        if path_key(t) in images:  # by identity: never an image of the data set, --overwrite or not
+            raise GspError(f"the output would replace the data set's image {images[path_key(t)]}", t)
         if t.is_dir():
             raise GspError("output path is a folder", t)
         if t.exists() and not overwrite:

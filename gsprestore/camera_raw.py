@@ -270,13 +270,13 @@ def balanced_mosaic(frame: RawFrame, wb: str = "camera", notice: Callable[[str],
     """The (H, W) float32 mosaic of ``frame`` with the white-balance gains of ``wb`` applied per
     site and clipped to [0, 1]: what :func:`develop` demosaicks, and the observation ``compare``
     and ``explain`` use for a camera RAW file (in camera RGB, stored order)."""
-    from .sampling import _CHANNEL
+    from .sampling import CHANNEL
 
     gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice).astype(np.float32)
     balanced = frame.mosaic.copy()
     for k, colour in enumerate(frame.pattern):
         di, dj = divmod(k, 2)
-        balanced[di::2, dj::2] *= gains[_CHANNEL[colour]]
+        balanced[di::2, dj::2] *= gains[CHANNEL[colour]]
     np.clip(balanced, 0.0, 1.0, out=balanced)
     return balanced
 
@@ -341,7 +341,7 @@ def mosaic_for_dng(
     """The uint16 sensor mosaic a camera whose XYZ->camera matrix is ``color_matrix`` (default:
     :data:`SRGB_FROM_XYZ`, i.e. camera RGB = linear sRGB) would record of the linear-sRGB scene
     ``rgb_linear`` (H, W, 3) shot with white balance ``as_shot_neutral`` (camera RGB of white)."""
-    from .sampling import _CHANNEL, check_pattern
+    from .sampling import CHANNEL, check_pattern
 
     pattern = check_pattern(pattern)
     cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
@@ -353,7 +353,7 @@ def mosaic_for_dng(
     out = np.empty((h, w), dtype=np.float64)
     for k, colour in enumerate(pattern):
         di, dj = divmod(k, 2)
-        out[di::2, dj::2] = cam[di::2, dj::2, _CHANNEL[colour]]
+        out[di::2, dj::2] = cam[di::2, dj::2, CHANNEL[colour]]
     return np.rint(black + np.clip(out, 0.0, 1.0) * (white - black)).astype(np.uint16)
 
 

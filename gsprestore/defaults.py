@@ -29,8 +29,9 @@ its recorded Kodak / McM row when that ran on this kind of device; for the class
 with no recorded speed for the learned network keeps the classical default until one is measured
 and shipped. A CPU speed record that carries its machine's probe figure (``probe_gflops``) is
 scaled to this machine by :func:`gsprestore.calibration.speed_factor` (a short convolution probe,
-cached per machine): a 16-core workstation is credited with its speed, a slower CPU debited. On the project's 2-core CPU the shipped networks restore about 0.03 MP/s (30 s per
-megapixel), so the CPU default is Menon / the bicubic.
+cached per machine): a 16-core workstation is credited with its speed, a slower CPU debited. On
+the project's 2-core CPU the paper-size networks restore about 0.03-0.1 MP/s (10-30 s per
+megapixel); the CPU-size ``-lite`` networks are what can be fast enough there.
 """
 
 from __future__ import annotations

@@ -497,4 +497,3 @@ def demosaic_menon(
     check_pattern(pattern)
     halo = HALO["menon" if refining else "menon-norefine"]
     return _in_strips(lambda r: _menon(r, pattern, refining), raw, halo, strip_pixels)
-

@@ -106,7 +106,7 @@ def start(ranks: Ranks, backend: str) -> Ranks:
                                 timeout=datetime.timedelta(seconds=timeout_s()))
     except (RuntimeError, ValueError) as exc:
         raise GspError(f"rank {ranks.rank} of {ranks.world} could not join the others "
-                       f"({_first_line(exc)})") from None
+                       f"({first_line(exc)})") from None
     ranks.owns_group, ranks.backend = True, backend
     return ranks
 
@@ -121,7 +121,7 @@ def finish(ranks: Ranks) -> None:
         ranks.owns_group = False
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
@@ -132,7 +132,7 @@ def _collective(ranks: Ranks, fn: Callable[[], Any], what: str) -> Any:
         return fn()
     except (RuntimeError, ConnectionError, OSError) as exc:  # DistBackendError is a RuntimeError
         raise GspError(f"rank {ranks.rank} of {ranks.world}: another rank stopped answering during {what} "
-                       f"({_first_line(exc)}); the job cannot go on") from None
+                       f"({first_line(exc)}); the job cannot go on") from None
 
 
 def _reduce(ranks: Ranks, values: list[float], op_name: str, device, what: str) -> list[float]:

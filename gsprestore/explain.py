@@ -122,14 +122,14 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
     ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
     (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
-    from .solvers.admm_reference import _make_problem, gtv_admm_reference
+    from .solvers.admm_reference import make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
     sq = None
     if precondition:
         km = known if known.dim() == 5 else known.unsqueeze(1)
         mm = mask if mask.dim() == 5 else mask.unsqueeze(1)
-        sq = _make_problem(wbar, km, mm).diag.clamp_min(1e-12).sqrt()
+        sq = make_problem(wbar, km, mm).diag.clamp_min(1e-12).sqrt()
 
     def traced_cg(apply_A, b, x_start, spec):
         if sq is None:
@@ -470,9 +470,9 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
     out.mkdir(exist_ok=True)
     written: list[Path] = []
 
-    def save(img, name: str) -> str:
-        written.append(V.save_png(img, out / name, overwrite=True))
-        return name
+    def figure(alt: str, name: str, rows, title: str | None = None) -> list[str]:  # the tiles, saved and linked
+        written.append(V.save_png(V.grid(rows, title=title), out / name, overwrite=True))
+        return [f"![{alt}]({name})", ""]
 
     h, w = ex.estimates[0].shape[:2]
     z = _scale_for(max(h, w))
@@ -486,7 +486,7 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
         tiles.append(V.labelled(V.to_pil(V.zoom(_rgb(ex.reference), z)), ["reference"]))
     tiles.append(V.labelled(V.draw_box(V.to_pil(V.zoom(_rgb(ex.estimates[0]), z)), mark), ["x0: initial estimate"]))
     tiles.append(V.labelled(V.to_pil(V.zoom(_rgb(ex.estimates[-1]), z)), [f"result ({ex.method})"]))
-    md += [f"![overview]({save(V.grid([tiles]), 'overview.png')})", ""]
+    md += figure("overview", "overview.png", [tiles])
 
     blocks = sorted({v.block for v in ex.heads})
     for t in blocks:
@@ -502,29 +502,28 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
                                       [f"w to {name}", f"mean {m.mean():.3f}, colours {vmin:.3g} to {vmax:.3g}"]))
             row.append(V.colorbar(1, 99, 160, "percentile of each map"))
             rows.append(row)
-        md += [f"![edge weights]({save(V.grid(rows, title=f'Block {t + 1}: edge weights w_ij = exp(-d_ij) to four neighbours'), f'block{t + 1}_edges.png')})", ""]
+        md += figure("edge weights", f"block{t + 1}_edges.png", rows, f"Block {t + 1}: edge weights w_ij = exp(-d_ij) to four neighbours")
 
         att_rows = []
         for v in views:
             a = v.attention
-            hood = _neighbourhood(ex.estimates[t], px, py)
             att_rows.append([
                 V.labelled(V.heatmap(a, cell=44, vmin=0.0, vmax=float(np.nanmax(a)), fmt="{:.3f}"),
                            [f"head {v.head + 1}: wbar(p -> q), sum {np.nansum(a):.3f}"]),
-                V.labelled(V.to_pil(V.zoom(hood, 44)), ["5x5 neighbourhood of p"]),
+                V.labelled(V.to_pil(V.zoom(_neighbourhood(ex.estimates[t], px, py), 44)), ["5x5 neighbourhood of p"]),
             ])
-        md += [f"![attention]({save(V.grid(att_rows, title=f'Block {t + 1}: attention of pixel p over its 5x5 window (eq. 28)'), f'block{t + 1}_attention.png')})", ""]
+        md += figure("attention", f"block{t + 1}_attention.png", att_rows,
+                     f"Block {t + 1}: attention of pixel p over its 5x5 window (eq. 28)")
 
         mrow = []
         for v in views:
             M = v.metric
             ev = np.linalg.eigvalsh(M)[::-1]
             cell = 36 if M.shape[0] <= 6 else 30
-            fmt = "{:.2f}"
-            mrow.append(V.labelled(_labelled_matrix(V.heatmap(M, cell=cell, fmt=fmt), ex.feature_names, cell),
+            mrow.append(V.labelled(_labelled_matrix(V.heatmap(M, cell=cell, fmt="{:.2f}"), ex.feature_names, cell),
                                    [f"head {v.head + 1}: M", "eigenvalues " + " ".join(f"{e:.2g}" for e in ev[:6])
                                     + (" ..." if len(ev) > 6 else "")]))
-        md += [f"![metric]({save(V.grid([mrow], title=f'Block {t + 1}: metric matrix M of d_ij = (f_i - f_j)^T M (f_i - f_j)'), f'block{t + 1}_metric.png')})", ""]
+        md += figure("metric", f"block{t + 1}_metric.png", [mrow], f"Block {t + 1}: metric matrix M of d_ij = (f_i - f_j)^T M (f_i - f_j)")
 
         names = list(views[0].residuals)
         plots = []
@@ -541,7 +540,8 @@ def write_explanation(ex: Explanation, outdir: str | Path, *, overwrite: bool = 
                 xs, xlabel = list(range(1, n + 1)), "ADMM iteration"
             plots.append(V.line_plot(series, title=name, xlabel=xlabel, x_values=xs,
                                      log_y=not name.startswith("GTV")))
-        md += [f"![residuals]({save(V.grid([plots[i : i + 2] for i in range(0, len(plots), 2)], title=f'Block {t + 1}: solver residuals per iteration'), f'block{t + 1}_residuals.png')})", ""]
+        md += figure("residuals", f"block{t + 1}_residuals.png", [plots[i : i + 2] for i in range(0, len(plots), 2)],
+                     f"Block {t + 1}: solver residuals per iteration")
     md += ["How to read these pictures: see docs/interpretability.md.", ""]
     index = out / "index.md"
     tmp = out / ".index.md.part"

@@ -40,8 +40,8 @@ FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
 
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
     """The method a command uses when none is named on ``device`` (:func:`gsprestore.restorers.default_method`,
-    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``). A manifest that exists but cannot be
-    read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
+    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``).
+    A manifest that exists but cannot be read is a :class:`~gsprestore.errors.WeightsError`: a damaged install must not silently change
     the method (the classical fallback would be chosen without a word)."""
     from .errors import WeightsError
     from .restorers import default_method as chosen
@@ -99,6 +99,22 @@ def _say(notice: Notice | None, message: str) -> None:
         notice(message)
 
 
+#: The longest side a WebP (14-bit size fields) and a JPEG (libjpeg's limit) hold; PNG, TIFF: any.
+FORMAT_MAX_SIDE = {"webp": 16383, "jpeg": 65500}
+
+
+def check_output_size(path: str | Path, width: int, height: int) -> None:
+    """Refuse an output its format cannot hold (:data:`FORMAT_MAX_SIDE`): called from the input's
+    header, before any work (Pillow would fail only at the end, in its encoder)."""
+    from .errors import GspError
+    from .io import output_format
+
+    limit = FORMAT_MAX_SIDE.get(fmt := output_format(path))
+    if limit is not None and max(width, height) > limit:
+        raise GspError(f"the output would be {width}x{height} pixels, and a {'JPEG' if fmt == 'jpeg' else 'WebP'} "
+                       f"image is at most {limit:,} pixels on a side; write PNG or TIFF (--ext png or tiff)", path)
+
+
 def restore_file(
     restorer: "Restorer",
     source: str | Path,
@@ -146,6 +162,8 @@ def restore_file(
                                 expect=expect, **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
+        f = 2 if task == "upscale2x" else 1
+        check_output_size(output, f * width, f * height)  # the format's size limit, before any work
         return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
                          device=resolve_device(device))
 
@@ -160,6 +178,18 @@ def restore_file(
         _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
     if expect is not None:
         expect(img.width * img.height * (4 if task == "upscale2x" else 1) / 1e6)
+    # A mosaic is demosaicked in stored (sensor) order: its Bayer phase is the sensor's, and the
+    # file's Orientation is applied to the result. A 2x upscale is oriented first: its known pixels
+    # land on the even grid (out[0::2, 0::2]) of the picture as displayed, whatever the Orientation
+    # (upscaling in stored order and then rotating would put them at out[1::2, 1::2] for 3, say).
+    orientation = img.meta.get("orientation", 1)
+    if task == "upscale2x" and orientation != 1:
+        img.array = apply_orientation(img.array, orientation)
+        if img.alpha is not None:
+            img.alpha = apply_orientation(img.alpha, orientation)
+        orientation_after = 1
+    else:
+        orientation_after = orientation
     out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
     alpha = img.alpha
     if alpha is not None and task == "upscale2x":
@@ -170,11 +200,9 @@ def restore_file(
         alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
     depth = bit_depth or img.bit_depth
     icc = rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
-    # restored in stored (sensor) order; the file's Orientation is applied to the result
-    orientation = img.meta.get("orientation", 1)
-    result = apply_orientation(out.numpy(), orientation)
+    result = apply_orientation(out.numpy(), orientation_after)
     if alpha is not None:
-        alpha = apply_orientation(alpha, orientation)
+        alpha = apply_orientation(alpha, orientation_after)
     metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software)
     written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
                           software=software, quality=quality, metadata=metadata)
@@ -214,6 +242,7 @@ def develop_raw_file(
     from .metadata import for_output, raw_metadata
 
     def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
+        check_output_size(output, width, height)
         # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
         return height * width * (4 + 12) + job_bytes(restorer, height, width, 1, tile=run.get("tile", 0),
                                                       overlap=run.get("overlap"),
@@ -280,6 +309,8 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     dng = output.suffix.lower() == ".dng"
 
     def reserve(height: int, width: int, channels: int) -> int:  # checked from the header, before decoding
+        if not dng:
+            check_output_size(output, width, height)
         # an upright copy (when turned), then the float mosaic and its written copy; a DNG's float64
         # camera-space image and its sRGB-decoding temporaries
         return height * width * (12 + (120 if dng else 4 + 2))

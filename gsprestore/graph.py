@@ -53,8 +53,8 @@ from . import backend
 from .window import (DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions,
                      sum_to, zero_outside)
 from .window import band_rows, bands, directed_regions
-from .graph_setup import (Degree, LbarWeights, ScaleEdges, _apply_metric, _EdgeWeights, _metric4,
-                          _native_edge_distances, degree_of, lbar_weights, scale_edges)
+from .graph_setup import (Degree, LbarWeights, ScaleEdges, apply_metric, EdgeWeights, metric4,
+                          native_edge_distances, degree_of, lbar_weights, scale_edges)
 
 
 __all__ = [
@@ -163,7 +163,7 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
 
         fused = fused_or_none("edge_weights_from_projected", features)
         if fused is None:
-            fused = trained_or_none("edge_weights", features, lambda t: _EdgeWeights.apply(t, None, True))
+            fused = trained_or_none("edge_weights", features, lambda t: EdgeWeights.apply(t, None, True))
         if fused is not None:
             return fused
     if workspace is not None and backend.no_grad_usable(features, *(() if metric is None else (metric,))):
@@ -171,13 +171,14 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
         if metric is None:
             Kout, mf = K, features  # d = (g_p - g_q)^T (g_p - g_q)
         else:
-            m4 = _metric4(metric)
-            Kout, mf = max(K, m4.shape[1]), _apply_metric(m4, features)
+            m4 = metric4(metric)
+            Kout, mf = max(K, m4.shape[1]), apply_metric(m4, features)
         out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
-        return _native_edge_distances(features, mf, exp, out)
+        assert out is not None  # a workspace was given
+        return native_edge_distances(features, mf, exp, out)
     if metric is None and not (torch.is_grad_enabled() and features.requires_grad):
         return _euclidean_edge_distances(features, exp)
-    return _EdgeWeights.apply(features, metric, exp)
+    return EdgeWeights.apply(features, metric, exp)
 
 
 def _euclidean_edge_distances(g: Tensor, exp: bool) -> Tensor:

@@ -119,7 +119,7 @@ class LbarWeights(torch.autograd.Function):
 
 # edge distances and weights (eq. 27) from features and a PSD metric
 
-def _metric4(metric: Tensor) -> Tensor:
+def metric4(metric: Tensor) -> Tensor:
     """Metric as ``(B' or 1, K' or 1, F, F)``, symmetrised (d only sees the symmetric part)."""
     if metric.dim() == 2:
         metric = metric[None, None]
@@ -130,21 +130,21 @@ def _metric4(metric: Tensor) -> Tensor:
     return 0.5 * (metric + metric.transpose(-1, -2))
 
 
-def _apply_metric(m4: Tensor, f: Tensor) -> Tensor:
+def apply_metric(m4: Tensor, f: Tensor) -> Tensor:
     """``M f`` per pixel: ``(B', K', F, F) x (B, K, F, H, W) -> (B, K, F, H, W)``."""
     B, K, F, H, W = f.shape
     return torch.matmul(m4, f.reshape(B, K, F, H * W)).reshape(B, K, F, H, W)
 
 
-def _native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor) -> Tensor:
+def native_edge_distances(features: Tensor, mf: Tensor, exp: bool, out: Tensor) -> Tensor:
     """The native distance (``exp``: weight) kernel into ``out`` (B, K, 12, H, W), zeroed where
-    edges leave the image; ``mf`` = M f (:func:`_apply_metric`)."""
+    edges leave the image; ``mf`` = M f (:func:`apply_metric`)."""
     B, Kout, _, H, W = out.shape
     F = features.shape[2]
     return backend.native().edge_distances(features.contiguous(), mf.expand(B, Kout, F, H, W).contiguous(), out, exp)
 
 
-class _EdgeWeights(torch.autograd.Function):
+class EdgeWeights(torch.autograd.Function):
     """w = exp(-d) (``exp=True``) or d itself, d_pq = (f_p - f_q)^T M (f_p - f_q) (eq. 27).
     ``metric=None``: features already projected by a factor of the metric (g = A^T f, M = A A^T,
     as :meth:`~gsprestore.models.unrolled.UnrolledBlock.graph_weights` computes them), so
@@ -157,11 +157,11 @@ class _EdgeWeights(torch.autograd.Function):
         if metric is None:
             mf, Kout = features, K
         else:
-            m4 = _metric4(metric)
-            mf, Kout = _apply_metric(m4, features), max(K, m4.shape[1])
+            m4 = metric4(metric)
+            mf, Kout = apply_metric(m4, features), max(K, m4.shape[1])
         ctx.exp = exp
         if backend.usable(features, mf):
-            out = _native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, NU, H, W))
+            out = native_edge_distances(features, mf, exp, features.new_zeros(B, Kout, NU, H, W))
             ctx.save_for_backward(features, metric, out if exp else None)
             return out
         out = features.new_zeros(B, Kout, NU, H, W)
@@ -188,8 +188,8 @@ class _EdgeWeights(torch.autograd.Function):
             gf = backend.native().edge_distances_backward(features.contiguous(), gd.contiguous(),
                                                           torch.empty_like(features, memory_format=torch.contiguous_format))
             return gf, None, None
-        m4 = None if metric is None else _metric4(metric)
-        mf = features if m4 is None else _apply_metric(m4, features)
+        m4 = None if metric is None else metric4(metric)
+        mf = features if m4 is None else apply_metric(m4, features)
         gf = torch.zeros_like(features) if need_f else None
         Kout = gd.shape[1]
         gm = features.new_zeros(B, Kout, F, F) if need_m else None

@@ -90,7 +90,7 @@ if triton is not None:
         return acc + wf * vf + wb * vb
 
     @triton.jit
-    def _stencil(w_ptr, v_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
+    def adjacency_stencil(w_ptr, v_ptr, i, j, H, W, HW, in_img, BLOCK_SIZE: tl.constexpr):
         """W v at a block's pixels: the 12 undirected offsets of the 5x5 window (graph.OFFSETS),
         in the same order (the training kernels of cg_adjoint_triton use it too)."""
         acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
@@ -192,7 +192,7 @@ if triton is not None:
         x = tl.load(x_ptr + base + offs, mask=in_img, other=0.0)
         if HAS_A:
             x = x * tl.load(a_ptr + base + offs, mask=in_img, other=0.0)
-        acc = _stencil(wp, x_ptr + base, offs // W, offs % W, H, W, HW, in_img, BLOCK_SIZE)
+        acc = adjacency_stencil(wp, x_ptr + base, offs // W, offs % W, H, W, HW, in_img, BLOCK_SIZE)
         tl.store(out_ptr + base + offs, x - acc, mask=in_img)
 
     @triton.jit(do_not_specialize=["C", "H", "W"])
@@ -276,7 +276,7 @@ def fused_or_none(kernel: str, g: Tensor) -> Optional[Tensor]:
         return None
 
 
-def _dense(t: Optional[Tensor], shape) -> Optional[Tensor]:
+def dense(t: Optional[Tensor], shape) -> Optional[Tensor]:
     """``t`` broadcast to ``shape`` as a contiguous tensor (what the kernels index), None stays None."""
     return None if t is None else t.expand(shape).contiguous()
 
@@ -289,10 +289,10 @@ def diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor, shape) -> Te
         raise RuntimeError("Triton is not installed")
     B, K, C, H, W = shape
     wc = w.contiguous()
-    xc = _dense(x, shape)
+    xc = dense(x, shape)
     out = torch.empty(shape, dtype=torch.float32, device=xc.device)
     _diag_minus_adjacency_kernel[backend.pixel_grid(H * W, BLOCK, B * K * C)](
-        wc, xc if a is None else _dense(a, shape), xc, out, C, wc.shape[1], K, H, W, HAS_A=a is not None,
+        wc, xc if a is None else dense(a, shape), xc, out, C, wc.shape[1], K, H, W, HAS_A=a is not None,
         BLOCK_SIZE=BLOCK)
     return out
 
@@ -304,7 +304,7 @@ def adjacency_grad_w_accumulate(gw: Tensor, g: Tensor, x: Tensor) -> Tensor:
     if triton is None:
         raise RuntimeError("Triton is not installed")
     B, K, C, H, W = g.shape
-    _adjacency_grad_kernel[backend.pixel_grid(H * W, BLOCK, B * K)](g.contiguous(), _dense(x, g.shape), gw, C, H, W,
+    _adjacency_grad_kernel[backend.pixel_grid(H * W, BLOCK, B * K)](g.contiguous(), dense(x, g.shape), gw, C, H, W,
                                                                   BLOCK_SIZE=BLOCK)
     return gw
 

@@ -589,5 +589,3 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
     if meta.xmp and not (jpeg and len(meta.xmp) > _md.JPEG_EXIF_LIMIT):  # one APP1 segment (no extended XMP)
         options["xmp"] = bytes(meta.xmp)
     im.save(fh, format="JPEG" if fmt == "jpeg" else "WEBP", **options)
-
-

@@ -45,9 +45,9 @@ def _mallopt(*settings: tuple[int, int]) -> bool:
 
 def set_mmap_threshold(nbytes: int) -> bool:
     """glibc ``mallopt(M_MMAP_THRESHOLD, nbytes)`` (``gsprestore train --grad-checkpoint`` sets
-    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed. By default the threshold adapts upwards (up to
-    32 MB), so the many 1-30 MB tensors of a training step land in the heap, which fragments and
-    keeps the resident size well above the live tensors. Returns False where unavailable."""
+    1 MiB): allocations of at least ``nbytes`` get their own mapping and go back to the OS when freed.
+    By default the threshold adapts upwards (up to 32 MB), so the many 1-30 MB tensors of a training
+    step land in the heap, which fragments and keeps the resident size well above the live tensors. Returns False where unavailable."""
     return _mallopt((M_MMAP_THRESHOLD, int(nbytes)))
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 EXIF_IFD, GPS_IFD, INTEROP_IFD = 0x8769, 0x8825, 0xA005
-ORIENTATION, SOFTWARE = 0x0112, 0x0131
+ORIENTATION, SOFTWARE, DESCRIPTION = 0x0112, 0x0131, 0x010E
 PIXEL_X, PIXEL_Y = 0xA002, 0xA003
 #: IFD0 tags that describe the picture, not the file's layout: the ones carried to outputs.
 IFD0_KEEP = frozenset({
@@ -178,9 +178,13 @@ _XMP_Y = re.compile(rb'(exif:PixelYDimension(?:="|>))\d+(["<])')
 
 def for_output(meta: Metadata | None, width: int, height: int, software: str | None) -> Metadata:
     """What an output of ``width`` x ``height`` pixels written upright by ``software`` carries of
-    the input's ``meta``: everything, with Orientation 1 and the new pixel size (EXIF and XMP)."""
+    the input's ``meta``: everything, with Orientation 1 and the new pixel size (EXIF and XMP),
+    less an ImageDescription that describes the input's pixel layout (:func:`describes_layout`:
+    tifffile's ``{"shape": [64, 80, 3]}``, ImageJ's, OME-XML), which would be wrong for the output."""
     src = meta or Metadata()
     out = Metadata(_writable(src.ifd0), _writable(src.exif), _writable(src.gps), src.xmp)
+    if DESCRIPTION in out.ifd0 and describes_layout(out.ifd0[DESCRIPTION]):
+        del out.ifd0[DESCRIPTION]
     if ORIENTATION in out.ifd0:
         out.ifd0[ORIENTATION] = 1
     if software:
@@ -192,6 +196,24 @@ def for_output(meta: Metadata | None, width: int, height: int, software: str | N
         x = _XMP_X.sub(rb"\g<1>" + str(int(width)).encode() + rb"\g<2>", x)
         out.xmp = _XMP_Y.sub(rb"\g<1>" + str(int(height)).encode() + rb"\g<2>", x)
     return out
+
+
+def describes_layout(text: Any) -> bool:
+    """True when an ImageDescription is a machine's description of the file's pixel array (its
+    shape, planes, axes), not a caption: tifffile's JSON (``{"shape": [64, 80, 3]}``), ImageJ's
+    ``ImageJ=...`` lines, an OME-XML document. A caption a person wrote is kept in outputs."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    s = str(text).strip()
+    if s.startswith("{"):
+        from .jsontext import loads
+
+        try:
+            parsed = loads(s)
+        except ValueError:
+            return False
+        return isinstance(parsed, dict) and any(k in parsed for k in ("shape", "axes", "dtype"))
+    return s.startswith(("ImageJ=", "<?xml", "<OME")) and ("ImageJ=" in s or "<OME" in s or "/OME/" in s)
 
 
 def _writable(tags: dict[int, Any]) -> dict[int, Any]:

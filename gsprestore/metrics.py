@@ -45,10 +45,27 @@ def _check_pair(x: Tensor, ref: Tensor) -> None:
 
 
 def mse(x: Tensor, ref: Tensor) -> Tensor:
-    """Per-image mean squared error over channels and pixels, accumulated in float64: ``(B,)``."""
+    """Per-image mean squared error over channels and pixels, accumulated in float64: ``(B,)``
+    (over strips of rows: no float64 copy of a large image)."""
     _check_pair(x, ref)
-    d = x.double() - ref.double()
-    return (d * d).mean(dim=(1, 2, 3))
+    return _sq_sum(x, ref) / x[0].numel()
+
+
+def _sq_sum(x: Tensor, ref: Tensor, prepare: Callable[[Tensor], Tensor] | None = None,
+            prepare_ref: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """Per-image sum of squared differences in float64, strip by strip (``prepare`` /
+    ``prepare_ref`` applied to each strip of ``x`` / ``ref`` first)."""
+    total = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+    step = _strip_rows(x.shape[-1], x.shape[1])
+    for r0 in range(0, x.shape[-2], step):
+        a, b = x[:, :, r0:r0 + step], ref[:, :, r0:r0 + step]
+        if prepare is not None:
+            a = prepare(a)
+        if prepare_ref is not None:
+            b = prepare_ref(b)
+        d = a.double() - b.double()
+        total += (d * d).sum(dim=(1, 2, 3))
+    return total
 
 
 def psnr_from_mse(m: Tensor | float, data_range: float = 1.0) -> Tensor:
@@ -114,6 +131,26 @@ def _blur_valid(x: Tensor, g: Tensor) -> Tensor:
     return F.conv2d(x, g.view(1, 1, 1, k).expand(c, 1, 1, k), groups=c)
 
 
+#: Pixels per row strip of :func:`mse`, :func:`ssim` and :func:`image_scores`: the scores of a large
+#: image are sums over strips of rows, so their float64 temporaries stay ~a dozen strips (tens of
+#: MB) whatever the image size (scored whole, the SSIM temporaries of a 24-MP photo took GBs).
+STRIP_PIXELS = 1 << 18
+
+
+def _strip_rows(width: int, channels: int = 1) -> int:
+    return max(16, STRIP_PIXELS // max(1, width * channels))
+
+
+def _ssim_map_sum(a: Tensor, b: Tensor, g: Tensor, c1: float, c2: float) -> Tensor:
+    """Per-image sum of the SSIM map of ``a`` and ``b`` (float64, valid region), ``(B,)``."""
+    mu_a, mu_b = _blur_valid(a, g), _blur_valid(b, g)
+    var_a = _blur_valid(a * a, g) - mu_a * mu_a
+    var_b = _blur_valid(b * b, g) - mu_b * mu_b
+    cov = _blur_valid(a * b, g) - mu_a * mu_b
+    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
+    return s.sum(dim=(1, 2, 3))
+
+
 def ssim(
     x: Tensor,
     ref: Tensor,
@@ -123,26 +160,40 @@ def ssim(
     sigma: float = 1.5,
     k1: float = 0.01,
     k2: float = 0.03,
+    prepare: Callable[[Tensor], Tensor] | None = None,
+    prepare_ref: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
     """Structural similarity (Wang, Bovik, Sheikh & Simoncelli 2004, eq. 13) per image, ``(B,)``.
 
     ``SSIM = (2 mu_x mu_y + C1)(2 sigma_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(sigma_x^2 + sigma_y^2 + C2))``
     with ``C1 = (K1 L)^2``, ``C2 = (K2 L)^2``, local statistics under a Gaussian window, averaged
-    over the valid region of every channel. Computed in float64. Images must be at least
+    over the valid region of every channel. Computed in float64, over strips of rows (each with the
+    ``window_size - 1`` rows its window reaches below): the memory of a few strips, not of the image.
+    ``prepare`` / ``prepare_ref`` (applied to each strip of ``x`` / ``ref``: e.g. a clip or a colour
+    space) let a caller score transformed images without transformed copies of them. Images must be at least
     ``window_size`` pixels on each side.
     """
-    _check_pair(x, ref)
+    if prepare is None and prepare_ref is None:
+        _check_pair(x, ref)
+    elif x.dim() != 4 or x.shape != ref.shape:
+        raise ValueError(f"ssim needs two tensors of the same shape, got {tuple(x.shape)} and {tuple(ref.shape)}")
     if min(x.shape[-2:]) < window_size:
         raise ValueError(f"ssim needs images of at least {window_size}x{window_size}, got {tuple(x.shape[-2:])}")
-    a, b = x.double(), ref.double()
     g = gaussian_window(window_size, sigma, device=x.device)
     c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
-    mu_a, mu_b = _blur_valid(a, g), _blur_valid(b, g)
-    var_a = _blur_valid(a * a, g) - mu_a * mu_a
-    var_b = _blur_valid(b * b, g) - mu_b * mu_b
-    cov = _blur_valid(a * b, g) - mu_a * mu_b
-    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
-    return s.mean(dim=(1, 2, 3))
+    h, w = x.shape[-2:]
+    valid = h - window_size + 1
+    step = _strip_rows(w, x.shape[1])
+    total = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+    channels = None
+    for r0 in range(0, valid, step):
+        r1 = min(valid, r0 + step)
+        a, b = x[:, :, r0:r1 + window_size - 1], ref[:, :, r0:r1 + window_size - 1]
+        a = a if prepare is None else prepare(a)
+        b = b if prepare_ref is None else prepare_ref(b)
+        channels = a.shape[1]
+        total += _ssim_map_sum(a.double(), b.double(), g, c1, c2)
+    return total / (channels * valid * (w - window_size + 1))
 
 
 def to_space(x: Tensor, space: str) -> Tensor:
@@ -166,15 +217,16 @@ def image_scores(out: Tensor, gt: Tensor, space: str = "rgb") -> dict[str, Tenso
 
     ``space`` ``"y"`` converts both images to BT.601 luma after those steps (the 2x task)."""
     _check_pair(out, gt)
-    ref = to_space(gt, space)
-    m = mse(to_space(out, space), ref)
+    in_space = (lambda t: to_space(t, space))  # noqa: E731 - applied strip by strip, no full-size copies
+    n = (1 if space == "y" else out.shape[1]) * out.shape[-2] * out.shape[-1]
+    m = _sq_sum(out, gt, in_space, in_space) / n
     scores = {
         "mse": m,
         "psnr": psnr_from_mse(m),
-        "psnr_8bit": psnr(to_space(quantize(out), space), ref),
+        "psnr_8bit": psnr_from_mse(_sq_sum(out, gt, lambda t: to_space(quantize(t), space), in_space) / n),
     }
     if has_ssim(*gt.shape[-2:]):
-        scores["ssim"] = ssim(to_space(out.clamp(0.0, 1.0), space), ref)
+        scores["ssim"] = ssim(out, gt, prepare=lambda t: to_space(t.clamp(0.0, 1.0), space), prepare_ref=in_space)
     return scores
 
 

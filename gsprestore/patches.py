@@ -63,6 +63,20 @@ class Source:
         return (h - patch) // 2 + 1, (w - patch) // 2 + 1
 
 
+def check_patch_memory(patches: int, val_patches: int, patch_size: int) -> None:
+    """Refuse, before any photo is read, training and validation patches that cannot fit in the
+    available memory: ``uint8`` RGB patches and their placements (about ``3 p^2 + 40`` bytes each),
+    with room to spare for the network (half of what is available)."""
+    from .memory import available_memory, gib
+
+    need = (patches + max(0, val_patches)) * (3 * patch_size * patch_size + 40)
+    room = available_memory() // 2
+    if need > room:
+        raise UsageError(f"{patches:,} training and {max(0, val_patches):,} validation patches of {patch_size} px "
+                         f"need {gib(need)}, more than half the {gib(2 * room)} available; use fewer --patches "
+                         "or a smaller --patch-size")
+
+
 def list_images(folder: str | Path) -> list[Path]:
     """Image files under ``folder`` (recursively), sorted by path; hidden files skipped."""
     folder = Path(folder)
@@ -161,7 +175,9 @@ def scan_sources(folders: list[str | Path], *, downscale: int = 1, scope: str = 
     if scope not in DOWNSCALE_SCOPES:
         raise UsageError(f"unknown downscale scope {scope!r}; expected one of {', '.join(DOWNSCALE_SCOPES)}")
     paths = [Path(f) for f in folders]
-    if len({p.resolve() for p in paths}) != len(paths):
+    from .fileid import path_key
+
+    if len({path_key(p) for p in paths}) != len(paths):  # by identity: a link to a folder given too
         raise UsageError("the same training folder is given twice")
     files = {p: list_images(p) for p in paths}
     if check_test_sets:
@@ -370,6 +386,8 @@ def build_patch_sets(
         raise UsageError(f"--patches must be >= 1, got {patches}")
     if downscale_filter not in DOWNSCALE_FILTERS:
         raise UsageError(f"unknown downscale filter {downscale_filter!r}; expected one of {', '.join(DOWNSCALE_FILTERS)}")
+    check_patch_memory(patches, int(round(patches * val_fraction)) if val_patches is None else int(val_patches),
+                       patch_size)
     groups = scan_sources(folders, downscale=downscale, scope=downscale_scope,
                           check_test_sets=check_test_sets) if folders else {}
     train_src, val_src = split_by_image(groups, val_fraction, seed) if groups else ([], [])

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torch import Tensor
 
 PATTERNS: tuple[str, ...] = ("RGGB", "BGGR", "GRBG", "GBRG")
-_CHANNEL = {"R": 0, "G": 1, "B": 2}
+CHANNEL = {"R": 0, "G": 1, "B": 2}
 
 
 def check_pattern(pattern: str) -> str:
@@ -52,7 +52,7 @@ def bayer_masks(
     masks = torch.zeros(3, height, width, device=device, dtype=dtype or torch.float32)
     for k, colour in enumerate(p):
         di, dj = divmod(k, 2)
-        masks[_CHANNEL[colour], di::2, dj::2] = 1
+        masks[CHANNEL[colour], di::2, dj::2] = 1
     return masks
 
 
@@ -75,7 +75,7 @@ def mosaic_array(rgb: "np.ndarray", pattern: str = "RGGB") -> "np.ndarray":
     out = np.empty(rgb.shape[:2], dtype=rgb.dtype)
     for k, colour in enumerate(p):
         di, dj = divmod(k, 2)
-        out[di::2, dj::2] = rgb[di::2, dj::2, _CHANNEL[colour]]
+        out[di::2, dj::2] = rgb[di::2, dj::2, CHANNEL[colour]]
     return out
 
 

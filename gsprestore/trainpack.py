@@ -16,7 +16,7 @@ areas that teach a demosaicker nothing. A *pack* keeps the textured parts of the
    ``score ** texture_power`` (seeded), so smooth crops are rare but not absent, until the next
    crop would overrun the byte budget of its split (crops are encoded as they are drawn, the
    budget counts real bytes).
-5. **Lossless codec by measurement** (``benchmarks/pack_codecs.py``): on the most textured
+5. **Lossless codec by measurement** (``research/pack_codecs.py``): on the most textured
    256x256 crop of every 12th training photo, lossless WebP (method 4) takes 0.421 of the raw RGB
    bytes, optimised PNG 0.536: WebP carries 27 % more pixels in the same budget. Both decode
    bit-exactly with Pillow.
@@ -36,6 +36,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageError
+from .jsontext import loads
 
 PACK_FORMAT = "gsprestore-train-pack/1"
 PACK_FILE = "pack.json"
@@ -61,10 +64,10 @@ def read_pack(folder: str | Path) -> dict[str, Any]:
     """The ``pack.json`` of a pack folder (one-line error if damaged or of another format)."""
     path = Path(folder) / PACK_FILE
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        info = loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise UsageError(f"unreadable training pack ({type(exc).__name__})", path) from None
-    if info.get("format") != PACK_FORMAT:
+    if not isinstance(info, dict) or info.get("format") != PACK_FORMAT:
         raise UsageError(f"not a gsprestore training pack (format {PACK_FORMAT})", path)
     return info
 
@@ -162,37 +165,114 @@ def make_pack(
 ) -> dict[str, Any]:
     """Write a training pack of ``folders`` into ``out`` (see the module docstring) and return its
     ``pack.json`` record. ``budget_mib``: total size of the crops; ``val_share`` of it goes to the
-    validation crops. A pure function of its arguments and the photos (seeded)."""
-    from .atomic import atomic_file
-    from .patches import scan_sources, split_by_image
+    validation crops. A pure function of its arguments and the photos (seeded).
+
+    The run holds ``out``'s lock (:func:`gsprestore.claims.run_lock`: a second run into it is
+    refused) and removes only what it created: its own staging folder, and with ``overwrite`` an
+    earlier pack that holds nothing but the pack (:func:`_not_pack_file`)."""
+    from .claims import run_lock
 
     out = Path(out)
     if crop < 64 or crop % 4:
         raise UsageError(f"--crop must be a multiple of 4 and >= 64, got {crop}")
     if codec not in CODECS:
         raise UsageError(f"unknown codec {codec!r}; expected one of {', '.join(CODECS)}")
-    if not budget_mib > 0:
+    if not 0 < budget_mib < math.inf:
         raise UsageError(f"--budget-mib must be positive, got {budget_mib}")
     if not 0.0 < val_share < 1.0:
         raise UsageError(f"--val-share must be in (0, 1), got {val_share}")
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise UsageError("output folder is not empty (pass --overwrite to replace a pack)", out)
-        if not is_pack(out):
-            raise UsageError("--overwrite replaces only a training pack (no pack.json here)", out)
-        import shutil
+    if not 0.0 <= val_fraction < 1.0:
+        raise UsageError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    if not 0.0 <= texture_power < math.inf:
+        raise UsageError(f"--texture-power must be a number >= 0, got {texture_power}")
+    if not 0 <= seed < 2**63:
+        raise UsageError(f"--seed must be 0 to 2**63 - 1, got {seed}")
+    if out.exists() and not out.is_dir():
+        raise UsageError("-o must be a folder (a file of that name is in the way)", out)
+    with run_lock(out, "train-pack run"):  # a second run into the same folder is refused
+        if out.exists() and any(out.iterdir()):
+            if not overwrite:
+                raise UsageError("output folder is not empty (pass --overwrite to replace a pack)", out)
+            foreign = _not_pack_file(out)
+            if foreign is not None:
+                raise UsageError(f"--overwrite replaces only a training pack ({foreign})", out)
+        return _write_pack(folders, out, budget_mib=budget_mib, val_fraction=val_fraction, val_share=val_share,
+                           crop=crop, texture_power=texture_power, codec=codec, seed=seed,
+                           downscale_jpeg=downscale_jpeg, progress=progress)
 
-        shutil.rmtree(out)
+
+def _not_pack_file(out: Path) -> str | None:
+    """What in ``out`` is not part of the training pack there (None when all of it is): a pack
+    folder holds ``pack.json``, ``train/`` and ``val/``, and those hold the crops ``pack.json``
+    lists. ``--overwrite`` removes a pack only when nothing else would go with it."""
+    if not is_pack(out):
+        return "no pack.json here"
+    try:
+        listed = {str(c["file"]) for c in read_pack(out).get("crops", [])}
+    except (UsageError, TypeError, KeyError):
+        return "its pack.json does not read as one"
+    for entry in sorted(out.iterdir()):
+        if entry.name == PACK_FILE:
+            continue
+        if entry.name not in ("train", "val") or entry.is_symlink() or not entry.is_dir():
+            return f"{entry.name} is not part of it"
+        for item in sorted(entry.iterdir()):
+            if f"{entry.name}/{item.name}" not in listed or item.is_symlink() or not item.is_file():
+                return f"{entry.name}/{item.name} is not part of it"
+    return None
+
+
+def _write_pack(folders: list[str | Path], out: Path, *, budget_mib: float, val_fraction: float, val_share: float,
+                crop: int, texture_power: float, codec: str, seed: int, downscale_jpeg: bool,
+                progress: Callable[[str, int, int], None] | None) -> dict[str, Any]:
+    """:func:`make_pack` once its options are checked and it holds the folder's lock: the crops go
+    to a fresh staging folder of this run's own (``.NAME.XXXX.partial`` beside ``out``), removed
+    if anything fails; the finished pack replaces ``out`` (an old pack, checked to hold nothing
+    else, is removed only then)."""
+    import shutil
+    import tempfile
+
+    from .atomic import UMASK
+    from .patches import scan_sources, split_by_image
+
     t0 = time.perf_counter()
     skipped: list[dict[str, str]] = []  # photos that do not decode: named, never fatal
     groups = scan_sources(folders, downscale=2 if downscale_jpeg else 1, scope="jpeg", skipped=skipped)
-    train_src, val_src = split_by_image(groups, val_fraction, seed)
+    try:
+        train_src, val_src = split_by_image(groups, val_fraction, seed)
+    except UsageError as exc:  # too few photos: name those that did not read, they may be why
+        if not skipped:
+            raise
+        first = skipped[0]
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise UsageError(f"{exc.reason}; {len(skipped)} photo(s) could not be read, e.g. {first['file']}: "
+                         f"{first['reason']}{more}", exc.path) from None
     budget = {"train": budget_mib * (1 - val_share) * 2**20, "val": budget_mib * val_share * 2**20}
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        import shutil
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        os.chmod(staging, 0o777 & ~UMASK)  # mkdtemp's 0700 is not the finished pack's mode
+        info = _fill(staging, folders, train_src, val_src, budget, skipped, budget_mib=budget_mib,
+                     val_fraction=val_fraction, val_share=val_share, crop=crop, texture_power=texture_power,
+                     codec=codec, seed=seed, downscale_jpeg=downscale_jpeg, progress=progress, t0=t0)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            out.rename(old / "pack")  # an empty folder, or a pack checked to hold nothing else
+            staging.rename(out)
+            shutil.rmtree(old)
+        else:
+            staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # ours: made by mkdtemp above
+        raise
+    return info
 
-        shutil.rmtree(staging)
+
+def _fill(staging: Path, folders, train_src, val_src, budget: dict[str, float], skipped: list[dict[str, str]], *,
+          budget_mib: float, val_fraction: float, val_share: float, crop: int, texture_power: float, codec: str,
+          seed: int, downscale_jpeg: bool, progress, t0: float) -> dict[str, Any]:
+    """Draw, encode and write the crops of both splits and ``pack.json`` into ``staging``."""
+    from .atomic import atomic_file
+
     crops: list[dict[str, Any]] = []
     totals: dict[str, dict[str, float]] = {}
     for split, sources, stream in (("train", train_src, _STREAM_TRAIN), ("val", val_src, _STREAM_VAL)):
@@ -242,9 +322,6 @@ def make_pack(
     }
     with atomic_file(staging / PACK_FILE, "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=1) + "\n")
-    if out.exists():
-        out.rmdir()  # empty (checked above)
-    staging.rename(out)
     return info
 
 

@@ -110,5 +110,3 @@ def upscale_bicubic_halfpixel(lr: Tensor) -> Tensor:
     odd = tuple(keys_weight(t) for t in (1.25, 0.25, 0.75, 1.75))
     phases = ((-2, even), (-1, odd))
     return _upsample_dim(_upsample_dim(lr, -1, phases), -2, phases)
-
-

@@ -39,14 +39,23 @@ def text_size(draw: ImageDraw.ImageDraw, text: str, fnt: ImageFont.ImageFont) ->
     return x1 - x0, y1 - y0
 
 
+#: Rows per block of the full-size conversions of ``compare`` (:func:`to_uint8`, the error map):
+#: their float64 temporaries are a block's, not a 24-MP photo's (GBs).
+ROW_BLOCK = 256
+
+
 def to_uint8(a: np.ndarray) -> np.ndarray:
-    """Float [0, 1] -> uint8 (clipped, rounded); a single channel becomes grey RGB."""
-    a = np.asarray(a, dtype=np.float64)
+    """Float [0, 1] -> uint8 (clipped, rounded in float64); a single channel becomes grey RGB.
+    Converted a block of rows at a time (no full-size float64 temporaries)."""
+    a = np.asarray(a)
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[:, :, 0]
-    if a.ndim == 2:
-        a = np.repeat(a[:, :, None], 3, axis=2)
-    return np.rint(np.clip(a, 0.0, 1.0) * 255.0).astype(np.uint8)
+    out = np.empty(a.shape[:2] + (3,), dtype=np.uint8)
+    for r0 in range(0, a.shape[0], ROW_BLOCK):
+        block = np.asarray(a[r0:r0 + ROW_BLOCK], dtype=np.float64)
+        block = np.rint(np.clip(block, 0.0, 1.0) * 255.0).astype(np.uint8)
+        out[r0:r0 + ROW_BLOCK] = block[:, :, None] if block.ndim == 2 else block
+    return out
 
 
 def to_pil(a: np.ndarray) -> Image.Image:
@@ -263,16 +272,23 @@ def line_plot(series: dict[str, Sequence[float]], *, title: str = "", xlabel: st
 def hardest_window(error: np.ndarray, size: int | tuple[int, int]) -> tuple[int, int, int, int]:
     """The ``(x, y, w, h)`` window (``size`` pixels, or (w, h)) where the mean of ``error`` ``(H, W)``
     is largest, by an integral image over every position (ties: the first in raster order)."""
-    e = np.asarray(error, dtype=np.float64)
+    e = np.asarray(error)
     if e.ndim == 3:
         e = e.mean(axis=2)
     H, W = e.shape
     w, h = (size, size) if isinstance(size, int) else size
     w, h = max(1, min(w, W)), max(1, min(h, H))
-    S = np.zeros((H + 1, W + 1))
-    S[1:, 1:] = e.cumsum(0).cumsum(1)
-    sums = S[h:, w:] - S[:-h, w:] - S[h:, :-w] + S[:-h, :-w]
-    y, x = np.unravel_index(int(np.argmax(sums)), sums.shape)
+    S = np.zeros((H + 1, W + 1))  # the integral image, float64, built in place (no temporaries)
+    np.cumsum(e, axis=0, dtype=np.float64, out=S[1:, 1:])
+    np.cumsum(S[1:, 1:], axis=1, out=S[1:, 1:])
+    best, at = -np.inf, (0, 0)
+    for y0 in range(0, H - h + 1, ROW_BLOCK):  # the window sums a block of rows at a time
+        y1 = min(H - h + 1, y0 + ROW_BLOCK)
+        sums = S[y0 + h:y1 + h, w:] - S[y0:y1, w:] - S[y0 + h:y1 + h, :-w] + S[y0:y1, :-w]
+        k = int(np.argmax(sums))
+        if sums.flat[k] > best:  # strictly: ties keep the first in raster order
+            best, at = sums.flat[k], (y0 + k // sums.shape[1], k % sums.shape[1])
+    y, x = at
     return int(x), int(y), int(w), int(h)
 
 
@@ -331,19 +347,15 @@ def compare_montage(
     when there is no reference. Row 1: whole images (scaled to ``thumb`` pixels wide) with the
     zoom window outlined; row 2: that window enlarged; row 3 (with a reference): per-method absolute
     error of the window (mean over channels), one colour scale for all, with its colour bar.
-    ``space`` is the channel space of the window PSNR (that of ``scores``: "rgb" or "y"). ``crop`` (x, y, w, h) or None: the window where the methods' mean error is largest (with a
-    reference) or where they disagree most (without). Returns the montage and the window used."""
+    ``space`` is the channel space of the window PSNR (that of ``scores``: "rgb" or "y"). ``crop`` (x, y, w, h)
+    or None: the window where the methods' mean error is largest (with a reference) or where they
+    disagree most (without). Returns the montage and the window used."""
     names = list(results)
     first = next(iter(results.values()))
     H, W = first.shape[:2]
     if crop is None:
         side = crop_size_for(H, W)
-        if reference is not None:
-            err = np.mean([np.abs(r - reference).mean(axis=2) for r in results.values()], axis=0)
-        elif len(results) > 1:
-            err = np.std(np.stack([r.mean(axis=2) for r in results.values()]), axis=0)
-        else:
-            err = np.zeros((H, W))
+        err = _window_error(results, reference)
         if not np.any(err > 0):
             crop = ((W - side) // 2, (H - side) // 2, min(side, W), min(side, H))
         else:
@@ -398,6 +410,25 @@ def compare_montage(
                                  [f"{n}: |error|", f"mean {e.mean():.4f}"]))
     rows = [row1, row2] + ([row3] if row3 else [])
     return grid(rows, title=title or None), (x, y, w, h)
+
+
+def _window_error(results: dict[str, np.ndarray], reference: np.ndarray | None) -> np.ndarray:
+    """The ``(H, W)`` map the zoom window is chosen on: the methods' mean absolute error (over
+    channels and methods) with a reference, else their spread (standard deviation of the channel
+    means; zero for one method). Built a block of rows at a time: one float32 map, no stack of
+    full-size copies."""
+    arrays = list(results.values())
+    H, W = arrays[0].shape[:2]
+    err = np.zeros((H, W), dtype=np.float32)
+    if reference is None and len(arrays) < 2:
+        return err
+    for r0 in range(0, H, ROW_BLOCK):
+        rows = slice(r0, r0 + ROW_BLOCK)
+        if reference is not None:
+            err[rows] = np.mean([np.abs(r[rows] - reference[rows]).mean(axis=2) for r in arrays], axis=0)
+        else:
+            err[rows] = np.std(np.stack([r[rows].mean(axis=2) for r in arrays]), axis=0)
+    return err
 
 
 def _window_mse(out: np.ndarray, ref: np.ndarray, space: str) -> float:

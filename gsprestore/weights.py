@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_file
 from .errors import GspError, WeightsError
+from .fileid import same_file
+from .jsontext import loads
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -77,7 +79,7 @@ def read_manifest(path: str | Path | None = None) -> dict[str, Any]:
     """The manifest as a dict with a ``models`` list (empty when there is no manifest)."""
     p = Path(path) if path is not None else manifest_path()
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {"models": []}
     except (OSError, ValueError) as exc:
@@ -262,7 +264,7 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
         if file.is_file():
             try:
                 for entry in read_manifest()["models"]:
-                    if (weights_dir() / str(entry.get("file", ""))).resolve() == file.resolve():
+                    if same_file(weights_dir() / str(entry.get("file", "")), file):
                         expected = entry.get("sha256")
             except (WeightsError, OSError):
                 pass
@@ -317,7 +319,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{method}_{task}.pt"
     target = folder / name
-    if source.resolve() != target.resolve():
+    if not same_file(source, target):
         with atomic_file(target, "wb") as f, open(source, "rb") as src:
             shutil.copyfileobj(src, f)
     entry: dict[str, Any] = {
@@ -339,7 +341,8 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     manifest = read_manifest(manifest_file)
     models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
     models.append(entry)
-    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x") for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
+    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x")
+                                                   for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
     models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
     manifest["models"] = models
     with atomic_file(manifest_file, "w") as f:

@@ -123,4 +123,3 @@ def zero_outside(e: Tensor, H: int, W: int) -> None:
             ej[..., :, W - dx :] = 0
         elif dx < 0:
             ej[..., :, : -dx] = 0
-

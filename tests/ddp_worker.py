@@ -23,7 +23,7 @@ def _install_hooks() -> None:
     if hook:
         kind, who, at = hook.split(":")
         if int(who) == rank:
-            real_step = L._Run.step
+            real_step = L.TrainingRun.step
 
             def step(self, *args, **kwargs):
                 real_step(self, *args, **kwargs)
@@ -37,19 +37,19 @@ def _install_hooks() -> None:
                     elif kind == "late":
                         self.deadline.out_of_time = lambda: True
 
-            L._Run.step = step
+            L.TrainingRun.step = step
     dump = os.environ.get("GSP_TEST_DUMP")
     if dump:
         import torch
 
-        real_close = L._Run.close
+        real_close = L.TrainingRun.close
 
         def close(self):
             real_close(self)
             if getattr(self, "model", None) is not None:
                 torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, f"{dump}.{rank}.pt")
 
-        L._Run.close = close
+        L.TrainingRun.close = close
 
 
 if __name__ == "__main__":

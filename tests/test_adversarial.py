@@ -22,7 +22,7 @@ from gsprestore import engine, memory, pngcodec
 from gsprestore.errors import GspError
 from gsprestore.io import read_image, write_image
 
-from cli_runner import cli
+from cli_runner import cli, lock_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 # the console script, in a fresh interpreter running this checkout
@@ -367,9 +367,8 @@ def test_output_claimed_by_a_live_run_is_skipped_or_refused(tmp_path):
     for k in range(3):
         gray(tmp_path / "in" / f"m{k}.png", seed=k)
     (tmp_path / "out").mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    holder = lock_holder(tmp_path / "out" / ".m1.png.claim")  # a live run's claim: its OS lock held
     try:
-        (tmp_path / "out" / ".m1.png.claim").write_text(str(holder.pid))
         (tmp_path / "out" / ".m2.png.claim").write_text(str(_dead_pid()))  # left by a killed run
         code, out, err = cli("demosaic", "in", "-o", "out", "-m", "bilinear", "--skip-existing", "--json",
                              cwd=tmp_path)
@@ -396,7 +395,7 @@ def test_two_runs_on_one_output_folder_share_the_work(tmp_path):
     procs = [subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     results = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err
         assert errors(err) == []
     written = sum(json.loads(out)["written"] for out, _ in results)

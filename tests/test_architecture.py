@@ -14,14 +14,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 
 #: Lowest first. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "pngcodec", "tiffcodec", "jpegcheck",
+    ("foundations", {"errors", "_version", "atomic", "heartbeat", "memory", "claims", "fileid", "jsontext", "pngcodec",
+                     "tiffcodec", "jpegcheck", "calibration",
                      "deadleaves", "native", "backend", "models.constants", "graphed_step", "cli.registry", "distributed",
                      "paper"}),
-    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup", "graph_triton", "window",
-                                "camera_raw", "metadata"}),
-    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_adjoint_triton", "solvers.cg_triton", "solvers.glr", "solvers.admm_reference",
-                                    "solvers.admm_edge", "solvers.admm_triton", "solvers.admm_adjoint_triton", "solvers.gtv", "solvers.__main__", "models.estimate",
-                                    "models.pattern", "baselines", "demosaic_classical", "upscale_classical",
+    ("signals, files, graphs", {"sampling", "metrics", "tasks", "method", "io", "datasets", "graph", "graph_setup",
+                                "graph_triton", "window", "camera_raw", "metadata"}),
+    ("solvers, classical methods", {"solvers", "solvers.cg", "solvers.cg_adjoint", "solvers.cg_adjoint_triton",
+                                    "solvers.cg_triton", "solvers.glr", "solvers.admm_reference", "solvers.admm_edge",
+                                    "solvers.admm_triton", "solvers.admm_adjoint_triton", "solvers.gtv", "solvers.__main__",
+                                    "models.estimate", "models.pattern", "models.feature_cnn", "models.packed_trunk",
+                                    "baselines", "demosaic_classical", "upscale_classical",
                                     "chart"}),
     ("networks", {"models.unrolled", "models.interpolators"}),
     ("weights, method factories", {"weights", "defaults", "models.restorer", "models", "ensemble"}),
@@ -127,3 +130,51 @@ def test_modules_stay_small():
         if n > CEILINGS.get(rel, MAX_LINES):
             too_big.append(f"{rel}: {n} lines (limit {CEILINGS.get(rel, MAX_LINES)})")
     assert too_big == []
+
+
+#: Private names still reached across modules, each with its reason (the list may shrink, never grow).
+PRIVATE_ALLOWED = {
+    ("benchmark_plan", "defaults._shipped_manifest"),  # defaults.py is being reworked on another branch
+}
+
+
+def _private_uses(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """``module._name`` that ``name`` imports from (``from m import _x``) or reads through a module it
+    imported (``import m`` / ``from . import m`` then ``m._x``), for modules of the package."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, aliases = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("gsprestore"):
+                target = node.module[len("gsprestore"):].lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}".lstrip(".")
+                if sub in modules:  # a module, not a name in one
+                    aliases[alias.asname or alias.name] = sub
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.add(f"{target}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("gsprestore.") and alias.asname:
+                    aliases[alias.asname] = alias.name[len("gsprestore."):]
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.add(f"{aliases[node.value.id]}.{node.attr}")
+    return {f for f in found if f.rpartition(".")[0] != name}
+
+
+def test_no_private_name_crosses_modules():
+    """A name one module shares with another is public (no leading underscore)."""
+    modules = _modules()
+    crossing = sorted((name, use) for name, path in modules.items()
+                      for use in _private_uses(name, path, modules))
+    assert [c for c in crossing if c not in PRIVATE_ALLOWED] == []
+    assert sorted(PRIVATE_ALLOWED - set(crossing)) == [], "drop the entries that no longer cross"

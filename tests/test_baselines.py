@@ -320,7 +320,7 @@ def test_make_restorer_options():
 def test_cuda_matches_cpu():
     gen = torch.Generator().manual_seed(9)
     raw = torch.rand(2, 1, 34, 40, generator=gen)
-    for method, fn in OURS.items():
+    for fn in OURS.values():
         torch.testing.assert_close(fn(raw.cuda(), "GRBG").cpu(), fn(raw, "GRBG"), rtol=0, atol=1e-5)
     lr = torch.rand(2, 3, 9, 11, generator=gen)
     for fn in (baselines.upscale_bicubic, baselines.upscale_bicubic_halfpixel):

@@ -354,18 +354,9 @@ def test_cli_download(tiny_kodak, monkeypatch, capsys, tmp_path):
 
 
 def _load_script(name):
-    import importlib.util
-    from pathlib import Path
+    import importlib
 
-    bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
-    if str(bench_dir) not in sys.path:
-        sys.path.insert(0, str(bench_dir))  # make_results imports its sibling scatter_png
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    return importlib.import_module(name)  # benchmarks/ is on the tests' path (pyproject: pythonpath)
 
 
 def test_nice_ticks_cover_the_range():

@@ -23,7 +23,7 @@ def test_tasks_follow_the_methods():
         plan_tasks(None, "nope")
 
 
-def test_plain_kodak_runs_both_tasks_from_the_environment(tiny_kodak, monkeypatch, capsys, tmp_path):
+def test_plain_kodak_runs_both_tasks_from_the_environment(tiny_kodak, monkeypatch, capsys, tmp_path):  # noqa: F811 (fixture)
     parent, _ = tiny_kodak
     monkeypatch.setenv(datasets.ENV_VAR, str(parent))
     out = tmp_path / "res.json"

@@ -35,7 +35,7 @@ def _problem(seed=0, B=2, K=2, C=2, H=7, W=6, T=4, kw=None, keep=True, precond=T
 def _valid(H, W, dtype):
     ones = torch.ones(1, 1, 1, H, W, dtype=dtype)
     m = torch.zeros(1, 1, G.NU, H, W, dtype=dtype)
-    for k, P, Q in G.regions(H, W):
+    for k, P, _Q in G.regions(H, W):
         m[:, :, k : k + 1, P[0], P[1]] = ones[..., P[0], P[1]]
     return m
 
@@ -118,7 +118,7 @@ def test_gradcheck_float64_native_backward(keep, precond, per_head):
         args = [t[n].clone().requires_grad_(True) for n in names]
 
         def f(*xs):
-            d = {**t, **dict(zip(names, xs))}
+            d = {**t, **dict(zip(names, xs))}  # noqa: B023 (called in this iteration)
             return cg_adjoint.cg_unrolled_adjoint(d["w"], d["diag"], d["keep"], d["b"], d["x0"], d["alphas"],
                                                   d["betas"], d["precond"])
 

@@ -6,7 +6,6 @@ an independent reader (Pillow / tifffile)."""
 from __future__ import annotations
 
 import io
-import struct
 import zlib
 
 import numpy as np

@@ -4,23 +4,14 @@ CPU-size networks' packed trunk and per-block heads (issue 39) too; ``--opt`` pr
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 
 def _cost_model():
-    bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
-    if str(bench_dir) not in sys.path:
-        sys.path.insert(0, str(bench_dir))
-    if "cost_model" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("cost_model", bench_dir / "cost_model.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["cost_model"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["cost_model"]
+    import cost_model  # benchmarks/ is on the tests' path (pyproject: pythonpath)
+
+    return cost_model
 
 
 def _conv_strips(flops_per_px: float, H: int, W: int) -> float:

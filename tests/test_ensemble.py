@@ -5,10 +5,8 @@ measured with (gsprestore.defaults.current_ensembles, tools/record_ensemble.py).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,14 +16,11 @@ from gsprestore import defaults, weights
 from gsprestore.errors import UsageError
 from gsprestore.restorers import get_restorer, methods_for
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("record_ensemble", ROOT / "tools" / "record_ensemble.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import record_ensemble  # tools/ is on the tests' path (pyproject: pythonpath)
+
+    return record_ensemble
 
 
 @pytest.mark.parametrize("task,pattern,shape", [("demosaic", "GRBG", (1, 1, 24, 20)),

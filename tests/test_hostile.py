@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from gsprestore import engine, memory
 from gsprestore.errors import GspError, WeightsError
 from gsprestore.io import read_image, write_image
 
-from cli_runner import cli
+from cli_runner import cli, lock_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 GSPRESTORE = [sys.executable, "-c", "import sys; from gsprestore.cli.app import main; sys.argv[0] = 'gsprestore'; main()"]
@@ -230,7 +229,7 @@ def test_job_that_cannot_fit_is_refused_from_the_header_naming_both_numbers(tmp_
         monkeypatch.setattr(mod, "available_memory", lambda: 3 << 20)  # reading needs ~1 MiB, the job ~5
     code, _, err = cli("upscale2x", src, "-m", "bicubic", "-o", tmp_path / "big.png")
     assert code == 1 and decoded == [] and not (tmp_path / "big.png").exists()
-    (line,) = [l for l in err.splitlines() if l.startswith("error:")]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert line.startswith(f"error: {src}: not enough memory to read the 256x256 image and work on it (about 0.0")
     assert line.endswith("GiB needed, 0.00 GiB available)"), line
 
@@ -590,14 +589,14 @@ def test_killed_run_leftovers_are_swept_by_the_next_run(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    out = tmp_path / "out"
+    holder = lock_holder(out / ".m9.png.claim")  # a live run's claim: its OS lock held
     try:
-        out = tmp_path / "out"
         # what `kill -9` during the write of m0.png left: its claim and its temporary file
         (out / ".m0.png.claim").write_text(str(dead.pid))
         stale = out / temp_name(out / "m0.png", ".part").name.replace(f".{os.getpid()}-", f".{dead.pid}-")
         stale.write_bytes(b"\0" * 1000)
-        # a live run's files are not touched
-        (out / ".m9.png.claim").write_text(str(live.pid))
+        # a live run's files are not touched (its claim, above, and its temporary file)
         running = out / temp_name(out / "m9.png", ".part").name.replace(f".{os.getpid()}-", f".{live.pid}-")
         running.write_bytes(b"\0")
         code, _, err = cli("demosaic", "in", "-o", "out", "-m", "bilinear", "--skip-existing", cwd=tmp_path)
@@ -606,3 +605,5 @@ def test_killed_run_leftovers_are_swept_by_the_next_run(tmp_path):
     finally:
         live.kill()
         live.wait()
+        holder.kill()
+        holder.wait()

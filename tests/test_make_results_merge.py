@@ -3,25 +3,15 @@ method's rows only when FILE is byte for byte the shipped weights (same SHA-256)
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 from gsprestore.weights import manifest_entry
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 def _make_results():
-    sys.path.insert(0, str(BENCH))  # make_results imports its sibling scatter_png
-    try:
-        spec = importlib.util.spec_from_file_location("make_results", BENCH / "make_results.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    import make_results  # benchmarks/ is on the tests' path (pyproject: pythonpath)
+
+    return make_results
 
 
 def test_merge_relabels_rows_of_the_shipped_weights_only(tmp_path):

@@ -428,7 +428,7 @@ def test_replayed_edge_term_equals_the_stateful_edge_steps(gen, dtype, shape):
                 for t in range(backend.settings.max_replayed_steps):
                     D, u, v, n = S.admm_edge_step(xs[t], wbar, D, u, v, gamma)
                     D, u, v = D.clone(), u.clone(), v.clone()
-                    got = admm_edge._edge_term_replayed(xs[: t + 1], wbar, gamma)
+                    got = admm_edge.edge_term_replayed(xs[: t + 1], wbar, gamma)
                     tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5 * (1 + n.abs().max().item()))
                     torch.testing.assert_close(got, n, **tol)
                     assert got.abs().max() > 0
@@ -504,7 +504,7 @@ def test_jacobi_preconditioned_x_update(gen):
     mask = torch.zeros(1, 1, 7, 7, dtype=DT)
     mask[..., ::2, ::2] = 1
     known = rand(gen, 1, 1, 7, 7) * mask
-    pb = admm_reference._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    pb = admm_reference.make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
     n = 49
     eye = torch.eye(n, dtype=DT).reshape(n, 1, 1, 1, 7, 7)
     A = torch.stack([pb.apply_A(eye[i]).reshape(-1) for i in range(n)])
@@ -527,7 +527,7 @@ def test_preconditioned_unrolled_cg_is_cg_on_the_jacobi_scaled_system(either_bac
     in-place inference loop and (backend 'native') the fused kernel; per-head steps."""
     K, C, h, w, T = 3, 2, 9, 11, 7
     wbar, known, mask = gtv_problem(gen, B=2, K=K, C=C, h=h, w=w)
-    pb = admm_reference._make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
+    pb = admm_reference.make_problem(wbar, known.unsqueeze(1), mask.unsqueeze(1))
     shape = (2, K, C, h, w)
     b = rand(gen, *shape).to(dtype)
     x0 = rand(gen, *shape).to(dtype)
@@ -570,7 +570,7 @@ def test_native_node_update_matches_pytorch(gen, dtype):
     B, K, C, h, w = 2, 3, 2, 5, 11
     mask = random_mask(gen, (B, 1, C, h, w), 0.4).to(dtype) * (0.5 + 0.5 * rand(gen, B, 1, C, h, w).to(dtype))
     known = rand(gen, B, 1, C, h, w).to(dtype)
-    pb = admm_reference._GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
+    pb = admm_reference.GtvProblem(wbar=None, mask=mask, y=mask * known, s=None, diag=None)
     padded = backend.padded_planes(known, B, K, C, h, w)
     padded.copy_(rand(gen, B, K, C, h, w).to(dtype))
     for x in (padded, rand(gen, B, 1, C, h, w).to(dtype)):
@@ -578,7 +578,7 @@ def test_native_node_update_matches_pytorch(gen, dtype):
         c_ref = c0 + mask * (mask * x - pb.y)
         c = c0.clone()
         with torch.no_grad():
-            rhs = admm_edge._node_update(c, pb, x)
+            rhs = admm_edge.node_update(c, pb, x)
         torch.testing.assert_close(c, c_ref)
         torch.testing.assert_close(rhs, pb.y - c_ref)
 
@@ -598,7 +598,7 @@ def test_cg_trace_sees_every_iterate_and_its_residual(gen, grad):
         seen: list = []
 
         def trace(t, x, r):
-            seen.append((t, x.detach().clone(), r.detach().clone()))
+            seen.append((t, x.detach().clone(), r.detach().clone()))  # noqa: B023 (called in this iteration)
 
         with torch.set_grad_enabled(grad):
             ref = solve()

@@ -298,7 +298,7 @@ def test_two_runs_give_identical_weights(photos, stand, reference, tmp_path):
     w1, w2 = _weights(r1.run_dir / "model.pt", "state_dict"), _weights(tmp_path / "r2/model.pt", "state_dict")
     assert _same_state(w1, w2)
     assert _same_state(_weights(r1.run_dir / "last.pt", "model"), _weights(tmp_path / "r2/last.pt", "model"))
-    r3 = _run(_cfg(photos, seed=4, epochs=1), tmp_path / "r3")
+    _run(_cfg(photos, seed=4, epochs=1), tmp_path / "r3")
     assert not _same_state(_weights(r1.run_dir / "model.pt", "state_dict"),
                            _weights(tmp_path / "r3/model.pt", "state_dict"))
 

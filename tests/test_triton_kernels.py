@@ -72,7 +72,7 @@ for B, K, KW, C, H, W, S in [(1, 2, 2, 2, 9, 11, 1), (1, 3, 1, 1, 3, 180, 2), (2
     with torch.no_grad(), backend.use("torch"):  # the stateful steps from the zero state
         D = u = v = None
         for x in xs:
-            D, u, v, n = admm_edge._edge_step_forward(x, wbar, D, u, v, admm_edge._gamma_tensor(gamma, x), inplace=False)
+            D, u, v, n = admm_edge._edge_step_forward(x, wbar, D, u, v, admm_edge.gamma_tensor(gamma, x), inplace=False)
     out = admm_triton.edge_term_replayed_triton(xs, wbar, gamma, base=base)
     res["replay"].append([float(((out - base) - n).abs().max()), float(n.abs().max())])
 

@@ -4,7 +4,6 @@ independent numpy softmax of eq. 28), CG residual traces (checked against the so
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

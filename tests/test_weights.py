@@ -4,7 +4,6 @@ one-line errors for missing / tampered / truncated / foreign files, and ``gspres
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 import zipfile
 
@@ -227,12 +226,8 @@ def test_ship_weights_copies_hashes_and_lists_the_file(tmp_path, monkeypatch):
 
 
 def test_ship_tool_records_benchmark_rows(tmp_path):
-    import importlib.util
-    from pathlib import Path
+    import ship_weights as tool  # tools/ is on the tests' path (pyproject: pythonpath)
 
-    spec = importlib.util.spec_from_file_location("ship_tool", Path(__file__).resolve().parents[1] / "tools" / "ship_weights.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
     W.save_weights(tmp_path / "m.pt", build_model("ugtv", "demosaic", **TINY), {"steps": 7})
     rows = [{"method": "ugtv", "dataset": "mcm", "noise_sigma": 0.0, "images": 18, "psnr_dataset_mse": 33.1,
              "psnr_mean": 33.0, "ssim_mean": 0.95, "seconds_per_image": 9.0, "megapixels_per_second": 0.03},

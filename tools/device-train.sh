@@ -18,7 +18,7 @@
 #   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=300 INFER_S=0 ...
 # (the probe sizes the batch for the changed network; judge it on the pack's validation crops like any stage;
 # since 2026-11-27 the added CG steps start as no-ops, alpha 0, so the trial starts at its weights' validation;
-# the added steps' gradient has no consistent sign at the start (benchmarks/unrolling_gradient.py, docs/training.md
+# the added steps' gradient has no consistent sign at the start (research/unrolling_gradient.py, docs/training.md
 # "What we tried"): leave STEP_SIZE_LR_SCALE at 1, and expect the deeper network to have to re-adapt before it gains).
 # Job 1's infer.json also times uGLR demosaicking ("uglr_demosaic_fp32_fused"): ship it as that model's CUDA speed
 # (tools/ship_weights.py --speed cuda=...job1-infer.json:uglr_demosaic_fp32_fused), the defaults need it.

@@ -137,7 +137,7 @@ SANITY_TOL = 2e-3
 #: ADMM projections are not smooth, so the gradients of trained weights are noisy and heavy-tailed:
 #: in the third window (64 x 64 patches, on the CPU, against float32 at the unjittered input) four
 #: draws moved them 0.02-4.6 %, the CUDA gradients differed 0.01-1.6 %, and the old fixed 1e-3 sent
-#: both jobs to the slow path (benchmarks/grad_noise.py measures the moves). A model beyond the
+#: both jobs to the slow path (research/grad_noise.py measures the moves). A model beyond the
 #: tolerance makes training fall back from the adjoint CG backward to plain autograd
 #: (GSPRESTORE_CG_ADJOINT=0) and from the fused training ops of the ADMM edge terms and graphs to
 #: PyTorch (GSPRESTORE_GPU_TRAINING=0); a broken kernel's error is O(1).
@@ -415,9 +415,8 @@ def infer(dev, out: dict, save, until: float) -> None:
     the PSNR change). A measurement that would not end by ``until`` (time.time()) is skipped."""
     import torch
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from bench_engine import synthetic_mosaic
-    from precision_psnr import load_images, score
+    from benchmarks.bench_engine import synthetic_mosaic  # the repository root is on PYTHONPATH (device-train.sh)
+    from benchmarks.precision_psnr import load_images, score
 
     from gsprestore import backend
     from gsprestore.engine import restore
@@ -488,7 +487,7 @@ def infer(dev, out: dict, save, until: float) -> None:
         elif time.time() + 1.2 * last_s * (mp / INFER_MP) > until:
             out[key] = "skipped: too little time left"
         else:
-            last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))
+            last_s = measured(key, "", lambda: timed(restorer, synthetic_mosaic(mp), {**kw, "precision": prec}, fused))  # noqa: B023
     # The other networks' speed (the defaults need one per kind of device: uGLR demosaic, best by
     # quality since 2026-11-27, has none for CUDA): uGLR demosaicking of the INFER_MP mosaic, and the
     # 2x networks on an RGB image of a quarter of INFER_MP upscaled to INFER_MP; fp32, fused

@@ -24,15 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # ship_weights, beside this file
-
-from gsprestore.atomic import atomic_file  # noqa: E402
-from gsprestore.ensemble import MEMBERS, NAME  # noqa: E402
-from gsprestore.weights import MANIFEST, manifest_entry, read_manifest, weights_dir  # noqa: E402
-from ship_weights import ROW_KEYS, _pairs, measured_speed  # noqa: E402
+from gsprestore.atomic import atomic_file
+from gsprestore.ensemble import MEMBERS, NAME
+from gsprestore.weights import MANIFEST, manifest_entry, read_manifest, weights_dir
+from ship_weights import ROW_KEYS, pairs, measured_speed
 
 
 def ensemble_rows(data: dict, shipped: dict[str, str], path: str) -> list[dict]:
@@ -82,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         if not entry or not entry.get("sha256"):
             raise SystemExit(f"{manifest_file}: no shipped {m} {args.task} weights to record an ensemble of")
         shipped[m] = entry["sha256"]
-    commands = _pairs(args.command, "--command")
+    commands = pairs(args.command, "--command")
     scores = {}
-    for name, path in _pairs(args.scores, "--scores").items():
+    for name, path in pairs(args.scores, "--scores").items():
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         scores[name] = {"rows": ensemble_rows(data, shipped, path), "protocol": data.get("protocol"),
@@ -97,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         scores = before["scores"]
     entry = {"method": NAME, "task": args.task, "members": shipped, "scores": scores}
     speed = dict(before.get("speed") or {})  # speed does not depend on the weights' values
-    for device, spec in _pairs(args.speed, "--speed").items():
+    for device, spec in pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, NAME, args.task)
     if speed:
         entry["speed"] = speed

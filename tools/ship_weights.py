@@ -25,11 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore.weights import _read_file, sha256_file, ship_weights  # noqa: E402
+from gsprestore.weights import _read_file, sha256_file, ship_weights
 
 ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
             "seconds_per_image", "megapixels_per_second")
@@ -114,7 +111,7 @@ def _scores_this(row: dict, method: str, sha: str) -> bool:
     return name == method and (not at or (row.get("weights") or {}).get("sha256") == sha)
 
 
-def _pairs(items: list[str], what: str) -> dict[str, str]:
+def pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
         k, sep, v = item.partition("=")
@@ -149,12 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.after_shipped:
         stages = list(shipped.get("training") or []) + (stages or [dict(obj.get("meta") or {})])
     speed = dict(shipped.get("speed") or {}) if args.keep_speed else {}
-    for device, spec in _pairs(args.speed, "--speed").items():
+    for device, spec in pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, method, obj["task"])
-    commands = _pairs(args.command, "--command")
+    commands = pairs(args.command, "--command")
     sha = sha256_file(args.model)
     scores = {}
-    for name, path in _pairs(args.scores, "--scores").items():
+    for name, path in pairs(args.scores, "--scores").items():
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         rows = [{k: r.get(k) for k in ROW_KEYS} for r in data["results"] if _scores_this(r, method, sha)]

@@ -13,6 +13,7 @@ import io
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -138,10 +139,52 @@ def restore_signal_handlers(previous: dict) -> None:
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+class _ClosedStream(io.TextIOBase):
+    """Stands for a standard stream that was closed when gsprestore started (``gsprestore models
+    >&-``): takes every write, keeps nothing, remembers that something was to be written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wrote = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            self.wrote = True
+        return len(text)
+
+
+def _cover_closed_streams() -> None:
+    """Standard input, output or error closed at start: its descriptor is given the null device
+    (so that no file this run opens takes descriptor 1 or 2 and receives what is printed), and
+    ``sys.stdout`` / ``sys.stderr`` (None then) a :class:`_ClosedStream`."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+        if name != "stdin" and getattr(sys, name) is None:
+            setattr(sys, name, _ClosedStream())
+
+
 def _stdout_fails() -> bool:
     """True when standard output cannot take what is waiting to be written (a full device, a
-    closed pipe); it is then pointed at the null device, so that Python's own flush at exit
-    cannot add a second message."""
+    closed pipe, a stream closed at start that was written to); it is then pointed at the null
+    device, so that Python's own flush at exit cannot add a second message."""
+    if sys.stdout is None:
+        return False
+    if isinstance(sys.stdout, _ClosedStream):
+        return sys.stdout.wrote
     try:
         sys.stdout.flush()
         fd = sys.stdout.fileno()
@@ -162,6 +205,53 @@ def _stdout_fails() -> bool:
     return True
 
 
+#: Packages whose failed import means a broken installation (not a bug of gsprestore), with the
+#: command that repairs it.
+_REPAIR = {
+    "torch": "pip install --force-reinstall torch",
+    "numpy": "pip install --force-reinstall numpy",
+    "PIL": "pip install --force-reinstall pillow",
+    "rawpy": "pip install --force-reinstall rawpy",
+    "rich": "pip install --force-reinstall rich",
+    "typer": "pip install --force-reinstall typer",
+    "click": "pip install --force-reinstall click",
+}
+
+
+def _broken_install(exc: BaseException) -> str | None:
+    """The one line for an exception raised while importing an installed package (an
+    ``ImportError`` such as a missing shared library or an undefined symbol, or an ``OSError``
+    from loading one): the installation is broken, and how to repair it. None for anything else."""
+    import traceback
+
+    if not isinstance(exc, (ImportError, OSError)):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    importing = isinstance(exc, ImportError) or any("importlib" in f.filename for f in frames)
+    if not importing:
+        return None
+    name = getattr(exc, "name", None) or ""
+    package = name.split(".")[0]
+    if package not in _REPAIR:  # the package whose files were running when the import failed
+        for f in reversed(frames):
+            parts = Path(f.filename).parts
+            for pkg in _REPAIR:
+                if pkg in parts and ("site-packages" in parts or "dist-packages" in parts):
+                    package = pkg
+                    break
+            if package in _REPAIR:
+                break
+    text = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}" + (f": {one_line(text[0])}" if text else "")
+    if package in _REPAIR:
+        return (f"the installation is broken: importing {package} failed ({reason}); reinstall it with: "
+                f"{_REPAIR[package]}")
+    if package and package != "gsprestore":
+        return (f"the installation is broken: importing {package} failed ({reason}); reinstall it with: "
+                f"pip install --force-reinstall {package}")
+    return f"the installation is broken ({reason}); reinstall gsprestore with: pip install --force-reinstall ."
+
+
 def _os_error_line(exc: OSError) -> str:
     """``FILE: reason`` of a failed system call; the file is standard output when that is what failed."""
     where = exc.filename if exc.filename is not None else ("standard output" if _stdout_fails() else None)
@@ -171,6 +261,7 @@ def _os_error_line(exc: OSError) -> str:
 
 def main() -> None:
     """Console entry point: Typer handles usage errors (exit 2); every error prints one line."""
+    _cover_closed_streams()
     previous = install_signal_handlers()
     _register()
     try:
@@ -178,7 +269,9 @@ def main() -> None:
             app()
         except SystemExit as done:  # how Click ends every run
             if _stdout_fails():  # what the command printed could not be written (e.g. --json > /dev/full)
-                typer.echo("error: standard output: cannot write the output", err=True)
+                closed = isinstance(sys.stdout, _ClosedStream)
+                typer.echo("error: standard output" + (" is closed" if closed else "") + ": cannot write the output",
+                           err=True)
                 sys.exit(done.code or 1)
             raise
     except GspError as exc:
@@ -187,6 +280,10 @@ def main() -> None:
     except OSError as exc:  # a system call no command turned into a GspError (disk full, stdout closed...)
         if os.environ.get("GSPRESTORE_TRACEBACK") == "1":
             raise
+        broken = _broken_install(exc)  # a shared library of an installed package that does not load
+        if broken is not None:
+            typer.echo(f"error: {broken}", err=True)
+            sys.exit(1)
         typer.echo(f"error: {_os_error_line(exc)}", err=True)
         sys.exit(1)
     except Terminated as exc:
@@ -198,6 +295,10 @@ def main() -> None:
     except Exception as exc:  # a bug: one line all the same (GSPRESTORE_TRACEBACK=1 shows where)
         if os.environ.get("GSPRESTORE_TRACEBACK") == "1":
             raise
+        broken = _broken_install(exc)
+        if broken is not None:
+            typer.echo(f"error: {broken}", err=True)
+            sys.exit(1)
         text = str(exc).strip().splitlines()
         typer.echo(f"error: unexpected {type(exc).__name__}" + (f": {one_line(text[0])}" if text else "")
                    + " (a bug in gsprestore; GSPRESTORE_TRACEBACK=1 shows where)", err=True)

@@ -240,12 +240,16 @@ def benchmark(
     pattern = check_pattern(pattern)
     sigmas = parse_sigmas(noise_sigma)
     limit = check_limit(limit)
+    if not 0 <= seed < 2**63:
+        raise UsageError(f"--seed must be 0 to 2**63 - 1, got {seed}")
     outputs = [(o, w) for o, w in ((json_out, write_json), (csv_out, write_csv), (md_out, write_markdown))
                if o is not None]
     targets = [_per_task(out, t, several) for out, _ in outputs for t, _names in plan]
     for target in targets:  # every report path is checked before the first image
         check_report_path(target, overwrite=overwrite)
-    if len({t.resolve() for t in targets}) < len(targets):
+    from ..fileid import path_key
+
+    if len({path_key(t) for t in targets}) < len(targets):  # by identity: a link reaches the same file
         raise UsageError("--json, --csv and --markdown name the same file")
 
     all_names = [n for _t, names in plan for n in names]
@@ -258,6 +262,10 @@ def benchmark(
     # the data set once (downloaded and verified first with --download), limited, for every task
     whole = find_dataset(dataset, data_dir, download_missing=download)
     ds = limit_dataset(whole, limit)
+    images = {path_key(f) for f in whole.files}
+    for target in targets:  # a report never replaces an image of the data set (--overwrite or not)
+        if path_key(target) in images:
+            raise UsageError(f"{target} is an image of the data set; write the report elsewhere")
     if save_outputs is not None:  # every image path, before the first image
         for t, names in plan:
             labels = [row_label(n, weights_record(n, t, restorer_options.get(n, {})),

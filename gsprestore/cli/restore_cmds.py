@@ -551,8 +551,10 @@ def demo_cmd(
     """
     from pathlib import Path
 
-    from ..errors import GspError, WeightsError
+    from ..chart import chart_path
+    from ..errors import GspError, UsageError, WeightsError
     from ..file_restore import FALLBACK_METHOD, default_method
+    from ..fileid import same_file
     from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
@@ -566,6 +568,8 @@ def demo_cmd(
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
+    if same_file(out_path, chart_path()):  # by identity, whatever the path
+        raise UsageError(f"-o {output} is the bundled test chart itself; choose another -o")
     replace = overwrite
     if out_path.exists() and not overwrite:
         from ..io import read_image
@@ -578,7 +582,6 @@ def demo_cmd(
             raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
         replace = True
 
-    from ..chart import chart_path
     from ..io import write_image
     from ..file_restore import chart_psnr, load_restorer, restore_chart
 

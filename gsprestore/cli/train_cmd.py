@@ -4,7 +4,7 @@ Thin wrapper over :func:`gsprestore.training.train`; no torch import at module l
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -45,6 +45,7 @@ def smoke_sets(max_steps: int, batch_size: int, patches: int, val_patches: int |
 
 def _parse_model_opts(items: list[str]) -> dict[str, Any]:
     from ..errors import UsageError
+    from ..jsontext import loads
 
     out: dict[str, Any] = {}
     for item in items:
@@ -53,8 +54,8 @@ def _parse_model_opts(items: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise UsageError(f"--model-opt takes KEY=VALUE, got {item!r}")
         try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
+            out[key] = loads(value)
+        except ValueError:  # not JSON (or nested too deeply): the text itself
             out[key] = value
     return out
 
@@ -181,6 +182,14 @@ def train(
     main_rank = ranks_from_env().main  # under torchrun, rank 0 alone prints (every rank trains)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be at least 1 (leave it out for torch's default), got {threads}")
+    if threads is not None and threads > 4096:
+        raise UsageError(f"--threads must be at most 4096, got {threads}")
+    if not 0 <= workers <= 256:
+        raise UsageError(f"--workers must be 0 to 256, got {workers}")
+    if max_steps is not None and max_steps > 2**31 - 1:
+        raise UsageError(f"--max-steps must be at most {2**31 - 1:,}, got {max_steps}")
+    if time_budget is not None and not math.isfinite(time_budget):
+        raise UsageError(f"--time-budget must be a finite number of seconds (leave it out for none), got {time_budget}")
     given = {name for name in ctx.params
              if (src := ctx.get_parameter_source(name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")}
     folders = list(data or []) + list(more_data or [])

@@ -123,6 +123,13 @@ def compare(
     for m in bases:
         method_spec(m, task)
     box = parse_box(crop)
+    from ..engine import check_tiling
+    from ..errors import UsageError
+    from ..fileid import same_file
+
+    check_tiling(tile, None, tile_name="--tile", strict=True)
+    if same_file(output, image):  # by identity: a link or a bind mount reaches the input too
+        raise UsageError(f"-o {output} is the input {image}; choose another -o")
     if Path(output).exists() and not overwrite:
         raise GspError("output exists (pass --overwrite to replace it)", output)
     check_writable(output, overwrite=overwrite)
@@ -179,6 +186,13 @@ def explain(
     check_task(task)
     box, point = parse_box(crop), parse_point(pixel)
     out = Path(output)
+    from ..fileid import file_id
+
+    if overwrite and file_id(out) is not None and file_id(out) == file_id(Path(image).parent):
+        from ..errors import UsageError
+
+        raise UsageError(f"-o {output} is the folder of the input {image}: --overwrite would replace files "
+                         "there; choose another -o")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise GspError("output folder exists and is not empty (pass --overwrite to replace its files)", out)
     if out.exists() and not out.is_dir():

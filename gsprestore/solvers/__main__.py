@@ -35,7 +35,7 @@ def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int
         conv = torch.nn.Conv2d(48, 48, 3, padding=1)
         xc = torch.randn(1, 48, H, W, generator=gen)
         out["conv48_ms"] = best(lambda: conv(xc))
-        xc = None  # free it (the lambdas above have run)
+        xc = None  # type: ignore[assignment]  # free it (the lambdas above have run)
         w = G.edge_weights(torch.randn(B, K, 12, H, W, generator=gen), torch.eye(12) * 0.05)
         deg = G.degree(w)
         wbar = G.random_walk_weights(w)
@@ -44,11 +44,11 @@ def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int
         out["incidence_apply_ms"] = best(lambda: G.incidence_apply(wbar, x))
         e = G.incidence_apply(wbar, x)
         out["incidence_adjoint_ms"] = best(lambda: G.incidence_adjoint(wbar, e))
-        e = None
+        e = None  # type: ignore[assignment]
         gamma = torch.full((K,), 10.0)
-        state = admm_edge_step(x, wbar, None, None, None, gamma)[:3]
-        out["admm_edge_step_ms"] = best(lambda: admm_edge_step(x, wbar, *state, gamma))
-        state = None
+        D, u, v = admm_edge_step(x, wbar, None, None, None, gamma)[:3]
+        out["admm_edge_step_ms"] = best(lambda: admm_edge_step(x, wbar, D, u, v, gamma))
+        D = u = v = None
         mask = torch.zeros(B, 1, C, H, W)
         mask[..., 0::2, 0::2] = 1
         known = torch.rand(B, 1, C, H, W, generator=gen) * mask

@@ -1,12 +1,12 @@
 """The fused ADMM edge step (eqs. 19, 21, 23, 24 and the edge term of the next eq. 20) in the
 compact variables ``(D, u, v)`` of :func:`gsprestore.solvers.gtv.gtv_interpolate`: one custom
 autograd op (:func:`admm_edge_step`, PyTorch and native forward and backward), the native
-replay that keeps no edge state (:func:`_edge_term_replayed`) and the node update of the
-replay form (:func:`_node_update`)."""
+replay that keeps no edge state (:func:`edge_term_replayed`) and the node update of the
+replay form (:func:`node_update`)."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -14,10 +14,13 @@ from torch import Tensor
 from .. import backend, window
 from .. import graph as G
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .admm_reference import GtvProblem
+
 __all__ = ["admm_edge_step"]
 
 
-def _gamma_tensor(gamma, like: Tensor) -> Tensor:
+def gamma_tensor(gamma, like: Tensor) -> Tensor:
     """gamma as a tensor broadcasting over (B, K, C, h, w) node-shaped slices."""
     if isinstance(gamma, Tensor):
         return gamma.reshape((1, -1, 1, 1, 1)) if gamma.dim() > 0 else gamma
@@ -154,7 +157,7 @@ class _AdmmEdgeStep(torch.autograd.Function):
             diff = U - V
             Dn = (-g * (2 * r + diff)) if first else Dj - g * (2 * r + diff)
             e0 = Dn * half_inv - 0.5 * diff  # n = C-bar^T e0 on edge j
-            z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731
+            z = lambda t: torch.zeros_like(r) if t is None else t[:, :, :, j, ty, tx]  # noqa: E731, B023 (used in this iteration)
             ggn = (gn[..., ty, tx] - gn[..., hy, hx]) if gn is not None else torch.zeros_like(r)
             ge = ggn * wj
             gDn = z(gD2) + ge * half_inv
@@ -218,7 +221,7 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
     ``history`` = the earlier iterates x^1..x^{t-1} that led to (D, u, v), only node tensors: the
     state is recomputed in the backward pass); without autograd the state is updated in place
     (from the zero state: written into ``out``, three edge tensors, when their shape fits)."""
-    g = _gamma_tensor(gamma, x)
+    g = gamma_tensor(gamma, x)
     K = max(x.shape[1], wbar.shape[1])
     if x.shape[1] != K:
         x = x.expand(x.shape[0], K, *x.shape[2:])
@@ -229,8 +232,8 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
     return _edge_step_forward(x, wbar, D, u, v, g, inplace=True, out=out)
 
 
-def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
-    """Whether :func:`_edge_term_replayed` can run ``steps`` edge steps: no autograd to record,
+def can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
+    """Whether :func:`edge_term_replayed` can run ``steps`` edge steps: no autograd to record,
     and native CPU kernels (at most ``backend.settings.max_replayed_steps``) or the fused Triton
     kernel on a GPU (at most :data:`~gsprestore.solvers.admm_triton.MAX_STEPS`)."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
@@ -243,20 +246,20 @@ def _can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     return admm_triton.available() and steps <= admm_triton.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
 
 
-def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
+def edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
     """The edge term ``n`` that :func:`admm_edge_step` returns after the iterates ``xs = (x^1, ...,
     x^S)`` from the zero state, without keeping the edge state: the native kernel replays each
     directed edge's (D, u, v) through the S steps in cache (an edge's state depends only on its
     own ``r^s = wbar (x^s_tail - x^s_head)``), so the 3 x 24 values per pixel and channel that the
     stateful form reads and writes per iteration never reach memory; the arithmetic is S steps
     instead of one. Inference with the native CPU kernels, or on a GPU with Triton
-    (:mod:`.admm_triton`; see :func:`_can_replay`). ``base`` (a contiguous tensor of the full
+    (:mod:`.admm_triton`; see :func:`can_replay`). ``base`` (a contiguous tensor of the full
     shape, overwritten on the CPU) is added to n: the node part of the right-hand side."""
     x = xs[-1]
-    if not backend.usable(x, wbar):  # the GPU form (see _can_replay)
+    if not backend.usable(x, wbar):  # the GPU form (see can_replay)
         from .admm_triton import edge_term_replayed_triton
 
-        g = _gamma_tensor(gamma, x)
+        g = gamma_tensor(gamma, x)
         try:
             return edge_term_replayed_triton(xs, wbar, g, base=base)
         except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once
@@ -265,7 +268,7 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
             return n if base is None else n + base
     K = max(x.shape[1], wbar.shape[1])
     shape = (x.shape[0], K, *x.shape[2:])
-    gk = _gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
+    gk = gamma_tensor(gamma, x).reshape(-1).to(dtype=x.dtype).contiguous()
     n = x.new_zeros(shape) if base is None else base
     xs = [h.expand(shape) for h in xs]
     if not all(backend.plane_stride(h) is not None and h.stride() == xs[0].stride() for h in xs):
@@ -275,7 +278,7 @@ def _edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optiona
     return backend.native().admm_edge_replay(xs, wbar.contiguous(), gk, n)
 
 
-def _node_update(c: Tensor, pb: "_GtvProblem", x: Tensor) -> Tensor:
+def node_update(c: Tensor, pb: "GtvProblem", x: Tensor) -> Tensor:
     """In place ``c += m (m x - y)`` (eq. 24, block c, in ``c = H^T mu_c / gamma``); returns
     ``y - c``, the node part of eq. 20's right-hand side (one native pass where it can run)."""
     xf = x.expand(c.shape)

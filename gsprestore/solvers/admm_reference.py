@@ -3,8 +3,8 @@
 equation - z (eq. 19, :func:`z_update`), x (eq. 20, :func:`x_update_rhs` and CG), q (eq. 21,
 :func:`q_update`), q~ (eq. 23, :func:`qtilde_update`), mu (eq. 24, :func:`multiplier_update`).
 This is the specification: the compact, replayed and native forms of :mod:`.gtv` are tested
-equal to :func:`gtv_admm_reference`. The problem both forms share (:class:`_GtvProblem`) and
-their common start (:func:`_admm_start`) live here too."""
+equal to :func:`gtv_admm_reference`. The problem both forms share (:class:`GtvProblem`) and
+their common start (:func:`admm_start`) live here too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .. import graph as G
-from .cg import CGSpec, Operator, StencilOperator, _as5d, _parse_cg, _solve
+from .cg import CGSpec, Operator, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["gtv_laplacian", "AdmmState", "z_update", "x_update_rhs", "q_update", "qtilde_update", "multiplier_update",
            "gtv_admm_reference"]
@@ -26,7 +26,7 @@ __all__ = ["gtv_laplacian", "AdmmState", "z_update", "x_update_rhs", "q_update",
 # --------------------------------------------------------------------------------------------
 
 
-def _per_head(gamma: Union[float, Tensor], ndim: int) -> Union[float, Tensor]:
+def gamma_per_head(gamma: Union[float, Tensor], ndim: int) -> Union[float, Tensor]:
     """gamma as a scalar or a per-head tensor broadcasting over (B, K, ...) with ``ndim`` dims."""
     if isinstance(gamma, Tensor) and gamma.dim() > 0:
         return gamma.reshape((1, -1) + (1,) * (ndim - 2))
@@ -34,7 +34,7 @@ def _per_head(gamma: Union[float, Tensor], ndim: int) -> Union[float, Tensor]:
 
 
 @dataclass
-class _GtvProblem:
+class GtvProblem:
     """The fixed parts of one GTV interpolation: graph, observation and the x-update operator."""
 
     wbar: Tensor  # (B, K|1, 24, H, W)
@@ -62,32 +62,32 @@ def gtv_laplacian(wbar: Tensor) -> tuple[Tensor, Tensor]:
     return s, G.degree(s)
 
 
-def _make_problem(wbar: Tensor, known: Tensor, mask: Tensor,
-                  laplacian: Optional[tuple[Tensor, Tensor]] = None) -> _GtvProblem:
+def make_problem(wbar: Tensor, known: Tensor, mask: Tensor,
+                  laplacian: Optional[tuple[Tensor, Tensor]] = None) -> GtvProblem:
     s, deg = gtv_laplacian(wbar) if laplacian is None else laplacian
-    return _GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=deg + mask)
+    return GtvProblem(wbar=wbar, mask=mask, y=mask * known, s=s, diag=deg + mask)
 
 
-def _mu_c_update(pb: _GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
+def mu_c_update(pb: GtvProblem, mu_c: Tensor, x: Tensor, gamma) -> Tensor:
     """Eq. 24, block c: ``mu_c' = mu_c + gamma (H x - y)`` (kept as ``H^T mu_c``)."""
-    return mu_c + _per_head(gamma, 5) * (pb.mask * x - pb.y)
+    return mu_c + gamma_per_head(gamma, 5) * (pb.mask * x - pb.y)
 
 
-def _admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor],
+def admm_start(wbar: Tensor, known: Tensor, mask: Tensor, cg: CGSpec, mu_init: float, x0: Optional[Tensor],
                 laplacian: Optional[tuple[Tensor, Tensor]] = None):
     """Common start of both ADMM forms: the problem (``laplacian``: :func:`gtv_laplacian` of
     ``wbar`` if already computed), the (B, K, C, H, W) shape, x^0 (default H^T y) and mu_c^0 =
     mu_init on the samples, and the parsed CG spec."""
-    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    pb = _make_problem(wbar, known5, mask5, laplacian)
+    known5, mask5 = as5d(known, "known"), as5d(mask, "mask")
+    pb = make_problem(wbar, known5, mask5, laplacian)
     K = max(wbar.shape[1], known5.shape[1])
     B, _, C, H, W = known5.shape
     shape = (B, K, C, H, W)
-    x = (pb.y if x0 is None else _as5d(x0, "x0")).expand(shape)
-    return pb, shape, x, (mu_init * mask5).expand(shape), _parse_cg(cg)
+    x = (pb.y if x0 is None else as5d(x0, "x0")).expand(shape)
+    return pb, shape, x, (mu_init * mask5).expand(shape), parse_cg(cg)
 
 
-def _cg_params(alphas, betas, t: int):
+def cg_params(alphas, betas, t: int):
     """Per-ADMM-iteration CG parameters: 3-D (admm, T, K) / 2-D (admm, T) only when marked so."""
     if alphas is None:
         return None, None
@@ -121,14 +121,14 @@ class AdmmState:
 
 def z_update(st: AdmmState, gamma) -> Tensor:
     """Eq. 19: ``z = -1/gamma - (mu_a + mu_b + mu_d + mu_e) / (2 gamma) + (q~1 + q~2) / 2``."""
-    g = _per_head(gamma, 6)
+    g = gamma_per_head(gamma, 6)
     return -1.0 / g - (st.mu_a + st.mu_b + st.mu_d + st.mu_e) / (2 * g) + 0.5 * (st.qt1 + st.qt2)
 
 
-def x_update_rhs(pb: _GtvProblem, st: AdmmState, gamma) -> Tensor:
+def x_update_rhs(pb: GtvProblem, st: AdmmState, gamma) -> Tensor:
     """Right-hand side of eq. 20: ``C^T (mu_a - mu_b + mu_d - mu_e) / (2 gamma) - H^T mu_c / gamma
-    - C^T (q~1 - q~2) / 2 + H^T y`` (its matrix is ``C^T C + H^T H``, :meth:`_GtvProblem.apply_A`)."""
-    ge, gn = _per_head(gamma, 6), _per_head(gamma, 5)
+    - C^T (q~1 - q~2) / 2 + H^T y`` (its matrix is ``C^T C + H^T H``, :meth:`GtvProblem.apply_A`)."""
+    ge, gn = gamma_per_head(gamma, 6), gamma_per_head(gamma, 5)
     e = (st.mu_a - st.mu_b + st.mu_d - st.mu_e) / (2 * ge) - 0.5 * (st.qt1 - st.qt2)
     return G.incidence_adjoint(pb.wbar, e) - pb.mask * st.mu_c / gn + pb.y
 
@@ -136,7 +136,7 @@ def x_update_rhs(pb: _GtvProblem, st: AdmmState, gamma) -> Tensor:
 def q_update(st: AdmmState, z: Tensor, r: Tensor, gamma) -> tuple[Tensor, Tensor]:
     """Eq. 21 with ``r = C x^{t+1}``: ``q1 = (z - r)/2 + (mu_a - mu_d + gamma q~1)/(2 gamma)``,
     ``q2 = (z + r)/2 + (mu_b - mu_e + gamma q~2)/(2 gamma)``."""
-    g = _per_head(gamma, 6)
+    g = gamma_per_head(gamma, 6)
     q1 = 0.5 * (z - r) + (st.mu_a - st.mu_d + g * st.qt1) / (2 * g)
     q2 = 0.5 * (z + r) + (st.mu_b - st.mu_e + g * st.qt2) / (2 * g)
     return q1, q2
@@ -144,20 +144,20 @@ def q_update(st: AdmmState, z: Tensor, r: Tensor, gamma) -> tuple[Tensor, Tensor
 
 def qtilde_update(q1: Tensor, q2: Tensor, st: AdmmState, gamma) -> tuple[Tensor, Tensor]:
     """Eq. 23, the ReLU-like threshold: ``q~ = max(q + mu_{d,e} / gamma, 0)`` term by term."""
-    g = _per_head(gamma, 6)
+    g = gamma_per_head(gamma, 6)
     return torch.relu(q1 + st.mu_d / g), torch.relu(q2 + st.mu_e / g)
 
 
-def _residual_blocks(pb: _GtvProblem, st: AdmmState, r: Tensor) -> tuple[Tensor, ...]:
+def _residual_blocks(pb: GtvProblem, st: AdmmState, r: Tensor) -> tuple[Tensor, ...]:
     """The blocks of ``B [z; x; q] - [b; q~]`` (eq. 18): ``(z - r - q1, z + r - q2, Hx - y,
     q1 - q~1, q2 - q~2)`` with ``r = C x``."""
     return (st.z - r - st.q1, st.z + r - st.q2, pb.mask * st.x - pb.y, st.q1 - st.qt1, st.q2 - st.qt2)
 
 
-def multiplier_update(pb: _GtvProblem, st: AdmmState, r: Tensor, gamma) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+def multiplier_update(pb: GtvProblem, st: AdmmState, r: Tensor, gamma) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
     """Eq. 24: ``mu^{t+1} = mu^t + gamma (B [z; x; q] - [b; q~])`` for the five blocks
     (a, b, c, d, e) of eq. 18; returns the new multipliers and the residual blocks."""
-    ge, gn = _per_head(gamma, 6), _per_head(gamma, 5)
+    ge, gn = gamma_per_head(gamma, 6), gamma_per_head(gamma, 5)
     ra, rb, rc, rd, re = _residual_blocks(pb, st, r)
     mus = (st.mu_a + ge * ra, st.mu_b + ge * rb, st.mu_c + gn * rc, st.mu_d + ge * rd, st.mu_e + ge * re)
     return mus, (ra, rb, rc, rd, re)
@@ -189,7 +189,7 @@ def gtv_admm_reference(
     :func:`gsprestore.explain.gtv_trace` does). ``trace(t, state, residuals)``, if given, sees the
     state after every iteration t = 1..admm_iters (the iterate is ``state.x``) and the residual
     blocks ``(z - r - q1, z + r - q2, Hx - y, q1 - q~1, q2 - q~2)`` of eq. 18 (``r = C x``)."""
-    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0)
+    pb, shape, x, mu_c, (kind, alphas, betas) = admm_start(wbar, known, mask, cg, mu_init, x0)
     B, K, C, H, W = shape
     eshape = (B, K, C, 2 * len(G.OFFSETS), H, W)
     zeros = torch.zeros(eshape, dtype=x.dtype, device=x.device)
@@ -197,11 +197,11 @@ def gtv_admm_reference(
     st = AdmmState(x=x, z=zeros, q1=zeros, q2=zeros, qt1=zeros, qt2=zeros,
                    mu_a=mu, mu_b=mu, mu_c=mu_c, mu_d=mu, mu_e=mu)
     for t in range(admm_iters):
-        a_t, b_t = _cg_params(alphas, betas, t)
+        a_t, b_t = cg_params(alphas, betas, t)
         st.z = z_update(st, gamma)
         rhs = x_update_rhs(pb, st, gamma)
         if x_solver is None:
-            st.x = _solve(pb.operator, rhs, st.x, kind, cg_iters, a_t, b_t, cg_tol)
+            st.x = solve_cg(pb.operator, rhs, st.x, kind, cg_iters, a_t, b_t, cg_tol)
         else:
             st.x = x_solver(pb.apply_A, rhs, st.x, "exact" if kind == "exact" else ("unrolled", a_t, b_t))
         r = G.incidence_apply(wbar, st.x)

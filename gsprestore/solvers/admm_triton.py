@@ -1,4 +1,4 @@
-"""The ADMM edge term replayed without edge state (:func:`~gsprestore.solvers.admm_edge._edge_term_replayed`)
+"""The ADMM edge term replayed without edge state (:func:`~gsprestore.solvers.admm_edge.edge_term_replayed`)
 as a fused Triton kernel: the GPU counterpart of the native replay (inference, float32).
 
 After the iterates ``x^1 .. x^S`` from the zero state, the right-hand side of the next x-update

@@ -14,14 +14,14 @@ native kernels; on a GPU with Triton, as one fused Triton kernel per step
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, TypeGuard, Union
 
 import torch
 from torch import Tensor
 
 from .. import backend
 from .. import graph as G
-from .cg_adjoint import _full_rows, _step_table
+from .cg_adjoint import full_rows, step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
@@ -148,9 +148,9 @@ def _cg_unrolled_native(op: StencilOperator, b: Tensor, x0: Tensor, alphas: Tens
     # x, g, v, v2 in planes padded apart (backend.padded_planes: no cache-set conflicts between channels)
     x, g, v, v2 = (backend.padded_planes(b, *b.shape) for _ in range(4))
     x.copy_(x0.expand(b.shape))  # the kernel starts with g = A x - b, v = P^-1 g
-    diag, keep, pre = (_full_rows(t, b.shape) for t in (op.diag, op.keep, precond))
+    diag, keep, pre = (full_rows(t, b.shape) for t in (op.diag, op.keep, precond))
     backend.native().cg_unrolled(backend.rows_contiguous(op.w), diag, keep, pre, backend.rows_contiguous(b), x, g, v, v2,
-                            _step_table(alphas, T, K, b), _step_table(betas, T, K, b),
+                            step_table(alphas, T, K, b), step_table(betas, T, K, b),
                                 backend.settings.fused_cg_mode)
     return x
 
@@ -171,13 +171,13 @@ def _stencil_tensors(op, b: Tensor, x0: Tensor, precond: Optional[Tensor]) -> Op
     return ts if ok else None
 
 
-def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
     """The fused native CPU kernel applies (:func:`backend.usable`)."""
     ts = _stencil_tensors(op, b, x0, precond)
     return ts is not None and backend.usable(*ts)
 
 
-def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> bool:
+def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
     """The fused Triton kernel applies: float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
     ts = _stencil_tensors(op, b, x0, precond)
     if ts is None or not backend.gpu_fused_usable(*ts):
@@ -187,7 +187,7 @@ def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -
     return cg_triton.available()
 
 
-def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> bool:
+def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> TypeGuard[StencilOperator]:
     """The adjoint backward (:mod:`.cg_adjoint`) applies: the setting on, a stencil problem of one
     dtype and device (:func:`_stencil_tensors`), step tables (T,) or (T, K)."""
     if not backend.settings.cg_adjoint:
@@ -261,7 +261,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
         return cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
     x = x0
     g = apply_A(x0) - b
-    v: Optional[Tensor] = None
+    v: Optional[Tensor] = None  # type: ignore[no-redef]  # (the inference branch's v has returned)
     if trace is not None:
         trace(0, x, g.neg())
     for t in range(T):
@@ -276,7 +276,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     return x
 
 
-def _parse_cg(cg: CGSpec):
+def parse_cg(cg: CGSpec):
     if isinstance(cg, str):
         if cg != "exact":
             raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
@@ -286,13 +286,13 @@ def _parse_cg(cg: CGSpec):
     raise ValueError(f"cg must be 'exact' or ('unrolled', alphas, betas), got {cg!r}")
 
 
-def _solve(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
+def solve_cg(apply_A: Operator, b: Tensor, x0: Tensor, kind: str, iters: int, alphas, betas, tol: float = 0.0):
     if kind == "exact":
         return cg_exact(apply_A, b, x0, iters=iters, tol=tol)
     return cg_unrolled(apply_A, b, x0, alphas, betas)
 
 
-def _as5d(t: Tensor, name: str) -> Tensor:
+def as5d(t: Tensor, name: str) -> Tensor:
     if t.dim() == 4:
         return t.unsqueeze(1)
     if t.dim() != 5:

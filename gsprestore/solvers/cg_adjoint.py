@@ -54,14 +54,14 @@ def _step(table: Tensor, t: int) -> Tensor:
     return p if p.dim() == 0 else p.reshape(1, -1, 1, 1, 1)
 
 
-def _step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
+def step_table(param: Tensor, T: int, K: int, like: Tensor) -> Tensor:
     """(T,) or (T, K) step sizes as a contiguous (T, K) table of ``like``'s dtype (what the native
     kernels read)."""
     p = param.detach().to(dtype=like.dtype)
     return (p.reshape(T, 1) if p.dim() == 1 else p).expand(T, K).contiguous()
 
 
-def _full_rows(t: Optional[Tensor], shape) -> Optional[Tensor]:
+def full_rows(t: Optional[Tensor], shape) -> Optional[Tensor]:
     """``t`` broadcast to ``shape`` with contiguous rows (broadcast dims stay stride 0), as the
     native CG kernels read their per-pixel operands; None stays None."""
     return None if t is None else backend.rows_contiguous(t.expand(shape))
@@ -89,10 +89,10 @@ def _forward_native(w, diag, keep, precond, b, x0, alphas, betas, need_pre):
     g = torch.empty(shape, dtype=b.dtype)
     vrec = torch.empty((T,) + tuple(shape), dtype=b.dtype)
     grec = torch.empty((T,) + tuple(shape), dtype=b.dtype) if need_pre else None
-    rc, full = backend.rows_contiguous, lambda t: _full_rows(t, shape)  # noqa: E731
+    rc, full = backend.rows_contiguous, lambda t: full_rows(t, shape)  # noqa: E731
     with torch.no_grad():
         backend.native().cg_unrolled_record(rc(w), full(diag), full(keep), full(precond), rc(b), x, g, vrec, grec,
-                                            _step_table(alphas, T, shape[1], b), _step_table(betas, T, shape[1], b),
+                                            step_table(alphas, T, shape[1], b), step_table(betas, T, shape[1], b),
                                             backend.settings.fused_cg_mode)
     return x, vrec, grec
 
@@ -104,14 +104,14 @@ def _backward_native(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
     need_p = ctx.needs_input_grad[3]
     T, shape = ctx.T, xbar.shape
     B, K, C, H, W = shape
-    rc, full = backend.rows_contiguous, lambda t: _full_rows(t, shape)  # noqa: E731
+    rc, full = backend.rows_contiguous, lambda t: full_rows(t, shape)  # noqa: E731
     gw = xbar.new_empty(B, K, G.NU, H, W)
     gd, gb, gx0 = (torch.empty_like(xbar) for _ in range(3))
     gp = torch.empty_like(xbar) if (need_p and precond is not None) else None
     ga, gbe = xbar.new_empty(B * K, T), xbar.new_empty(B * K, T)
     backend.native().cg_unrolled_backward(rc(w), full(diag), full(keep), full(precond), vrec,
                                           grec if gp is not None else None, full(x0), xbar,
-                                          _step_table(alphas, T, K, xbar), _step_table(betas, T, K, xbar),
+                                          step_table(alphas, T, K, xbar), step_table(betas, T, K, xbar),
                                           gw, gd, gp, gb, gx0, ga, gbe)
     per_step = lambda g: g.view(B, K, T).sum(0).t()  # noqa: E731 - one sum per plane and step -> (T, K)
     return _input_grads(ctx, w, diag, precond, x0, alphas, betas, gw, gd, gp, gb, gx0, per_step(ga), per_step(gbe))
@@ -149,8 +149,8 @@ def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec,
 
     T, K = ctx.T, xbar.shape[1]
     want_gp = ctx.needs_input_grad[3] and precond is not None
-    grads = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar, _step_table(alphas, T, K, xbar),
-                                       _step_table(betas, T, K, xbar), want_gp)
+    grads = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar, step_table(alphas, T, K, xbar),
+                                       step_table(betas, T, K, xbar), want_gp)
     return _input_grads(ctx, w, diag, precond, x0, alphas, betas, *grads)
 
 

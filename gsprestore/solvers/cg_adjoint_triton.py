@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from .. import backend
-from ..graph_triton import _dense
+from ..graph_triton import dense
 from .cg_triton import cg_unrolled_triton, triton
 
 #: pixels per program of the backward's kernels: 256 keeps the step kernel at 72-90 registers a
@@ -50,7 +50,7 @@ if triton is not None:
     import triton.language as tl
 
     from ..graph_triton import edge_of, edge_product
-    from .cg_triton import _stencil
+    from .cg_triton import adjacency_stencil
 
     # the step index and the shapes are run-time values (no recompilation per step or tile shape)
     @triton.jit(do_not_specialize=["t", "C", "KW", "KH", "H", "W", "NB"])
@@ -75,7 +75,7 @@ if triton is not None:
         dg = tl.load(diag_ptr + base + offs, mask=in_img, other=0.0)
         if FINAL:  # g_bar^0 in gbar, y^0 in yo
             yp = tl.load(yo + offs, mask=in_img, other=0.0)
-            u = dg * yp - _stencil(wp, yo, i, j, H, W, HW, in_img, BLOCK_SIZE)
+            u = dg * yp - adjacency_stencil(wp, yo, i, j, H, W, HW, in_img, BLOCK_SIZE)
             gbar = tl.load(gbar_ptr + base + offs, mask=in_img, other=0.0)
             tl.store(gb_ptr + base + offs, -gbar, mask=in_img)
             tl.store(gx0_ptr + base + offs, xb + u, mask=in_img)
@@ -89,7 +89,7 @@ if triton is not None:
             dot = xb * v
             if S1:
                 yp = tl.load(yo + offs, mask=in_img, other=0.0)
-                u = dg * yp - _stencil(wp, yo, i, j, H, W, HW, in_img, BLOCK_SIZE)
+                u = dg * yp - adjacency_stencil(wp, yo, i, j, H, W, HW, in_img, BLOCK_SIZE)
                 vbar = vbar + tl.load(vb_ptr + base + offs, mask=in_img, other=0.0) - a * u
                 dot = dot + u * v
                 gd = tl.load(gd_ptr + base + offs, mask=in_img, other=0.0)
@@ -167,7 +167,7 @@ def backward(w: Tensor, diag: Tensor, keep: Optional[Tensor], precond: Optional[
     T, B, K, C, H, W = vrec.shape
     shape = (B, K, C, H, W)
     wc = w.contiguous()
-    diag_d, keep_d, pre_d, x0_d = _dense(diag, shape), _dense(keep, shape), _dense(precond, shape), _dense(x0, shape)
+    diag_d, keep_d, pre_d, x0_d = dense(diag, shape), dense(keep, shape), dense(precond, shape), dense(x0, shape)
     xbar = xbar.contiguous()
     yrec = torch.empty_like(vrec)  # y^t = keep * g_bar^t, for the weights' gradient
     gbar, vb = torch.empty_like(xbar), torch.empty_like(xbar)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from .. import backend
-from ..graph_triton import _dense
+from ..graph_triton import dense
 
 try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
     import triton
@@ -50,7 +50,7 @@ def available() -> bool:
 
 if triton is not None:
 
-    from ..graph_triton import _stencil  # W v over the 5x5 window (the training kernels use it too)
+    from ..graph_triton import adjacency_stencil  # W v over the 5x5 window (the training kernels use it too)
 
     # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
     # and each new tile shape would compile the kernel again
@@ -76,7 +76,7 @@ if triton is not None:
             b = plane // (C * KH)
             wp = w_ptr + (b * KW + k % KW).to(tl.int64) * 12 * HW  # one graph per head, or shared (KW = 1)
             vp = v_ptr + base
-            acc = _stencil(wp, vp, i, j, H, W, HW, in_img, BLOCK_SIZE)
+            acc = adjacency_stencil(wp, vp, i, j, H, W, HW, in_img, BLOCK_SIZE)
             av = tl.load(diag_ptr + base + offs, mask=in_img, other=0.0) * v - acc
             if HAS_KEEP:
                 av = av * tl.load(keep_ptr + base + offs, mask=in_img, other=0.0)
@@ -114,7 +114,7 @@ def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tenso
     B, K, C, H, W = b.shape
     T = alphas.shape[0]
     wc = w.contiguous()
-    diag_d, keep_d, pre_d = _dense(diag, b.shape), _dense(keep, b.shape), _dense(precond, b.shape)
+    diag_d, keep_d, pre_d = dense(diag, b.shape), dense(keep, b.shape), dense(precond, b.shape)
     bc = b.contiguous()
     x = x0.expand(b.shape).clone(memory_format=torch.contiguous_format)
     g, v, v2 = torch.empty_like(bc), torch.empty_like(bc), torch.empty_like(bc)

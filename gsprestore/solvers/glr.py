@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .. import graph as G
-from .cg import CGSpec, StencilOperator, _as5d, _parse_cg, _solve
+from .cg import CGSpec, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["GLR_LAPLACIANS", "GlrGraph", "glr_graph", "glr_interpolate", "glr_solve"]
 
@@ -37,8 +37,8 @@ def glr_interpolate(
     ``tol``) or unrolled CG (``cg=("unrolled", alphas, betas)``) from ``x0`` (default: 0 on the
     unknowns). Returns ``(B, K, C, H, W)`` with the known samples kept exactly. ``operator``:
     the Laplacian's ``(weights, diagonal)`` if the caller already has them (see :func:`glr_graph`)."""
-    known5, mask5 = _as5d(known, "known"), _as5d(mask, "mask")
-    kind, alphas, betas = _parse_cg(cg)
+    known5, mask5 = as5d(known, "known"), as5d(mask, "mask")
+    kind, alphas, betas = parse_cg(cg)
     if operator is not None:
         wop, diag = operator
     elif normalized:
@@ -58,8 +58,8 @@ def glr_interpolate(
     if x0 is None:
         xs = torch.zeros(shape, dtype=b.dtype, device=b.device)
     else:
-        xs = (keep * _as5d(x0, "x0")).expand(shape)
-    xs = _solve(apply_A, b, xs, kind, iters, alphas, betas, tol)
+        xs = (keep * as5d(x0, "x0")).expand(shape)
+    xs = solve_cg(apply_A, b, xs, kind, iters, alphas, betas, tol)
     return y + keep * xs
 
 

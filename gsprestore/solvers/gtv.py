@@ -12,9 +12,14 @@ from torch import Tensor
 
 from .. import graph as G
 from . import admm_adjoint_triton
-from .admm_edge import _can_replay, _edge_term_replayed, _gamma_tensor, _node_update, admm_edge_step
-from .admm_reference import _admm_start, gtv_laplacian, _cg_params, _GtvProblem, _mu_c_update, _per_head, gtv_admm_reference
-from .cg import CGSpec, StencilOperator, _solve, cg_exact, cg_unrolled
+from .admm_edge import admm_edge_step, can_replay, gamma_tensor
+from .admm_reference import admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian
+from .cg import CGSpec, StencilOperator, solve_cg, cg_exact, cg_unrolled
+
+# bound here under private names: benchmarks/cost_model.py times these three by wrapping them in this module
+from .admm_edge import edge_term_replayed as _edge_term_replayed
+from .admm_edge import node_update as _node_update
+from .admm_reference import mu_c_update as _mu_c_update
 
 __all__ = ["gtv_interpolate", "gtv_laplacian"]
 
@@ -61,8 +66,8 @@ def gtv_interpolate(
     evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
     checked in the tests). Memory: three edge tensors instead of nine. Inference on the CPU
     (native kernels, no autograd, ``admm_iters - 1 <=`` ``backend.settings.max_replayed_steps``) keeps none:
-    each iteration's edge term is replayed from the iterates (:func:`_edge_term_replayed`) and
-    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`_node_update`). Training on a GPU
+    each iteration's edge term is replayed from the iterates (:func:`.admm_edge.edge_term_replayed`) and
+    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`.admm_edge.node_update`). Training on a GPU
     (autograd, the fused Triton kernels usable, ``admm_iters - 1 <=`` ``admm_triton.MAX_STEPS``)
     keeps none either: each edge term is the differentiable replay of
     :func:`.admm_adjoint_triton.edge_term` (forward and backward fused kernels).
@@ -81,7 +86,7 @@ def gtv_interpolate(
             raise ValueError("history (the plain ADMM form) has no preconditioned variant")
         return gtv_admm_reference(wbar, known, mask, gamma=gamma, admm_iters=admm_iters, cg_iters=cg_iters,
                                   cg=cg, mu_init=mu_init, x0=x0, history=history, cg_tol=cg_tol)
-    pb, shape, x, mu_c, (kind, alphas, betas) = _admm_start(wbar, known, mask, cg, mu_init, x0, laplacian)
+    pb, shape, x, mu_c, (kind, alphas, betas) = admm_start(wbar, known, mask, cg, mu_init, x0, laplacian)
     # mu_a = mu_b = mu_d = mu_e = mu_init and q~ = 0 give D = u = v = 0 (None: no tensors needed)
     D = u = v = n = None
     replay: Optional[bool] = None  # replay the edge state (native inference) or keep it
@@ -91,23 +96,23 @@ def gtv_interpolate(
     c: Optional[Tensor] = None  # the replay form keeps H^T mu_c / gamma instead of mu_c
     rhs: Optional[Tensor] = None
     for t in range(admm_iters):
-        a_t, b_t = _cg_params(alphas, betas, t)
+        a_t, b_t = cg_params(alphas, betas, t)
         if rhs is None:
-            rhs = pb.y - pb.mask * mu_c / _per_head(gamma, 5)  # eq. 20, node part
+            rhs = pb.y - pb.mask * mu_c / gamma_per_head(gamma, 5)  # eq. 20, node part
             if n is not None:
                 rhs = rhs + n  # eq. 20, edge part C-bar^T (D - gamma (u - v)) / (2 gamma)
         if jac is not None:
             x = jac.solve(rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         else:
-            x = _solve(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
+            x = solve_cg(pb.operator, rhs, x, kind, cg_iters, a_t, b_t, cg_tol)
         rhs = None
         if t + 1 == admm_iters:
             break  # the remaining updates do not change the returned x
         if replay is None:
-            replay = _can_replay(x, wbar, gamma, admm_iters - 1)
+            replay = can_replay(x, wbar, gamma, admm_iters - 1)
         if replay:  # inference on the CPU: the edge state replayed instead of stored
             if c is None:
-                c = (pb.mask * mu_c / _per_head(gamma, 5)).expand(shape).contiguous()
+                c = (pb.mask * mu_c / gamma_per_head(gamma, 5)).expand(shape).contiguous()
             base = _node_update(c, pb, x)  # eq. 24, block c (divided by gamma); y - c
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
@@ -115,7 +120,7 @@ def gtv_interpolate(
         elif fused_training or (fused_training is None and admm_adjoint_triton.usable(x, wbar, gamma, admm_iters - 1)):
             fused_training = True  # autograd on a GPU: each edge term replayed from the iterates, no edge state
             xs.append(x)
-            n = admm_adjoint_triton.edge_term(xs, wbar, _gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
+            n = admm_adjoint_triton.edge_term(xs, wbar, gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
             mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
         else:
             fused_training = False
@@ -142,7 +147,7 @@ class _JacobiSystem:
     channels of a head share. Exact CG runs on the scaled matrix itself; ``P`` depends on the
     channel (the mask does), so there the channels are folded into the head dimension."""
 
-    def __init__(self, pb: "_GtvProblem", shape):
+    def __init__(self, pb: "GtvProblem", shape):
         self.pb, self.shape = pb, shape
         self._pinv: Optional[Tensor] = None  # built once per problem, on first use
         self._scaled_op: Optional[tuple["StencilOperator", Tensor]] = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..atomic import atomic_file
 from ..errors import GspError, UsageError
+from ..jsontext import loads
 from .recipe import TrainConfig
 
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
@@ -42,11 +43,14 @@ def read_run_config(run_dir: Path) -> dict[str, Any]:
     """The stored ``RUN_DIR/config.json`` (recipe, command, model config, patch fingerprints)."""
     path = run_dir / "config.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        stored = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError("not a training run folder (no config.json); nothing to resume", run_dir) from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise GspError(f"damaged config.json ({exc})", path) from None
+    if not isinstance(stored, dict) or not isinstance(stored.get("recipe"), dict):
+        raise GspError("damaged config.json (no recipe object)", path)
+    return stored
 
 
 def load_run_config(run_dir: str | Path) -> TrainConfig:
@@ -100,7 +104,7 @@ class JsonLog:
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     """The records of a run's ``log.jsonl``."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [loads(line) for line in f if line.strip()]
 
 
 def rng_state() -> dict[str, Any]:
@@ -163,8 +167,27 @@ def init_from(model, path: Path, regrown: list[str] | None = None) -> list[str]:
             if regrown is not None:
                 regrown.append(k)
     kept = sorted(k for k in own if k not in new)
+    if not new:  # nothing would come from the file: not a start from these weights at all
+        example = ", ".join(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in kept[:2]
+                            if hasattr(state[k], "shape"))
+        raise UsageError(f"--init: no tensor of these weights fits this network (all {len(own)} differ in shape"
+                         + (f", e.g. {example}" if example else "") + "); choose weights of this configuration",
+                         path)
     model.load_state_dict({k: new.get(k, own[k]) for k in own}, strict=True)
     return kept
+
+
+def init_copy_note(model, path: str | Path, kept: list[str]) -> str | None:
+    """The line that says how much of ``--init`` weights a network took, when it did not take all
+    (``kept``: the tensors of :func:`init_from` that keep their fresh initial values); None when
+    every tensor was copied."""
+    if not kept:
+        return None
+    own = model.state_dict()
+    copied = [k for k in own if k not in set(kept)]
+    n_copied, n_all = sum(own[k].numel() for k in copied), sum(v.numel() for v in own.values())
+    return (f"--init {Path(path).name}: copied {len(copied)} of {len(own)} tensors ({n_copied:,} of {n_all:,} "
+            f"parameters); {len(kept)} differ in shape and start fresh (e.g. {', '.join(kept[:3])})")
 
 
 def _state_dict_from(path: Path) -> dict:

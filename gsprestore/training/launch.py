@@ -1,17 +1,19 @@
 """Starting a training run (:func:`train`): check the options, join the ranks under ``torchrun``
 (:mod:`gsprestore.distributed`), read or check the recipe, cut the patches, then hand the run to
-the loop (:class:`gsprestore.training.loop._Run`: steps, validation, checkpoints, export)."""
+the loop (:class:`gsprestore.training.loop.TrainingRun`: steps, validation, checkpoints, export)."""
 
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from .. import distributed as D
+from ..claims import run_lock
 from ..errors import GspError, UsageError
-from .build import adopt_init_config, build_patch_sets, pick_device
+from .build import adopt_init_config, build_network, build_patch_sets, pick_device
 from .checkpoints import open_recipe
-from .loop import _Run
+from .loop import TrainingRun
 from .recipe import TrainConfig
 from .report import TrainProgress, TrainResult
 from .stopping import Deadline
@@ -84,11 +86,13 @@ def train(
     if dev.type == "cuda" and ranks.active:
         torch.cuda.set_device(dev)
     D.start(ranks, "nccl" if dev.type == "cuda" else "gloo")
+    lock = ExitStack()  # rank 0 holds the run folder's lock for the whole run (taken with the recipe)
     try:
         return _train_ranks(cfg, run_dir, ranks, dev, progress, deadline, resume=resume, epochs=epochs,
                             workers=workers, max_steps=max_steps, grad_checkpoint=grad_checkpoint,
-                            time_budget=time_budget, cuda_graph=cuda_graph)
+                            time_budget=time_budget, cuda_graph=cuda_graph, lock=lock)
     finally:
+        lock.close()
         D.finish(ranks)
 
 
@@ -124,14 +128,20 @@ def _check_world(batch: int, world: int, resume: bool) -> None:
 
 def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgress, deadline: Deadline, *,
                  resume: bool, epochs, workers: int, max_steps, grad_checkpoint: bool, time_budget,
-                 cuda_graph: bool) -> TrainResult:
-    """:func:`train` once the ranks (if several) have joined: rank 0 reads or checks the recipe
-    (and adopts the ``--init`` configuration) for everyone, each rank cuts the same patches."""
+                 cuda_graph: bool, lock: ExitStack) -> TrainResult:
+    """:func:`train` once the ranks (if several) have joined: rank 0 takes the run folder's lock
+    (:func:`gsprestore.claims.run_lock`, held until the run ends: a second run into the same
+    folder, new or resumed, is refused in one line), reads or checks the recipe (and adopts the
+    ``--init`` configuration) for everyone, each rank cuts the same patches."""
 
     def recipe():
+        lock.enter_context(run_lock(run_dir, "training run"))
         c = open_recipe(cfg, run_dir, resume, epochs)
         c.check()
-        return c, (None if resume else adopt_init_config(c))  # --init: the weights' own configuration
+        init = None if resume else adopt_init_config(c)  # --init: the weights' own configuration
+        if init is not None:
+            build_network(c)  # an --init that copies nothing fails here, in one line, before the patches
+        return c, init
 
     cfg, init = D.from_rank0(ranks, recipe, "reading the recipe")
     _check_world(cfg.batch_size, ranks.world, resume)
@@ -143,6 +153,14 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
 
     # ---- patches (a pure function of the recipe; every rank cuts the same ones)
+    from ..patches import check_patch_memory, list_images
+    from ..trainpack import is_pack
+
+    for folder in cfg.data:  # a missing or empty folder is its one-line error before any progress line
+        if not is_pack(folder):
+            list_images(folder)
+    check_patch_memory(cfg.patches, int(round(cfg.patches * cfg.val_fraction)) if cfg.val_patches is None
+                       else cfg.val_patches, cfg.patch_size)  # so are patches that cannot fit in memory
     with progress.busy("cutting training patches..."):
         sets = build_patch_sets(cfg, workers=workers)
     if sets.train.shape[0] == 0:
@@ -153,7 +171,7 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         if differ:  # every rank says so and stops
             raise GspError("the ranks cut different training patches from their --data folders (the folders "
                            "differ between the nodes); make them equal")
-    run = _Run(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
+    run = TrainingRun(cfg, run_dir, sets, dev, progress, deadline, grad_checkpoint=grad_checkpoint,
                cuda_graph=cuda_graph, max_steps=max_steps, ranks=ranks)
     run.init_config = init
     try:

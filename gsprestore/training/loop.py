@@ -1,5 +1,5 @@
 """The training loop (paper Sec. 5: back-propagation through the unrolled CG / ADMM iterations):
-:func:`gsprestore.training.launch.train` opens or resumes a run folder, then :class:`_Run` does the steps, validates and
+:func:`gsprestore.training.launch.train` opens or resumes a run folder, then :class:`TrainingRun` does the steps, validates and
 checkpoints after every epoch, and exports the best weights. It draws nothing: it reports to a
 ``progress=`` object (:class:`gsprestore.training.report.TrainProgress`; ``gsprestore train``
 passes the Rich one, :class:`gsprestore.training.progress.RichProgress`).
@@ -67,7 +67,7 @@ class _NoLog:
         return {"event": event, **record}
 
 
-class _Run:
+class TrainingRun:
     """One call of :func:`train`: the model, optimizer, schedule and counters of a run, and its
     steps, epochs, checkpoints and export. With several ranks (``ranks``), every rank runs one,
     in lockstep; only rank 0's touches the run folder."""
@@ -111,6 +111,12 @@ class _Run:
         self.model = build_network(without_init(cfg) if resume else cfg,
                                    grad_checkpoint=self.grad_checkpoint).to(self.dev)
         self.model.train()
+        if cfg.init and not resume and self.main:  # a partial start says how partial
+            from .checkpoints import init_copy_note
+
+            note = init_copy_note(self.model, cfg.init, getattr(self.model, "init_report", None) or [])
+            if note:
+                self.progress.message(note)
         self.opt = torch.optim.Adam(optimizer_groups(self.model, cfg.step_size_lr_scale), lr=cfg.lr,
                                     weight_decay=cfg.weight_decay)
         self.loss_fn = _package().make_loss(cfg.loss, cfg.charbonnier_eps)
@@ -404,7 +410,7 @@ class _Run:
             if not self.ranks.active:
                 raise
             raise GspError(f"rank {self.ranks.rank} of {self.ranks.world}: step {state['step'] + 1} failed "
-                           f"({D._first_line(exc)}); if another rank stopped, see its log") from None
+                           f"({D.first_line(exc)}); if another rank stopped, see its log") from None
         lv = float(loss.detach())  # synchronises the device: timings below are real
         if self.ranks.active:  # the global batch's mean loss, the same on every rank
             lv = D.all_sum(self.ranks, [lv * (hi - lo)], self.dev, "the step's loss")[0] / n_all

@@ -16,6 +16,8 @@ from ..models.unrolled import PRIORS
 
 SCHEDULES = ("cosine", "cosine-time", "step", "none")
 LOSSES = ("l1", "l2", "charbonnier")
+#: The largest count a recipe takes (steps, patches, epochs...): torch and NumPy hold them as C ints.
+MAX_COUNT = 2**31 - 1
 #: Options that may differ when a run is resumed (everything else is the run's recipe).
 RESUMABLE_CHANGES = ("epochs",)
 
@@ -89,6 +91,32 @@ class TrainConfig:
             raise UsageError(f"--step-size-lr-scale must be a positive number, got {self.step_size_lr_scale}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise UsageError(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
+        # every other number of the recipe, at the edge: a value no schedule, optimizer or random
+        # generator takes is a usage error here, not a ValueError deep in torch or NumPy
+        for name, value, ok, want in [
+            ("--min-lr-ratio", self.min_lr_ratio, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
+            ("--step-gamma", self.step_gamma, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]"),
+            ("--weight-decay", self.weight_decay, lambda v: 0.0 <= v < math.inf, "a number >= 0"),
+            ("--grad-clip", self.grad_clip, lambda v: 0.0 <= v < math.inf, "a number >= 0 (0: off)"),
+            ("charbonnier_eps", self.charbonnier_eps, lambda v: 0.0 < v < math.inf, "a positive number"),
+        ]:
+            if not (isinstance(value, (int, float)) and ok(float(value))):  # NaN fails every comparison
+                raise UsageError(f"{name} must be {want}, got {value}")
+        for name, value, low in [("--warmup-steps", self.warmup_steps, 0), ("--seed", self.seed, 0)]:
+            if value < low:
+                raise UsageError(f"{name} must be >= {low}, got {value}")
+        if self.seed >= 2**63:
+            raise UsageError(f"--seed must be below 2**63, got {self.seed}")
+        if self.step_epochs is not None and self.step_epochs < 1:
+            raise UsageError(f"--step-epochs must be >= 1, got {self.step_epochs}")
+        if self.val_patches is not None and self.val_patches < 0:
+            raise UsageError(f"--val-patches must be >= 0, got {self.val_patches}")
+        for name, value in [("--epochs", self.epochs), ("--batch-size", self.batch_size), ("--patches", self.patches),
+                            ("--val-patches", self.val_patches), ("--log-every", self.log_every),
+                            ("--warmup-steps", self.warmup_steps), ("--step-epochs", self.step_epochs),
+                            ("--patch-size", self.patch_size)]:
+            if value is not None and value > MAX_COUNT:  # counts become C ints in torch and NumPy
+                raise UsageError(f"{name} must be at most {MAX_COUNT:,}, got {value}")
         if self.downscale not in (1, 2):
             raise UsageError(f"--downscale must be 1 or 2, got {self.downscale}")
         return self

@@ -9,7 +9,7 @@ test sets): the share of added step sizes (block, ADMM iteration, CG step, head)
 gradient is negative, how often a batch's sign agrees with the mean's, and the mean gradient's
 size beside that of the trained step sizes::
 
-    .venv/bin/python benchmarks/unrolling_gradient.py gsprestore/weights/ugtv_demosaic.pt \\
+    .venv/bin/python research/unrolling_gradient.py gsprestore/weights/ugtv_demosaic.pt \\
         --data carry/pack --admm-iters 2 --cg-iters 10
 
 A share near 0.5 with agreement at the level of noise alone (printed beside it: 0.667 for 4
@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ self-ensembled, on a folder of photos (the training pack's held-out crops: never
 
 Usage (from the repository root)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/average_outputs.py carry/pack/val --task demosaic \\
+    OMP_NUM_THREADS=1 .venv/bin/python research/average_outputs.py carry/pack/val --task demosaic \\
         --methods ugtv,uglr
 
 Each method runs once plain and once as its self-ensemble (:mod:`gsprestore.self_ensemble`);
@@ -14,10 +14,6 @@ Each method runs once plain and once as its self-ensemble (:mod:`gsprestore.self
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's gsprestore
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 ones copying the last one's learned CG step sizes (``alpha``, ``beta``: one per ADMM iteration,
 CG step and head). Score the written file on held-out crops with ``gsprestore benchmark``:
 
-    .venv/bin/python benchmarks/extend_unrolling.py gsprestore/weights/ugtv_demosaic.pt 5 10 /tmp/a5c10.pt
+    .venv/bin/python research/extend_unrolling.py gsprestore/weights/ugtv_demosaic.pt 5 10 /tmp/a5c10.pt
     gsprestore benchmark --task demosaic --dataset custom --data-dir carry/pack/val --methods ugtv \\
         --weights ugtv=/tmp/a5c10.pt
 """

@@ -4,8 +4,8 @@ extrapolation along the line between them), written as a weights file to score w
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/average_weights.py OUT.pt 1:job1/ugtv_demosaic.pt 1:job2/ugtv_demosaic.pt
-    .venv/bin/python benchmarks/average_weights.py OUT.pt 1.5:job2/ugtv_demosaic.pt -0.5:job1/ugtv_demosaic.pt
+    .venv/bin/python research/average_weights.py OUT.pt 1:job1/ugtv_demosaic.pt 1:job2/ugtv_demosaic.pt
+    .venv/bin/python research/average_weights.py OUT.pt 1.5:job2/ugtv_demosaic.pt -0.5:job1/ugtv_demosaic.pt
 
 The weights are normalised to sum to one; every tensor is averaged in float64; the first file's
 configuration and metadata are kept (with the recipe of the blend under ``meta["average"]``).
@@ -14,9 +14,6 @@ configuration and metadata are kept (with the recipe of the blend under ``meta["
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's gsprestore
 
 
 def main() -> None:

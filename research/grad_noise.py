@@ -7,8 +7,8 @@ gradients at the same patches moved by a 1e-6 jitter (``--draws`` draws). The L1
 projections are not smooth, so a rounding or a jitter that flips one residual's sign moves the
 gradient by a finite step: the moves of trained weights are percent-sized and heavy-tailed.
 
-    .venv/bin/python benchmarks/grad_noise.py                       # the shipped weights
-    .venv/bin/python benchmarks/grad_noise.py --weights-dir OUT/    # a GPU job's returned models
+    .venv/bin/python research/grad_noise.py                       # the shipped weights
+    .venv/bin/python research/grad_noise.py --weights-dir OUT/    # a GPU job's returned models
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from gsprestore.training import make_loss, observe  # noqa: E402
-from gsprestore.weights import load_model  # noqa: E402
+from gsprestore.training import make_loss, observe
+from gsprestore.weights import load_model
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
 

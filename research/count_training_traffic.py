@@ -8,7 +8,7 @@ for that step on a GPU, neither of which fusion-free code can beat:
 * memory floor: bytes moved / HBM bandwidth (H100: ~3.0 TB/s measured; H200 ~4.0);
 * launch floor: launches x ~4 us (one small kernel's launch and drain), the same for any batch.
 
-    python benchmarks/count_training_traffic.py [--models ugtv_demosaic,...] [--batch 4] [--patch 64]
+    python research/count_training_traffic.py [--models ugtv_demosaic,...] [--batch 4] [--patch 64]
 
 The counts are device-independent (the same operators run on CUDA); the native CPU kernels are
 switched off so that the PyTorch path (the one CUDA runs) is counted.
@@ -21,7 +21,7 @@ counts one launch and the bytes of its tensor arguments, each read or written on
 5x5 window's neighbours assumed to come from cache), and does not run it: the PyTorch operators
 around the kernels then see unwritten values, which changes no shape and no dispatch.
 
-    python benchmarks/count_training_traffic.py --path pytorch,fused --batch 2
+    python research/count_training_traffic.py --path pytorch,fused --batch 2
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ For every ``--every``-th photo of a folder, the most textured ``--crop`` x ``--c
 several ``method`` settings; printed: bytes / raw RGB bytes and encoding seconds per crop. Every
 encoding is decoded again and checked bit-exact.
 
-    python benchmarks/pack_codecs.py ../shared/datasets/train/photos --every 12
+    python research/pack_codecs.py ../shared/datasets/train/photos --every 12
 """
 
 from __future__ import annotations
