@@ -36,6 +36,9 @@ Expect = Callable[[float], None]
 #: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
 #: method's weights are not available.
 FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
+#: A camera RAW file's default brightness (:data:`gsprestore.camera_raw.DEFAULT_BRIGHT`, repeated
+#: here so that this module imports nothing heavy; a test checks they agree).
+DEFAULT_BRIGHT = "auto"
 
 
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
@@ -115,6 +118,7 @@ def restore_file(
     overwrite: bool = False,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
     software: str | None = None,
     alpha_restorer: "Restorer | None" = None,
     notice: Notice | None = None,
@@ -141,7 +145,7 @@ def restore_file(
     run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
     if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
-                                output_space=output_space, bit_depth=bit_depth, quality=quality,
+                                output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, **run)
 
@@ -193,6 +197,7 @@ def develop_raw_file(
     pattern: str | None = None,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
     bit_depth: int | None = None,
     quality: int | None = None,
     overwrite: bool = False,
@@ -204,8 +209,9 @@ def develop_raw_file(
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
-    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``.
-    ``run``: the engine's tile, overlap, device, precision."""
+    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
+    brightness ``bright`` (:func:`gsprestore.camera_raw.develop`). ``run``: the engine's tile,
+    overlap, device, precision."""
     import torch
 
     from .camera_raw import develop, read_raw
@@ -229,7 +235,7 @@ def develop_raw_file(
         return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
                        **run).numpy()
 
-    out = develop(frame, demosaic, wb=wb, output_space=output_space,
+    out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
     depth = bit_depth or 16
     software = software or TOOL_TAG.format(command="demosaic")
@@ -237,7 +243,7 @@ def develop_raw_file(
     written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
-            "pattern": frame.pattern, "wb": wb, "output_space": output_space}
+            "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
 
 
 def restore_chart(restorer: "Restorer", pattern: str = "RGGB", *,

@@ -48,6 +48,10 @@ WhiteBalance = Annotated[str, typer.Option("--wb", help="Camera RAW only: white 
 OutputSpace = Annotated[str, typer.Option("--output-space", help="Camera RAW only: srgb (the camera-to-sRGB matrix "
                                           "and the sRGB curve), linear (linear sRGB) or camera (white-balanced "
                                           "camera RGB, linear).")]
+Bright = Annotated[str, typer.Option("--bright", help="Camera RAW only: auto (as LibRaw / dcraw by default: the "
+                                     "brightest channel's 99th percentile to white), none (the sensor's clipping "
+                                     "point is white) or a FACTOR on linear values. Highlights above white are "
+                                     "clipped, as LibRaw's default highlight mode.")]
 BitDepth = Annotated[Optional[int], typer.Option("--bit-depth", help="8 or 16 (default: the input file's depth).")]
 Recursive = Annotated[bool, typer.Option("--recursive", "-r", help="Descend into sub-folders of folder inputs.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (default: refuse).")]
@@ -365,6 +369,7 @@ def _restore_batch(
     quality: int | None = None,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str = "auto",
     pattern_given: bool = False,
     prefer: str | None = None,
     shard: str | None = None,
@@ -373,7 +378,7 @@ def _restore_batch(
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
     device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``; ``--best`` also
     turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`)."""
-    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
+    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
     from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
     from ..restorers import method_spec
@@ -382,6 +387,7 @@ def _restore_batch(
     _check_common(ext, bit_depth, overwrite, skip_existing, quality)
     wb = check_choice(wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
+    bright = parse_bright(bright)
     if output is not None and output.lower().endswith(".dng"):
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
@@ -420,7 +426,8 @@ def _restore_batch(
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
                                 tile=tile, overlap=overlap, device=dev, precision=precision, bit_depth=bit_depth,
                                 quality=quality, overwrite=overwrite, wb=wb, output_space=output_space,
-                                alpha_restorer=alpha_restorer, notice=reporter.notice, progress=reporter.tiles,
+                                bright=bright, alpha_restorer=alpha_restorer, notice=reporter.notice,
+                                progress=reporter.tiles,
                                 expect=None if expect is None else (lambda mp: expect(job, mp)))
 
         return work
@@ -441,6 +448,7 @@ def demosaic_cmd(
     pattern: RawPattern = None,
     wb: WhiteBalance = "camera",
     output_space: OutputSpace = "srgb",
+    bright: Bright = "auto",
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
@@ -465,7 +473,8 @@ def demosaic_cmd(
 
     A camera RAW file (DNG, CR2, NEF, ARW, RAF, ... read by LibRaw) is developed: its own Bayer
     phase, black and white levels and visible area, white balance (--wb), the demosaicker,
-    the camera-to-sRGB matrix and curve (--output-space), its orientation; 16-bit PNG by default.
+    the camera-to-sRGB matrix LibRaw uses for the camera, brightness (--bright) and the sRGB curve
+    (--output-space), its orientation; 16-bit PNG by default.
 
     Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
@@ -476,8 +485,8 @@ def demosaic_cmd(
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, shard=shard,
-                   self_ensemble=self_ensemble)
+                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, bright=bright,
+                   shard=shard, self_ensemble=self_ensemble)
 
 
 @command("upscale2x")
