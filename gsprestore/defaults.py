@@ -320,3 +320,40 @@ def expected_seconds(method: str, task: str, device: str, megapixels: float,
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
     """The name of ``task``'s default method on ``device`` (a kind; :func:`choose_default`)."""
     return choose_default(task, device=device, prefer=prefer).method
+
+
+def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixels: float, *,
+              how: str = "the default", manifest: dict[str, Any] | None = None) -> str | None:
+    """One line on how to get the best result by recorded quality when ``method`` (with or
+    without ``self_ensemble``) is not it: ``--best`` (the best by quality, :func:`best_by_quality`,
+    with its self-ensemble), the recorded scores of both, and about how long ``megapixels`` of
+    output take that way on ``device`` (its recorded speed, two passes). None when this run is
+    the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
+    ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
+    comes from the manifest."""
+    from .heartbeat import about
+    from .self_ensemble import PASSES
+
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return None
+    best = best_by_quality(task, manifest)
+    if method == best.method and self_ensemble:
+        return None
+    scores = {**best.classical, **best.learned}
+
+    def kodak(name: str) -> str:
+        return f"{scores[name]['kodak']:.2f}" if "kodak" in scores.get(name, {}) else "?"
+
+    option = how.split(",")[0]
+    flag = ("--self-ensemble" if method == best.method else
+            "--best" + (f" instead of {option}" if option.startswith("--") else ""))
+    what = (f"{method} as its self-ensemble" if method == best.method else
+            f"{best.method}, self-ensembled; recorded Kodak {kodak(best.method)} dB vs {kodak(method)} for {method}")
+    seconds = expected_seconds(best.method, task, device, megapixels, manifest) if megapixels else None
+    when = (f"about {about(seconds * PASSES)} for this job on {device} at its recorded "
+            f"{1 / recorded_speed(best.method, task, device, manifest):.0f} s/MP, {PASSES} passes"
+            if seconds is not None else f"its speed on {device} is not recorded")
+    return f"for the best quality add {flag} ({what}): {when}"

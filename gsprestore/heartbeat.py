@@ -38,6 +38,11 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def about(seconds: float) -> str:
+    """``"a second"`` under 2 s, else :func:`clock` (for "about ..." estimates)."""
+    return "a second" if seconds < 2 else clock(seconds)
+
+
 class Heartbeat:
     """While active (``with Heartbeat(interval, beat):``), calls ``beat(elapsed_seconds)`` every
     ``interval`` seconds from a daemon thread; ``interval`` None or <= 0: never. ``touch()``

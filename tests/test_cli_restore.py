@@ -4,6 +4,7 @@ message naming the file and the reason with nothing lost."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -394,7 +395,9 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
+    best = defaults.best_by_quality("demosaic")
+    best.method = "ugtv"
+    monkeypatch.setattr(defaults, "best_by_quality", lambda task, *a, **k: best)  # as if its scores made it the best
 
     real = restorers.get_restorer
 
@@ -408,6 +411,21 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     assert code == 0, err
     assert "using menon instead" in err and "with menon" in out
     assert "for reference" not in out  # menon is not compared with itself
+
+
+def test_demo_shows_the_best_method_beside_the_classical_one(tmp_path, monkeypatch):
+    """Without -m the demo runs the best method by recorded quality (the manifest's: a learned one
+    when its weights beat the classical ones) and prints the classical method's score and time on
+    the same mosaic beside it."""
+    from gsprestore import defaults
+
+    best = defaults.best_by_quality("demosaic")
+    best.method = "malvar"  # what the manifest would rank first (a fast stand-in for a network)
+    monkeypatch.setattr(defaults, "best_by_quality", lambda task, *a, **k: best)
+    code, out, err = cli("demo", cwd=tmp_path)
+    assert code == 0, err
+    assert "with malvar on cpu: PSNR" in out and " s -> " in out
+    assert "for reference, menon on the same mosaic: PSNR" in out and "dB for malvar)" in out
 
 
 def test_bundled_chart_is_the_generated_one():
@@ -435,8 +453,9 @@ def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_pat
     raw(tmp_path / "r.png")
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "o.png")
     assert code == 0, err
-    beats = [line for line in err.splitlines() if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'}: ")]
-    assert len(beats) >= 2 and all(line.endswith(" elapsed") for line in beats), err
+    beats = [line for line in err.splitlines()
+             if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'} with bilinear: ")]
+    assert len(beats) >= 2 and all(" elapsed" in line for line in beats), err
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "q.png", "-q")
     assert code == 0 and err == ""  # --quiet: nothing
 
@@ -470,3 +489,35 @@ def test_no_silent_loss_of_bits_or_mosaic_samples(tmp_path):
     code, _, err = cli("mosaic", tmp_path / "p.jpg")
     assert code == 0 and (tmp_path / "p-mosaic.png").is_file() and not (tmp_path / "p-mosaic.jpg").exists()
     assert "1 JPEG / WebP input(s) give PNG mosaics (a Bayer mosaic must be lossless)" in err
+
+
+def test_the_whole_job_eta_exists_before_a_long_first_step_ends():
+    """Rich's own ETA needs a step within its 30-s speed window (`eta -:--:--` while one image or
+    tile takes longer); ours is the whole job's by pixels: from the recorded speed before anything
+    is done, then from elapsed / done with the current file's tiles."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gsprestore.cli.batch_progress import JobClock, Reporter
+
+    clock = JobClock([1_000_000, 3_000_000], expected=400.0)
+    clock.t0 -= 100  # 100 s into the first file, nothing done: the recorded speed's figure
+    assert abs(clock.left() - 300) < 1
+    clock.part(1, 2)  # half the first file's tiles: 0.5 of 4 MP done in 100 s
+    assert abs(clock.fraction() - 0.125) < 1e-9 and abs(clock.left() - 700) < 1
+    clock.finish(0)
+    clock.start(1)
+    assert abs(clock.fraction() - 0.25) < 1e-9
+    assert JobClock([None, None]).left() is None  # nothing to go by yet
+    late = JobClock([10], expected=5.0)
+    late.t0 -= 10
+    assert late.left() is None  # past the expected time with nothing done: no made-up figure
+    reporter = Reporter(True, 2, "demosaic", method="ugtv")
+    reporter.clock = JobClock([1_000_000, 1_000_000], expected=3725.0)
+    from gsprestore.cli.batch_progress import _eta_column
+
+    progress = Progress(_eta_column(reporter), console=Console(file=io.StringIO(), width=80))
+    reporter._files_task = progress.add_task("files", total=2)
+    console = Console(file=io.StringIO(), width=80)
+    console.print(progress)
+    assert "eta 1:02:0" in console.file.getvalue()

@@ -1,16 +1,17 @@
 """Which method ``gsprestore demosaic`` / ``upscale2x`` run and what it will cost: ``--method``, the
 ``--weights`` file's network, or the task's default on the device (``--fast`` / ``--best``;
-:mod:`gsprestore.defaults`), and the one line on stderr that says how long a file will take when
-that is long (from the method's recorded speed). No torch import at module level."""
+:mod:`gsprestore.defaults`), the one line on stderr that says how long the whole job will take
+when that is long (from the method's recorded speed), and the line on how to get the best result
+when this run is not it. No torch import at module level."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..batch import Job
+    from .batch_progress import Reporter
 
-#: A file expected to take longer than this (seconds, by the method's recorded speed) gets a note.
+#: A job expected to take longer than this (seconds, by the method's recorded speed) gets a note.
 LONG_FILE_S = 10.0
 
 
@@ -38,32 +39,63 @@ def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None
     return "fast" if fast else "best" if best else None
 
 
-def time_note(method: str, task: str, device: str, how: str,
-              notice: Callable[[str], None], passes: int = 1) -> Callable[["Job", float], None]:
-    """``expect(job, megapixels)`` for the worker: the first file whose expected time (the method's
-    recorded speed on this kind of device, times ``passes``: 2 with ``--self-ensemble``) passes
-    :data:`LONG_FILE_S` gets one line saying which method runs, how it was chosen, about how long
-    it takes and what is faster."""
-    from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
-    from ..heartbeat import clock
+def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str, passes: int = 1,
+             *, estimate: bool = True) -> None:
+    """Before the batch starts: the whole job's megapixels (from the files' headers) and expected
+    time (the method's recorded speed on this kind of device, times ``passes``: 2 with
+    ``--self-ensemble``) set the reporter's :class:`JobClock` (the ETA of every long run); a job
+    expected to take longer than :data:`LONG_FILE_S` gets one line saying which method runs, how
+    it was chosen (``how``: ``--method``, ``--prior gtv``, ``--best``...), about how long all the
+    files take and what is faster (``estimate`` False: no such line, e.g. with ``--weights``). The
+    line on how to get the best result, when this is not it, goes to ``reporter.closing``
+    (:func:`gsprestore.defaults.best_hint`)."""
+    from ..defaults import CLASSICAL_DEFAULT, best_hint, expected_seconds, speed_conditions
+    from ..heartbeat import about, clock
+    from ..io import header_pixels
+    from .batch_progress import JobClock
 
-    said = []
-
-    def expect(job: "Job", megapixels: float) -> None:
-        if said:
-            return
-        seconds = expected_seconds(method, task, device, megapixels)
-        if seconds is not None:
-            seconds *= passes
-        if seconds is None or seconds < LONG_FILE_S:
-            return
-        said.append(True)
+    scale = 4 if task == "upscale2x" else 1  # megapixels of output, as the speeds are recorded
+    pixels = [header_pixels(job.input) for job in reporter.jobs]
+    pixels = [p * scale if p else None for p in pixels]
+    known = [p for p in pixels if p]
+    megapixels = (sum(known) / len(known) * len(pixels) if known else 0.0) / 1e6
+    seconds = expected_seconds(method, task, device, megapixels) if megapixels else None
+    seconds = None if seconds is None else seconds * passes
+    reporter.clock = JobClock(pixels, seconds)
+    if estimate and seconds is not None and seconds >= LONG_FILE_S:
         fast = CLASSICAL_DEFAULT[task]
         where = speed_conditions(device)
-        notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {job.input.name} "
-               f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
-               + (f" on {where.split(':')[0]}" if where else "")
-               + (f", {passes} passes" if passes > 1 else "") + ")"
-               + ("" if method == fast else f"; --fast ({fast}) takes about a second"))
+        fast_s = expected_seconds(fast, task, device, megapixels)
+        files = reporter.jobs[0].input.name if len(reporter.jobs) == 1 else f"{len(reporter.jobs)} files"
+        reporter.notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {files} "
+                        f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
+                        + (f" on {where.split(':')[0]}" if where else "")
+                        + (f", {passes} passes" if passes > 1 else "") + ")"
+                        + ("" if method == fast else f"; --fast ({fast}) takes about "
+                           + about(fast_s or 0.0)))
+    hint = best_hint(task, method, passes > 1, device, megapixels, how=how)
+    if hint:
+        reporter.closing.append(hint)
 
-    return expect
+
+def best_help(task: str) -> str:
+    """``--best``'s help for ``task``: what it runs today and its time per megapixel on a CPU, from
+    the manifest's recorded speed (two passes: it runs the self-ensemble), with a 24-MP photo's."""
+    from ..defaults import best_by_quality, recorded_speed, speed_conditions
+    from ..heartbeat import clock
+    from ..self_ensemble import PASSES
+    from ..weights import read_manifest
+
+    text = "Run the best method by recorded quality whatever its time, with --self-ensemble"
+    try:
+        manifest = read_manifest()
+    except Exception:  # noqa: BLE001 - an unreadable manifest: the help without figures
+        return text + "."
+    best = best_by_quality(task, manifest).method
+    speed = recorded_speed(best, task, "cpu", manifest)
+    if not speed:
+        return text + f" (today {best})."
+    per_mp = PASSES / speed
+    where = (speed_conditions("cpu", manifest) or "").split(":")[0] or "a CPU"
+    return (text + f" (today {best}): about {per_mp:.0f} s per megapixel of output on {where} by its recorded "
+            f"speed, {clock(24 * per_mp)} for a 24-MP photo; a GPU is much faster.")

@@ -20,7 +20,7 @@ import typer
 from ..errors import one_line
 from ..self_ensemble import PASSES
 from .batch_progress import Reporter
-from .method_choice import chosen_method, fast_or_best, time_note
+from .method_choice import best_help, chosen_method, fast_or_best, plan_job
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,8 +69,8 @@ Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method na
                                                 "default: the best by recorded quality that is fast enough on this "
                                                 "kind of device (`gsprestore models` says which and why).")]
 Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (menon / bicubic; no learned network).")]
-Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time, "
-                                    "with --self-ensemble (a learned network takes minutes per photo on a CPU).")]
+BestDemosaic = Annotated[bool, typer.Option("--best", help=best_help("demosaic"))]
+BestUpscale = Annotated[bool, typer.Option("--best", help=best_help("upscale2x"))]
 SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help="Average the method's output with its output on "
                                             "the transposed image: twice the time, +0.04 to +0.16 dB for the "
                                             "learned models on held-out photos.")]
@@ -127,13 +127,17 @@ def _run_batch(
     lossless: bool = False,
     shard: str | None = None,
     ranks: Any = None,
+    method: str | None = None,
 ) -> None:
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run.
     ``lossless``: an output that ``--ext same`` would make JPEG / WebP is written as PNG (a note
     says so). ``shard`` (``--shard K/N``) and the ranks of torchrun (``ranks``,
     :class:`gsprestore.distributed.Ranks`) each take their share of the planned jobs
     (:func:`gsprestore.batch.shard_jobs`); with several ranks, rank 0 alone shows progress and
-    the summary of all of them, and every rank exits with the job's exit code (the highest)."""
+    the summary of all of them, and every rank exits with the job's exit code (the highest).
+    ``method``: what the per-file and summary lines name (``menon (the default)``); ``setup`` may
+    read ``reporter.jobs`` (their time estimate) and add to ``reporter.closing``, lines printed
+    after the summary."""
     from .. import distributed as D
     from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
     from ..errors import GspError
@@ -149,7 +153,7 @@ def _run_batch(
                               skip_existing=skip_existing, continue_on_error=continue_on_error,
                               quiet=quiet_rank, as_json=as_json and ranks.main, setup=setup, meta=meta,
                               extra_suffixes=extra_suffixes, lossless=lossless, shard=shard,
-                              ranks=_Joined(ranks, quiet))
+                              ranks=_Joined(ranks, quiet), method=method)
         finally:
             D.finish(ranks)
 
@@ -172,7 +176,7 @@ def _run_batch(
     planned = jobs  # every rank's jobs (of this --shard)
     if group is not None:  # after the same sorted walk on every rank: each file in one rank's share
         jobs = shard_jobs(jobs, group.ranks.rank, group.ranks.world)
-    reporter = Reporter(quiet, len(jobs), verb)
+    reporter = Reporter(quiet, len(jobs), verb, method=method.split(" (")[0] if method else None)
     if lossless:
         from ..batch import Job
 
@@ -213,6 +217,7 @@ def _run_batch(
         summary = run_jobs([], lambda j, k: None, failures=failures_here)
         summary.stopped = True
     else:
+        reporter.jobs = jobs
         worker = setup(reporter)
         with reporter:
             summary = run_jobs(jobs, worker, sweep=sweep, skip_existing=skip_existing, overwrite=overwrite,
@@ -225,12 +230,15 @@ def _run_batch(
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
         reporter.console.print(one_line(
-            f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
+            (f"{verb} with {method}: " if method else "")
+            + f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
             f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
                if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
         )
+        for line in reporter.closing:
+            reporter.notice(line)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 
@@ -374,10 +382,12 @@ def _restore_batch(
     prefer: str | None = None,
     shard: str | None = None,
     self_ensemble: bool = False,
+    how: str | None = None,
 ) -> None:
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
     device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``; ``--best`` also
-    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`)."""
+    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`). ``how``: how the user named the
+    method when not by ``--method`` (``--prior gtv``)."""
     from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
     from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
@@ -394,7 +404,7 @@ def _restore_batch(
     if bit_depth == 16 and output is not None and output.lower().endswith((".jpg", ".jpeg", ".webp")):
         raise UsageError(f"-o {output}: JPEG and WebP are 8-bit; use .png or .tif for --bit-depth 16")
     method_given = method is not None
-    how = "--method" if method_given else ("--weights" if weights is not None else
+    how = how or "--method" if method_given else ("--weights" if weights is not None else
                                            {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
     self_ensemble = self_ensemble or prefer == "best"
     if self_ensemble:
@@ -419,16 +429,15 @@ def _restore_batch(
         restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best",
                                  self_ensemble=self_ensemble)
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
-        expect = None if weights is not None else time_note(restorer.name, task, dev.type, how, reporter.notice,
-                                                            passes=PASSES if self_ensemble else 1)
+        plan_job(reporter, restorer.name, task, dev.type, how, passes=PASSES if self_ensemble else 1,
+                 estimate=weights is None)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
                                 tile=tile, overlap=overlap, device=dev, precision=precision, bit_depth=bit_depth,
                                 quality=quality, overwrite=overwrite, wb=wb, output_space=output_space,
                                 bright=bright, alpha_restorer=alpha_restorer, notice=reporter.notice,
-                                progress=reporter.tiles,
-                                expect=None if expect is None else (lambda mp: expect(job, mp)))
+                                progress=reporter.tiles)
 
         return work
 
@@ -436,6 +445,7 @@ def _restore_batch(
                default_suffix="-demosaic" if task == "demosaic" else "-2x", ext=ext, recursive=recursive,
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
                as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (), shard=shard,
+               method=f"{spec.name}{'+se' if self_ensemble else ''} ({how})",
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
                      "self_ensemble": self_ensemble, **({"pattern": pattern} if task == "demosaic" else {})})
 
@@ -465,7 +475,7 @@ def demosaic_cmd(
     quiet: Quiet = False,
     as_json: JsonOut = False,
     fast: Fast = False,
-    best: Best = False,
+    best: BestDemosaic = False,
     self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
@@ -512,7 +522,7 @@ def upscale2x_cmd(
     quiet: Quiet = False,
     as_json: JsonOut = False,
     fast: Fast = False,
-    best: Best = False,
+    best: BestUpscale = False,
     self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
@@ -530,6 +540,7 @@ def upscale2x_cmd(
             raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
         method = "u" + p
     _restore_batch("upscale2x", inputs=inputs, output=output, method=method,
+                   how=f"--prior {prior.lower()}" if prior is not None else None,
                    prefer=fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile,
                    overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
@@ -554,14 +565,18 @@ def demo_cmd(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the output even if it is not an earlier "
                                             "demo output.")] = False,
 ) -> None:
-    """Demosaic the bundled test chart's mosaic, write the PNG and print its PSNR.
+    """Demosaic the bundled test chart's mosaic with the best method by recorded quality (a learned
+    model when its weights beat the classical methods), write the PNG and print its PSNR and time
+    beside the classical method's on the same mosaic.
 
-    Uses the default method, or menon (with a note) when its weights are not available.
+    --method picks another; menon (with a note) when the learned weights are not available.
     """
+    import time
     from pathlib import Path
 
+    from ..defaults import best_by_quality
     from ..errors import GspError, WeightsError
-    from ..file_restore import FALLBACK_METHOD, default_method
+    from ..file_restore import FALLBACK_METHOD
     from ..restorers import get_restorer, method_spec
     from ..sampling import check_pattern
 
@@ -570,7 +585,7 @@ def demo_cmd(
     pattern = check_pattern(pattern)
     dev = resolve_device(device)
     try:
-        name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
+        name = method_spec(method, "demosaic").name if method else best_by_quality("demosaic").method
     except WeightsError as exc:  # an unreadable manifest: said, not silent
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
@@ -594,13 +609,17 @@ def demo_cmd(
     restorer = load_restorer(name, "demosaic", method_given=bool(method),
                              fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
     name = restorer.name
+    t0 = time.perf_counter()
     out, score, raw = restore_chart(restorer, pattern, device=dev)
+    took = time.perf_counter() - t0
     written = write_image(out_path, out.numpy(), 8, overwrite=replace,
                           text={"Software": DEMO_TAG, "Description": f"{name}, {pattern}"})
     h, w = out.shape[:2]
     typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
-               f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) -> {written}")
+               f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) in {took:.1f} s -> {written}")
     reference = FALLBACK_METHOD["demosaic"]
     if name != reference:  # the classical reference on the same mosaic, so the figure can be read
+        t0 = time.perf_counter()
         _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)
-        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB")
+        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB in "
+                   f"{time.perf_counter() - t0:.1f} s ({score - ref_score:+.2f} dB for {name})")
