@@ -521,3 +521,24 @@ def test_the_whole_job_eta_exists_before_a_long_first_step_ends():
     console = Console(file=io.StringIO(), width=80)
     console.print(progress)
     assert "eta 1:02:0" in console.file.getvalue()
+
+
+def test_the_eta_column_of_benchmark_and_train_survives_steps_longer_than_30_s():
+    """Benchmark images and training steps: the ETA is the task's average pace since it started
+    (Rich's own needs steps within its 30-s window); a resumed run's earlier steps do not count."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gsprestore.heartbeat import eta_column
+
+    progress = Progress(eta_column(), console=Console(file=io.StringIO(), width=80))
+    task = progress.add_task("x", total=24, completed=0)
+    progress.start_task(task)
+    t = progress.tasks[0]
+    t.start_time -= 360  # 6 images in 6 minutes, each longer than Rich's 30-s window
+    progress.update(task, completed=6)
+    assert str(eta_column().render(progress.tasks[0])).startswith("eta 18:0")
+    resumed = progress.add_task("y", total=100, completed=50, first=50)
+    progress.tasks[1].start_time -= 100
+    progress.update(resumed, completed=60)  # 10 steps in 100 s, 40 to go
+    assert str(eta_column().render(progress.tasks[1])).startswith("eta 6:4")

@@ -312,12 +312,12 @@ class BenchmarkProgress:
 
         self.t0 = time.perf_counter()
         if self.console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from ..heartbeat import eta_column
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("images"),
-                                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=self.console,
-                                transient=True)
+                                TimeElapsedColumn(), eta_column(), console=self.console, transient=True)
             self.bar.start()
             self.job = self.bar.add_task(self.title, total=None)
         return self.step
