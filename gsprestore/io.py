@@ -599,6 +599,8 @@ def header_pixels(path: str | Path) -> int | None:
     needs. None when the header cannot be read (the file then fails when it is restored)."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device is never opened here
+            return None
         if path.suffix.lower() in (".tif", ".tiff"):
             import tifffile
 

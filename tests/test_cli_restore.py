@@ -542,3 +542,38 @@ def test_the_eta_column_of_benchmark_and_train_survives_steps_longer_than_30_s()
     progress.tasks[1].start_time -= 100
     progress.update(resumed, completed=60)  # 10 steps in 100 s, 40 to go
     assert str(eta_column().render(progress.tasks[1])).startswith("eta 6:4")
+
+
+def test_one_option_vocabulary_across_commands(tmp_path):
+    """-o/--output, -m/--method (--methods where a list is taken), -q/--quiet (--no-progress) on
+    every command; old spellings still work; --prior on demosaic; a mistyped method gets the
+    closest of the task's methods; -o x.jpeg2 is an error, not a folder; --suffix help per command."""
+    from gsprestore.cli.app import _register, app
+    import typer.main
+
+    _register()
+    cmd = typer.main.get_command(app)
+    names = {name: {o for p in c.params for o in p.opts} for name, c in cmd.commands.items()}
+    for name in ("mosaic", "demosaic", "upscale2x", "demo", "compare", "explain", "train", "train-pack"):
+        assert {"-o", "--output"} <= names[name], name
+    assert "--out" in names["train"] and "--out" in names["train-pack"]  # the old spellings
+    for name in ("compare", "benchmark"):
+        assert {"-m", "--method", "--methods"} <= names[name], name
+    for name in ("mosaic", "demosaic", "upscale2x", "train"):
+        assert {"-q", "--quiet", "--no-progress"} <= names[name], name
+    assert "--prior" in names["demosaic"]
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "menno")
+    assert code == 2 and "did you mean 'menon'?" in err and "bicubic" not in err, err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "--prior", "gtv", "--fast")
+    assert code == 2 and "--fast chooses the method" in err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "--prior", "sparse")
+    assert code == 2 and "unknown --prior 'sparse'; expected glr or gtv" in err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "x.jpeg2")
+    assert code == 2 and "unknown output extension '.jpeg2'" in err and not (tmp_path / "x.jpeg2").exists()
+    assert cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "v1.2", "--no-progress")[0] == 0
+    assert (tmp_path / "v1.2" / "r.png").is_file()
+    helps = {c: cli(c, "--help")[1] for c in ("mosaic", "demosaic", "upscale2x")}
+    assert "-mosaic next" in " ".join(helps["mosaic"].split()) and "-2x" not in helps["mosaic"]
+    assert "-2x next" in " ".join(helps["upscale2x"].split()) and "-demosaic" not in helps["upscale2x"]
+    assert "SIDE" in cli("train-pack", "--help")[1]

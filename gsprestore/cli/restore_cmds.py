@@ -20,7 +20,7 @@ import typer
 from ..errors import one_line
 from ..self_ensemble import PASSES
 from .batch_progress import Reporter
-from .method_choice import best_help, chosen_method, fast_or_best, plan_job
+from .method_choice import best_help, chosen_method, fast_or_best, plan_job, self_ensemble_help
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,8 +37,15 @@ RawInputs = Annotated[list[str], typer.Argument(help="Bayer mosaics (PNG or TIFF
                                                 show_default=False)]
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (one input) or folder "
                                                 "(mirrors the input tree). Default: next to each input.")]
-Suffix = Annotated[Optional[str], typer.Option("--suffix", help="Added to output names (default: none with -o "
-                                                "FOLDER, else -demosaic / -2x / -mosaic).")]
+
+
+def _suffix(default: str) -> Any:
+    """``--suffix`` of a command whose outputs are named NAME{default}.EXT by default."""
+    return Annotated[Optional[str], typer.Option("--suffix", help=f"Added to output names (default: {default} "
+                                                 "next to the input, none with -o FOLDER).")]
+
+
+MosaicSuffix, DemosaicSuffix, UpscaleSuffix = _suffix("-mosaic"), _suffix("-demosaic"), _suffix("-2x")
 Ext = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, jpg, webp or same (as the input; PNG for "
                                    "camera RAW inputs).")]
 MosaicExt = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, dng (a camera RAW file) or same.")]
@@ -58,7 +65,8 @@ Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace existing o
 SkipExisting = Annotated[bool, typer.Option("--skip-existing", help="Leave existing outputs alone and go on.")]
 ContinueOnError = Annotated[bool, typer.Option("--continue-on-error", help="Do every good file even if some fail "
                                                 "(exit code 3 if any failed).")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notices on stderr (errors only).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", "--no-progress", help="No progress or notices on stderr "
+                                     "(errors only).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print a JSON summary of every file on stdout.")]
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern, named by its top-left 2x2 block: "
                                        "RGGB, BGGR, GRBG or GBRG.")]
@@ -68,12 +76,12 @@ RawPattern = Annotated[Optional[str], typer.Option("--pattern", "-p", help="Baye
 Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method name (see `gsprestore models`); "
                                                 "default: the best by recorded quality that is fast enough on this "
                                                 "kind of device (`gsprestore models` says which and why).")]
+Prior = Annotated[Optional[str], typer.Option("--prior", help="glr or gtv: the learned network of that prior, "
+                                             "shorthand for --method uglr / ugtv.")]
 Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (menon / bicubic; no learned network).")]
 BestDemosaic = Annotated[bool, typer.Option("--best", help=best_help("demosaic"))]
 BestUpscale = Annotated[bool, typer.Option("--best", help=best_help("upscale2x"))]
-SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help="Average the method's output with its output on "
-                                            "the transposed image: twice the time, +0.04 to +0.16 dB for the "
-                                            "learned models on held-out photos.")]
+SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help=self_ensemble_help())]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
 Tile = Annotated[int, typer.Option("--tile", help="Tile size in input pixels; 0 = choose from available memory.")]
@@ -237,7 +245,7 @@ def _run_batch(
                if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
         )
-        for line in reporter.closing:
+        for line in reporter.closing if summary.count("written") else []:  # advice on a run that made something
             reporter.notice(line)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
@@ -306,7 +314,7 @@ def mosaic_cmd(
     inputs: Inputs,
     output: Output = None,
     pattern: Pattern = "RGGB",
-    suffix: Suffix = None,
+    suffix: MosaicSuffix = None,
     ext: MosaicExt = "same",
     bit_depth: BitDepth = None,
     recursive: Recursive = False,
@@ -450,11 +458,26 @@ def _restore_batch(
                      "self_ensemble": self_ensemble, **({"pattern": pattern} if task == "demosaic" else {})})
 
 
+def _prior_method(prior: str | None, method: str | None) -> str | None:
+    """``--prior glr|gtv``: the learned network of that prior (``--method uglr`` / ``ugtv``)."""
+    from ..errors import UsageError
+
+    if prior is None:
+        return method
+    p = prior.lower()
+    if p not in ("glr", "gtv"):
+        raise UsageError(f"unknown --prior {prior!r}; expected glr or gtv (the learned uGLR / uGTV network)")
+    if method is not None and method.lower() != "u" + p:
+        raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
+    return "u" + p
+
+
 @command("demosaic")
 def demosaic_cmd(
     inputs: RawInputs,
     output: Output = None,
     method: Method = None,
+    prior: Prior = None,
     pattern: RawPattern = None,
     wb: WhiteBalance = "camera",
     output_space: OutputSpace = "srgb",
@@ -464,7 +487,7 @@ def demosaic_cmd(
     overlap: Overlap = None,
     device: Device = "auto",
     precision: Precision = "fp32",
-    suffix: Suffix = None,
+    suffix: DemosaicSuffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
     quality: Quality = None,
@@ -490,7 +513,9 @@ def demosaic_cmd(
     """
     from ..sampling import check_pattern
 
+    method = _prior_method(prior, method)
     _restore_batch("demosaic", inputs=inputs, output=output, method=method,
+                   how=f"--prior {prior.lower()}" if prior is not None else None,
                    prefer=fast_or_best(fast, best, method, weights), pattern_given=pattern is not None,
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
@@ -504,14 +529,13 @@ def upscale2x_cmd(
     inputs: Inputs,
     output: Output = None,
     method: Method = None,
-    prior: Annotated[Optional[str], typer.Option("--prior", help="glr or gtv: shorthand for --method uglr / ugtv.")]
-    = None,
+    prior: Prior = None,
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
     device: Device = "auto",
     precision: Precision = "fp32",
-    suffix: Suffix = None,
+    suffix: UpscaleSuffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
     quality: Quality = None,
@@ -530,15 +554,7 @@ def upscale2x_cmd(
 
     Example: gsprestore upscale2x photos/ -o big/ --prior gtv
     """
-    from ..errors import UsageError
-
-    if prior is not None:
-        p = prior.lower()
-        if p not in ("glr", "gtv"):
-            raise UsageError(f"unknown --prior {prior!r}; expected glr or gtv")
-        if method is not None and method.lower() != "u" + p:
-            raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
-        method = "u" + p
+    method = _prior_method(prior, method)
     _restore_batch("upscale2x", inputs=inputs, output=output, method=method,
                    how=f"--prior {prior.lower()}" if prior is not None else None,
                    prefer=fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile,

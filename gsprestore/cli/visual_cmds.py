@@ -78,14 +78,23 @@ def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]
     return out
 
 
+def _compare_default(task: str) -> list[str]:
+    """``compare``'s default methods (:func:`gsprestore.defaults.compare_methods`), from the manifest."""
+    from ..defaults import compare_methods
+
+    return compare_methods(task)
+
+
 @command()
 def compare(
     image: ImageArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
     task: Task = "demosaic",
-    methods: Annotated[Optional[str], typer.Option("--methods", "-m", help="Comma-separated methods (see "
-                       "`gsprestore models`; METHOD+se: its self-ensemble); default bilinear,menon,ugtv (demosaic) "
-                       "or bicubic,igtv,ugtv (2x).")]
+    methods: Annotated[Optional[str], typer.Option("--method", "-m", "--methods", help="Comma-separated methods (see "
+                       "`gsprestore models`; METHOD+se: its self-ensemble); default: the simplest and the default "
+                       "classical method and every shipped network that beats them, best first (today "
+                       f"{','.join(_compare_default('demosaic'))} for demosaic, "
+                       f"{','.join(_compare_default('upscale2x'))} for 2x).")]
     = None,
     crop: Crop = None,
     pattern: Pattern = "RGGB",
@@ -117,7 +126,7 @@ def compare(
 
     check_task(task)
     if methods is None:
-        methods = "bilinear,menon,ugtv" if task == "demosaic" else "bicubic,igtv,ugtv"
+        methods = ",".join(_compare_default(task))
     names = [m.strip().lower() for m in methods.split(",") if m.strip()]
     bases = list(dict.fromkeys(split_label(m)[0] for m in names))  # ugtv and ugtv+se share their weights
     for m in bases:
