@@ -352,8 +352,74 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
             "--best" + (f" instead of {option}" if option.startswith("--") else ""))
     what = (f"{method} as its self-ensemble" if method == best.method else
             f"{best.method}, self-ensembled; recorded Kodak {kodak(best.method)} dB vs {kodak(method)} for {method}")
-    seconds = expected_seconds(best.method, task, device, megapixels, manifest) if megapixels else None
-    when = (f"about {about(seconds * PASSES)} for this job on {device} at its recorded "
-            f"{1 / recorded_speed(best.method, task, device, manifest):.0f} s/MP, {PASSES} passes"
-            if seconds is not None else f"its speed on {device} is not recorded")
+    speed = recorded_speed(best.method, task, device, manifest)
+    passes = f"{network_passes(best.method, task, True, manifest)} passes"
+    if not speed:
+        when = f"its speed on {device} is not recorded"
+    elif megapixels:
+        when = (f"about {about(megapixels / speed * PASSES)} for this job on {device} at its recorded "
+                f"{1 / speed:.0f} s/MP, {passes}")
+    else:  # no file's size could be read
+        when = f"{PASSES / speed:.0f} s per megapixel on {device} by its recorded speed, {passes}"
     return f"for the best quality add {flag} ({what}): {when}"
+
+
+def compare_methods(task: str, manifest: dict[str, Any] | None = None) -> list[str]:
+    """What ``gsprestore compare`` shows by default: the task's first classical method in the
+    registry (the simplest), its classical default, and the shipped networks that beat the best
+    classical method on both sets, best first (:func:`best_by_quality`'s ranking; an ensemble of
+    them is left out: its members are there)."""
+    from .restorers import METHODS, methods_for
+
+    classical = [m for m in methods_for(task) if METHODS[m].kind == "classical"]
+    ranked = [m for m in best_by_quality(task, manifest).ranked if METHODS.get(m) and METHODS[m].kind == "learned"]
+    return list(dict.fromkeys(classical[:1] + [CLASSICAL_DEFAULT[task]] + ranked))
+
+
+def recorded_self_ensembles(task: str, manifest: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
+    """``{method: {dataset: dB}}``: the recorded scores of ``task``'s shipped networks and current
+    ensembles as self-ensembles (their manifest entry's ``self_ensemble`` record)."""
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return {}
+    out: dict[str, dict[str, float]] = {}
+    for method, entry in _learned_entries(task, manifest).items():
+        record = entry.get("self_ensemble")
+        if isinstance(record, dict):
+            out[method] = {d: float(record[d]) for d in DATASETS if isinstance(record.get(d), (int, float))}
+    return out
+
+
+def self_ensemble_gains(manifest: dict[str, Any] | None = None) -> tuple[float, float] | None:
+    """The smallest and largest recorded gain (dB, McM and Kodak, both tasks) of a learned
+    method's self-ensemble over its one pass: what ``--self-ensemble``'s help and the README
+    state. None when nothing is recorded."""
+    from .tasks import TASKS
+
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return None
+    gains = []
+    for task in TASKS:
+        learned, _ = recorded_scores(task, manifest)
+        for method, se in recorded_self_ensembles(task, manifest).items():
+            gains += [se[d] - learned[method][d] for d in se if d in learned.get(method, {})]
+    return (min(gains), max(gains)) if gains else None
+
+
+def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:
+    """How many network passes a run of ``method`` makes per tile: one per member of an ensemble
+    (its manifest record's ``members``), times two with the self-ensemble."""
+    from .self_ensemble import PASSES
+
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            manifest = {}
+    members = (current_ensembles(task, manifest).get(method) or {}).get("members")
+    return (len(members) if isinstance(members, dict) and members else 1) * (PASSES if self_ensemble else 1)

@@ -285,3 +285,41 @@ def test_the_estimate_names_prior_when_prior_was_typed(tmp_path, fake_weights):
     assert "note: upscale2x with ugtv (--prior gtv) on cpu: about" in err and "(--method)" not in err
     assert "upscale2x with ugtv (--prior gtv): 1 written" in err
     assert "for the best quality add --self-ensemble (ugtv as its self-ensemble)" in err
+
+
+def test_readme_help_and_models_agree_on_the_recorded_figures():
+    """Each figure has one source, the weights manifest: the self-ensemble's gain (README and
+    --self-ensemble's help), the passes --best runs (README and the run's own line), the
+    non-learned graph solvers' scores and the self-ensembles' (README and `gsprestore models`)."""
+    from pathlib import Path
+
+    from cli_runner import cli
+
+    from gsprestore.cli.models_cmd import models_overview
+
+    def flat(text: str) -> str:
+        return " ".join(text.replace("│", " ").split())
+
+    readme = flat((Path(__file__).resolve().parents[1] / "README.md").read_text())
+    lo, hi = defaults.self_ensemble_gains()
+    gain = f"{lo:+.2f} to {hi:+.2f} dB"
+    assert gain in readme
+    for task in ("demosaic", "upscale2x"):
+        assert gain in flat(cli(task, "--help")[1])
+    best = defaults.best_by_quality("demosaic").method
+    passes = defaults.network_passes(best, "demosaic", True)
+    assert f"{ {2: 'two', 4: 'four'}[passes]} passes" in readme
+    assert f"{passes} passes" in defaults.best_hint("demosaic", "menon", False, "cpu", 24.0)
+    rows = {(r["method"], r["task"]): r for r in models_overview()}
+    out = flat(cli("models")[1])
+    for method, name in (("iglr", "iGLR"), ("igtv", "iGTV")):
+        r = rows[(method, "demosaic")]
+        assert r["mcm"] is not None and r["kodak"] is not None
+        assert f"{r['mcm']:.2f} {r['kodak']:.2f}" in out
+        assert f"| {name} (not learned) |" in readme  # the README's table: | paper | ours | paper | ours |
+        assert f"| {r['mcm']:.2f} |" in readme.split(f"{name} (not learned)")[1][:40]
+        assert f"| {r['kodak']:.2f} |" in readme.split(f"{name} (not learned)")[1][:40]
+    for (method, task), label in ((("ugtv", "demosaic"), "uGTV demosaic"), (("uglr", "demosaic"), "uGLR demosaic"),
+                                  (("uglr", "upscale2x"), "uGLR 2x"), (("ugtv", "upscale2x"), "uGTV 2x")):
+        se = defaults.recorded_self_ensembles(task)[method]
+        assert f"{label} {se['mcm']:.2f} / {se['kodak']:.2f}" in readme

@@ -49,7 +49,7 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     files take and what is faster (``estimate`` False: no such line, e.g. with ``--weights``). The
     line on how to get the best result, when this is not it, goes to ``reporter.closing``
     (:func:`gsprestore.defaults.best_hint`)."""
-    from ..defaults import CLASSICAL_DEFAULT, best_hint, expected_seconds, speed_conditions
+    from ..defaults import CLASSICAL_DEFAULT, best_hint, expected_seconds, network_passes, speed_conditions
     from ..heartbeat import about, clock
     from ..io import header_pixels
     from .batch_progress import JobClock
@@ -70,7 +70,7 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
         reporter.notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {files} "
                         f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
                         + (f" on {where.split(':')[0]}" if where else "")
-                        + (f", {passes} passes" if passes > 1 else "") + ")"
+                        + (f", {n} passes" if (n := network_passes(method, task, passes > 1)) > 1 else "") + ")"
                         + ("" if method == fast else f"; --fast ({fast}) takes about "
                            + about(fast_s or 0.0)))
     hint = best_hint(task, method, passes > 1, device, megapixels, how=how)
@@ -99,3 +99,12 @@ def best_help(task: str) -> str:
     where = (speed_conditions("cpu", manifest) or "").split(":")[0] or "a CPU"
     return (text + f" (today {best}): about {per_mp:.0f} s per megapixel of output on {where} by its recorded "
             f"speed, {clock(24 * per_mp)} for a 24-MP photo; a GPU is much faster.")
+
+
+def self_ensemble_help() -> str:
+    """``--self-ensemble``'s help, its gain from the manifest's recorded self-ensemble scores."""
+    from ..defaults import self_ensemble_gains
+
+    gains = self_ensemble_gains()
+    figure = f", {gains[0]:+.2f} to {gains[1]:+.2f} dB for the learned models on McM / Kodak (recorded)" if gains else ""
+    return f"Average the method's output with its output on the transposed image: twice the time{figure}."
