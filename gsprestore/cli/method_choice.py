@@ -6,7 +6,7 @@ when this run is not it. No torch import at module level."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .batch_progress import Reporter
