@@ -322,60 +322,6 @@ def default_method(task: str, device: str = "cpu", prefer: str | None = None) ->
     return choose_default(task, device=device, prefer=prefer).method
 
 
-def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixels: float, *,
-              how: str = "the default", manifest: dict[str, Any] | None = None) -> str | None:
-    """One line on how to get the best result by recorded quality when ``method`` (with or
-    without ``self_ensemble``) is not it: ``--best`` (the best by quality, :func:`best_by_quality`,
-    with its self-ensemble), the recorded scores of both, and about how long ``megapixels`` of
-    output take that way on ``device`` (its recorded speed, two passes). None when this run is
-    the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
-    ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
-    comes from the manifest."""
-    from .heartbeat import about
-    from .self_ensemble import PASSES
-
-    if manifest is None:
-        try:
-            manifest = _shipped_manifest()
-        except WeightsError:
-            return None
-    best = best_by_quality(task, manifest)
-    if method == best.method and self_ensemble:
-        return None
-    scores = {**best.classical, **best.learned}
-
-    def kodak(name: str) -> str:
-        return f"{scores[name]['kodak']:.2f}" if "kodak" in scores.get(name, {}) else "?"
-
-    option = how.split(",")[0]
-    flag = ("--self-ensemble" if method == best.method else
-            "--best" + (f" instead of {option}" if option.startswith("--") else ""))
-    what = (f"{method} as its self-ensemble" if method == best.method else
-            f"{best.method}, self-ensembled; recorded Kodak {kodak(best.method)} dB vs {kodak(method)} for {method}")
-    speed = recorded_speed(best.method, task, device, manifest)
-    passes = f"{network_passes(best.method, task, True, manifest)} passes"
-    if not speed:
-        when = f"its speed on {device} is not recorded"
-    elif megapixels:
-        when = (f"about {about(megapixels / speed * PASSES)} for this job on {device} at its recorded "
-                f"{1 / speed:.0f} s/MP, {passes}")
-    else:  # no file's size could be read
-        when = f"{PASSES / speed:.0f} s per megapixel on {device} by its recorded speed, {passes}"
-    return f"for the best quality add {flag} ({what}): {when}"
-
-
-def compare_methods(task: str, manifest: dict[str, Any] | None = None) -> list[str]:
-    """What ``gsprestore compare`` shows by default: the task's first classical method in the
-    registry (the simplest), its classical default, and the shipped networks that beat the best
-    classical method on both sets, best first (:func:`best_by_quality`'s ranking; an ensemble of
-    them is left out: its members are there)."""
-    from .restorers import METHODS, methods_for
-
-    classical = [m for m in methods_for(task) if METHODS[m].kind == "classical"]
-    ranked = [m for m in best_by_quality(task, manifest).ranked if METHODS.get(m) and METHODS[m].kind == "learned"]
-    return list(dict.fromkeys(classical[:1] + [CLASSICAL_DEFAULT[task]] + ranked))
-
-
 def recorded_self_ensembles(task: str, manifest: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
     """``{method: {dataset: dB}}``: the recorded scores of ``task``'s shipped networks and current
     ensembles as self-ensembles (their manifest entry's ``self_ensemble`` record)."""
@@ -410,16 +356,3 @@ def self_ensemble_gains(manifest: dict[str, Any] | None = None) -> tuple[float, 
             gains += [se[d] - learned[method][d] for d in se if d in learned.get(method, {})]
     return (min(gains), max(gains)) if gains else None
 
-
-def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:
-    """How many network passes a run of ``method`` makes per tile: one per member of an ensemble
-    (its manifest record's ``members``), times two with the self-ensemble."""
-    from .self_ensemble import PASSES
-
-    if manifest is None:
-        try:
-            manifest = _shipped_manifest()
-        except WeightsError:
-            manifest = {}
-    members = (current_ensembles(task, manifest).get(method) or {}).get("members")
-    return (len(members) if isinstance(members, dict) and members else 1) * (PASSES if self_ensemble else 1)

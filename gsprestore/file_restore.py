@@ -9,7 +9,8 @@ One home for what happens to a file between reading and writing it:
   tiled engine, upscales alpha with bicubic, applies the orientation and writes the result;
 * :func:`develop_raw_file` develops a camera RAW file (its own Bayer phase, levels, white balance,
   colour space) with the demosaicker;
-* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``).
+* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``);
+* :func:`header_pixels` reads an input's size from its header (a batch's time estimate).
 
 The command line (:mod:`gsprestore.cli.restore_cmds`) parses options, calls these over the batch
 (:mod:`gsprestore.batch`) and prints; :func:`gsprestore.api.restore_file` is the same function
@@ -317,3 +318,39 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
                 metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software))
     return {"width": img.width, "height": img.height,
             "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}
+
+
+def header_pixels(path: str | Path) -> int | None:
+    """Width x height from the file's header, without decoding the pixels (Pillow's lazy open,
+    tifffile's first page, LibRaw's header for a camera RAW file): what a batch's time estimate
+    needs. None when the header cannot be read (the file then fails when it is restored)."""
+    path = Path(path)
+    try:
+        import os
+        import stat
+
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device is never opened here
+            return None
+        if path.suffix.lower() in (".tif", ".tiff"):
+            import tifffile
+
+            with tifffile.TiffFile(path) as tf:
+                shape = tf.pages[0].shape
+                return int(shape[0]) * int(shape[1])
+        from .camera_raw import is_raw_name
+
+        if is_raw_name(path):
+            import rawpy
+
+            raw = rawpy.RawPy()
+            try:
+                raw.open_file(str(path))
+                return int(raw.sizes.width) * int(raw.sizes.height)
+            finally:
+                raw.close()
+        from PIL import Image as PILImage
+
+        with PILImage.open(path) as im:
+            return int(im.width) * int(im.height)
+    except Exception:  # noqa: BLE001 - any unreadable header: no estimate for this file
+        return None

@@ -592,35 +592,3 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
 
 
 
-
-def header_pixels(path: str | Path) -> int | None:
-    """Width x height from the file's header, without decoding the pixels (Pillow's lazy open,
-    tifffile's first page, LibRaw's header for a camera RAW file): what a batch's time estimate
-    needs. None when the header cannot be read (the file then fails when it is restored)."""
-    path = Path(path)
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device is never opened here
-            return None
-        if path.suffix.lower() in (".tif", ".tiff"):
-            import tifffile
-
-            with tifffile.TiffFile(path) as tf:
-                shape = tf.pages[0].shape
-                return int(shape[0]) * int(shape[1])
-        from .camera_raw import is_raw_name
-
-        if is_raw_name(path):
-            import rawpy
-
-            raw = rawpy.RawPy()
-            try:
-                raw.open_file(str(path))
-                return int(raw.sizes.width) * int(raw.sizes.height)
-            finally:
-                raw.close()
-        from PIL import Image as PILImage
-
-        with PILImage.open(path) as im:
-            return int(im.width) * int(im.height)
-    except Exception:  # noqa: BLE001 - any unreadable header: no estimate for this file
-        return None

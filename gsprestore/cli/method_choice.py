@@ -6,7 +6,7 @@ when this run is not it. No torch import at module level."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .batch_progress import Reporter
@@ -48,10 +48,10 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     it was chosen (``how``: ``--method``, ``--prior gtv``, ``--best``...), about how long all the
     files take and what is faster (``estimate`` False: no such line, e.g. with ``--weights``). The
     line on how to get the best result, when this is not it, goes to ``reporter.closing``
-    (:func:`gsprestore.defaults.best_hint`)."""
-    from ..defaults import CLASSICAL_DEFAULT, best_hint, expected_seconds, network_passes, speed_conditions
+    (:func:`best_hint`)."""
+    from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
     from ..heartbeat import about, clock
-    from ..io import header_pixels
+    from ..file_restore import header_pixels
     from .batch_progress import JobClock
 
     scale = 4 if task == "upscale2x" else 1  # megapixels of output, as the speeds are recorded
@@ -108,3 +108,66 @@ def self_ensemble_help() -> str:
     gains = self_ensemble_gains()
     figure = f", {gains[0]:+.2f} to {gains[1]:+.2f} dB for the learned models on McM / Kodak (recorded)" if gains else ""
     return f"Average the method's output with its output on the transposed image: twice the time{figure}."
+
+
+def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixels: float, *,
+              how: str = "the default", manifest: dict[str, Any] | None = None) -> str | None:
+    """One line on how to get the best result by recorded quality when ``method`` (with or
+    without ``self_ensemble``) is not it: ``--best`` (the best by quality,
+    :func:`gsprestore.defaults.best_by_quality`, with its self-ensemble), the recorded scores of
+    both, and about how long ``megapixels`` of
+    output take that way on ``device`` (its recorded speed, two passes). None when this run is
+    the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
+    ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
+    comes from the manifest."""
+    from ..defaults import best_by_quality, recorded_speed
+    from ..errors import WeightsError
+    from ..heartbeat import about
+    from ..self_ensemble import PASSES
+    from ..weights import read_manifest
+
+    if manifest is None:
+        try:
+            manifest = read_manifest()
+        except WeightsError:
+            return None
+    best = best_by_quality(task, manifest)
+    if method == best.method and self_ensemble:
+        return None
+    scores = {**best.classical, **best.learned}
+
+    def kodak(name: str) -> str:
+        return f"{scores[name]['kodak']:.2f}" if "kodak" in scores.get(name, {}) else "?"
+
+    option = how.split(",")[0]
+    flag = ("--self-ensemble" if method == best.method else
+            "--best" + (f" instead of {option}" if option.startswith("--") else ""))
+    what = (f"{method} as its self-ensemble" if method == best.method else
+            f"{best.method}, self-ensembled; recorded Kodak {kodak(best.method)} dB vs {kodak(method)} for {method}")
+    speed = recorded_speed(best.method, task, device, manifest)
+    passes = f"{network_passes(best.method, task, True, manifest)} passes"
+    if not speed:
+        when = f"its speed on {device} is not recorded"
+    elif megapixels:
+        when = (f"about {about(megapixels / speed * PASSES)} for this job on {device} at its recorded "
+                f"{1 / speed:.0f} s/MP, {passes}")
+    else:  # no file's size could be read
+        when = f"{PASSES / speed:.0f} s per megapixel on {device} by its recorded speed, {passes}"
+    return f"for the best quality add {flag} ({what}): {when}"
+
+
+def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:
+    """How many network passes a run of ``method`` makes per tile: one per member of an ensemble
+    (its manifest record's ``members``), times two with the self-ensemble."""
+    from ..defaults import current_ensembles
+    from ..errors import WeightsError
+    from ..self_ensemble import PASSES
+    from ..weights import read_manifest
+
+    if manifest is None:
+        try:
+            manifest = read_manifest()
+        except WeightsError:
+            manifest = {}
+    members = (current_ensembles(task, manifest).get(method) or {}).get("members")
+    return (len(members) if isinstance(members, dict) and members else 1) * (PASSES if self_ensemble else 1)

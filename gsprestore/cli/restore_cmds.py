@@ -1,8 +1,9 @@
-"""``gsprestore mosaic | demosaic | upscale2x | demo``: files and folders through the tiled engine.
+"""``gsprestore mosaic | demosaic | upscale2x``: files and folders through the tiled engine.
 
 Thin commands: they parse and check options, run :mod:`gsprestore.batch` (inputs, outputs,
 skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.file_restore` (read,
-orientation, alpha, ICC, checks, restore, write; camera RAW development; the demo chart), and print.
+orientation, alpha, ICC, checks, restore, write; camera RAW development), and print (``demo``:
+:mod:`.visual_cmds`).
 Nothing heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
 
 Exit codes: 0 all done, 1 failure (the batch stops at the first one; files already written stay
@@ -12,7 +13,6 @@ valid), 2 usage, 3 some files failed under ``--continue-on-error``.
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
@@ -562,80 +562,3 @@ def upscale2x_cmd(
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
                    quiet=quiet, as_json=as_json, quality=quality, shard=shard, self_ensemble=self_ensemble)
-
-
-# ----------------------------------------------------------------------------------------------
-# demo
-# ----------------------------------------------------------------------------------------------
-
-DEMO_OUTPUT = "gsprestore-demo.png"
-DEMO_TAG = "gsprestore demo"
-
-
-@command("demo")
-def demo_cmd(
-    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the demosaicked chart.")] = DEMO_OUTPUT,
-    method: Method = None,
-    pattern: Pattern = "RGGB",
-    device: Device = "auto",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the output even if it is not an earlier "
-                                            "demo output.")] = False,
-) -> None:
-    """Demosaic the bundled test chart's mosaic with the best method by recorded quality (a learned
-    model when its weights beat the classical methods), write the PNG and print its PSNR and time
-    beside the classical method's on the same mosaic.
-
-    --method picks another; menon (with a note) when the learned weights are not available.
-    """
-    import time
-    from pathlib import Path
-
-    from ..defaults import best_by_quality
-    from ..errors import GspError, WeightsError
-    from ..file_restore import FALLBACK_METHOD
-    from ..restorers import get_restorer, method_spec
-    from ..sampling import check_pattern
-
-    from ..engine import resolve_device
-
-    pattern = check_pattern(pattern)
-    dev = resolve_device(device)
-    try:
-        name = method_spec(method, "demosaic").name if method else best_by_quality("demosaic").method
-    except WeightsError as exc:  # an unreadable manifest: said, not silent
-        name = FALLBACK_METHOD["demosaic"]
-        print(f"note: {exc}; using {name}", file=sys.stderr)
-    out_path = Path(output)
-    replace = overwrite
-    if out_path.exists() and not overwrite:
-        from ..io import read_image
-
-        try:
-            ours = read_image(out_path).meta.get("text", {}).get("Software") == DEMO_TAG
-        except GspError:
-            ours = False
-        if not ours:
-            raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
-        replace = True
-
-    from ..chart import chart_path
-    from ..io import write_image
-    from ..file_restore import chart_psnr, load_restorer, restore_chart
-
-    restorer = load_restorer(name, "demosaic", method_given=bool(method),
-                             fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
-    name = restorer.name
-    t0 = time.perf_counter()
-    out, score, raw = restore_chart(restorer, pattern, device=dev)
-    took = time.perf_counter() - t0
-    written = write_image(out_path, out.numpy(), 8, overwrite=replace,
-                          text={"Software": DEMO_TAG, "Description": f"{name}, {pattern}"})
-    h, w = out.shape[:2]
-    typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
-               f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) in {took:.1f} s -> {written}")
-    reference = FALLBACK_METHOD["demosaic"]
-    if name != reference:  # the classical reference on the same mosaic, so the figure can be read
-        t0 = time.perf_counter()
-        _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)
-        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB in "
-                   f"{time.perf_counter() - t0:.1f} s ({score - ref_score:+.2f} dB for {name})")
