@@ -331,8 +331,9 @@ UNWRITABLE_SUFFIXES = frozenset({
 
 def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -> bool:
     """``-o`` names a file when it has an image suffix and is not an existing folder. A name
-    ending in another file-type suffix (``photo.bmp``, ``a.gif``) is refused rather than made a
-    folder; a folder may end in ``/`` (``-o shots.bmp/``) or in a suffix with a digit (``v1.2``)."""
+    ending in another file-type suffix (``photo.bmp``, ``a.gif``) or in an unknown one with a
+    letter (``x.jpeg2``, a typo) is refused rather than silently made a folder; a folder may end
+    in ``/`` (``-o shots.bmp/``) or in an all-digit suffix (``v1.2``)."""
     if output is None:
         return False
     p = Path(output)
@@ -342,6 +343,9 @@ def output_is_file(output: str | None, n_inputs: int, single_file_input: bool) -
         if p.suffix[1:].isalpha():
             raise UsageError(f"-o {output}: unsupported output format {p.suffix!r}: gsprestore does not write "
                              f"{p.suffix.lower()[1:].upper()} files; use .png, .tif, .jpg or .webp "
+                             "(or end the name with / to make a folder)")
+        if any(c.isalpha() for c in p.suffix):
+            raise UsageError(f"-o {output}: unknown output extension {p.suffix!r}; use .png, .tif, .jpg or .webp "
                              "(or end the name with / to make a folder)")
         return False
     if n_inputs != 1 or not single_file_input:

@@ -8,15 +8,19 @@ any of our demosaickers.
   sensor's clipping point;
 * the Bayer phase of the visible area's top-left 2x2 block (RGGB, BGGR, GRBG or GBRG). X-Trans
   (6x6) and other non-Bayer sensors (CYGM, Foveon, linear DNGs) are refused with one line;
-* the as-shot (camera) and daylight white-balance multipliers, LibRaw's camera-to-sRGB matrix
-  (``rgb_cam``, rows summing to 1) and the EXIF orientation (LibRaw's ``flip`` code).
+* the as-shot (camera) and daylight white-balance multipliers, the camera-to-sRGB matrix LibRaw
+  itself applies (``rgb_cam``, rows summing to 1: :func:`libraw_rgb_cam` measures it from LibRaw,
+  because rawpy's ``color_matrix`` and ``rgb_xyz_matrix`` read zeros for many cameras whose
+  matrix LibRaw takes from its own tables) and the EXIF orientation (LibRaw's ``flip`` code).
 
 :func:`develop` is the pipeline, in LibRaw's order so that its output can serve as the oracle:
 white-balance gains on the mosaic (normalised so the smallest is 1, then clipped at 1, as LibRaw's
 ``scale_colors`` does: demosaicking white-balanced data keeps colour-difference methods and the
 learned models, trained on balanced images, in their element), then the demosaicker, then the
 camera-to-sRGB matrix (``--output-space srgb`` or ``linear``; ``camera`` keeps the white-balanced
-camera RGB), then the sRGB transfer curve (``srgb`` only), then the orientation.
+camera RGB), then the brightness (``bright``: LibRaw's auto-brightness by default, the 99th
+percentile of the brightest channel to white; highlights clipped, LibRaw's default ``-H 0``), then
+the sRGB transfer curve (``srgb`` only), then the orientation.
 
 :func:`write_dng` writes a minimal valid DNG 1.4 (one uncompressed 16-bit CFA image with its
 pattern, black and white levels, colour matrix, as-shot neutral and orientation): what ``gsprestore
@@ -48,6 +52,12 @@ WHITE_BALANCES: tuple[str, ...] = ("camera", "daylight", "none")
 #: LibRaw (dcraw's identify) takes no camera file under 22 pixels a side as RAW.
 DNG_MIN_SIDE = 22
 OUTPUT_SPACES: tuple[str, ...] = ("srgb", "linear", "camera")
+#: ``--bright``: ``auto`` (LibRaw's and dcraw's default auto-brightness), ``none`` (the sensor's
+#: white level is white) or a FACTOR multiplying the linear values.
+DEFAULT_BRIGHT = "auto"
+#: LibRaw's ``auto_bright_thr``: auto-brightness scales so that this fraction of the pixels, in the
+#: brightest channel, clips.
+AUTO_BRIGHT_THR = 0.01
 
 # sRGB (D65) primaries to CIE XYZ, the matrix LibRaw multiplies a camera's XYZ->camera matrix with
 XYZ_FROM_SRGB = np.array([[0.412453, 0.357580, 0.180423],
@@ -220,13 +230,85 @@ def _frame(raw: object, path: Path) -> RawFrame:
         c = colors[r0 : r0 + 512]
         mosaic[r0 : r0 + 512] = (data[r0 : r0 + 512].astype(np.float32) - black[c]) / (white[c] - black[c])
     np.clip(mosaic, 0.0, None, out=mosaic)
-    rgb_cam = np.asarray(raw.color_matrix, dtype=np.float64)[:3, :3]
-    if not np.any(rgb_cam):
-        rgb_cam = None
+    flip = int(raw.sizes.flip)
+    rgb_cam = libraw_rgb_cam(raw)  # overwrites LibRaw's copy of the sensor data: after the mosaic is read
+    if np.allclose(rgb_cam, np.eye(3), atol=1e-3):
+        rgb_cam = None  # LibRaw knows no matrix for this camera: its camera RGB is its sRGB
     bits = int(np.ceil(np.log2(float(white.max()) + 1.0)))
     return RawFrame(mosaic=mosaic, pattern=pattern, wb_camera=_wb3(raw.camera_whitebalance),
                     wb_daylight=_wb3(raw.daylight_whitebalance), rgb_cam=rgb_cam,
-                    flip=int(raw.sizes.flip), bits=bits)
+                    flip=flip, bits=bits)
+
+
+#: The probe :func:`libraw_rgb_cam` writes: every site at ``_PROBE_BASE`` of the white level, its
+#: colour raised by ``_PROBE_STEP`` in one band of rows per colour (R, G, B). Camera RGB
+#: (0.6, 0.5, 0.5) and so on keeps ``0.5 + 0.1 * rgb_cam[:, k]`` in [0, 1] for entries within +-5.
+_PROBE_BASE, _PROBE_STEP = 0.5, 0.1
+
+
+def libraw_rgb_cam(raw: object) -> np.ndarray:
+    """The 3x3 camera-to-linear-sRGB matrix LibRaw's ``postprocess`` applies to the open rawpy
+    file ``raw`` (its ``rgb_cam``, which rawpy does not expose: from the DNG's ColorMatrix, or
+    LibRaw's tables by make and model, or identity when it knows none), measured on LibRaw
+    itself: the sensor data is overwritten with three flat colour patches and developed twice at
+    half size, linear, without white balance or brightness, in camera RGB and in sRGB; the
+    matrix maps the one to the other (least squares over the patches, exact to 16-bit rounding).
+    The file's data is gone afterwards: call it once the mosaic has been copied."""
+    import rawpy
+
+    data = raw.raw_image
+    colors = np.asarray(raw.raw_colors)
+    desc = raw.color_desc.decode("ascii", "replace")
+    black = np.asarray(raw.black_level_per_channel, dtype=np.float64)
+    white = float(raw.white_level)
+    channel = np.array(["RGB".index(desc[c]) if desc[c] in "RGB" else 1 for c in range(4)])
+    h = data.shape[0]
+    for band in range(3):  # row band `band` raises colour `band`
+        r0, r1 = band * h // 3, (band + 1) * h // 3
+        level = _PROBE_BASE + _PROBE_STEP * (channel == band)  # by LibRaw colour index
+        table = np.rint(black + level * (white - black)).astype(data.dtype)
+        data[r0:r1] = table[colors[r0:r1]]
+    opts = dict(half_size=True, use_camera_wb=False, use_auto_wb=False, user_wb=[1.0, 1.0, 1.0, 1.0],
+                no_auto_bright=True, gamma=(1, 1), output_bps=16, adjust_maximum_thr=0.0)
+    cam = raw.postprocess(output_color=rawpy.ColorSpace.raw, **opts).reshape(-1, 3).astype(np.float64)
+    srgb = raw.postprocess(output_color=rawpy.ColorSpace.sRGB, **opts).reshape(-1, 3).astype(np.float64)
+    return np.linalg.lstsq(cam, srgb, rcond=None)[0].T
+
+
+#: Pixels of the frame's edge that auto-brightness does not count: there each demosaicker
+#: extrapolates in its own way (our bilinear mixes colours in the outermost pixel, as
+#: colour-demosaicing does; LibRaw's LINEAR averages neighbours), and a few wrong pixels there
+#: must not set the brightness of the picture.
+_EDGE = 2
+
+
+def parse_bright(value: str | float) -> str | float:
+    """``--bright``: ``"auto"``, ``"none"`` or a positive FACTOR (float); else a :class:`UsageError`."""
+    v = str(value).strip().lower()
+    if v in ("auto", "none"):
+        return v
+    try:
+        factor = float(v)
+    except ValueError:
+        factor = float("nan")
+    if not (np.isfinite(factor) and factor > 0):
+        raise UsageError(f"unknown --bright {value!r}; expected auto, none or a factor > 0 (e.g. 1.5)")
+    return factor
+
+
+def auto_bright_gain(histogram: np.ndarray, pixels: int, thr: float = AUTO_BRIGHT_THR) -> float:
+    """LibRaw's auto-brightness gain from the (3, 8192) histogram of the 16-bit linear output
+    (value >> 3, per channel) of ``pixels`` pixels: the highest bin, over the channels, below
+    which all but ``thr`` of the pixels lie (at least 32) is taken to white."""
+    perc = pixels * thr
+    t_white = 0
+    for c in range(histogram.shape[0]):
+        above = np.cumsum(histogram[c, ::-1])  # above[k]: pixels in bins >= 8191 - k
+        val = 32
+        for k in np.flatnonzero(above[: 8192 - 33] > perc)[:1]:
+            val = 8191 - int(k)
+        t_white = max(t_white, val)
+    return 65536.0 / (8 * t_white)
 
 
 def wb_gains(frame: RawFrame, wb: str, notice: Callable[[str], None] | None = None) -> np.ndarray:
@@ -287,25 +369,42 @@ def develop(
     *,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
     notice: Callable[[str], None] | None = None,
 ) -> np.ndarray:
     """The developed (H', W', 3) float32 image in [0, 1] (oriented). ``demosaic(mosaic, pattern)``
-    maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods)."""
+    maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods).
+    ``bright``: ``"auto"`` (LibRaw's default auto-brightness, :func:`auto_bright_gain`, over the
+    picture less its 2-pixel edge), ``"none"`` or a linear factor; values above white are clipped
+    (LibRaw's default highlight mode)."""
     wb = check_choice(wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
+    bright = parse_bright(bright)
     balanced = balanced_mosaic(frame, wb, notice)
     rgb = np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32)
     del balanced
     matrix = frame.rgb_cam if output_space != "camera" else None
     if output_space != "camera" and matrix is None and notice is not None:
-        notice("the file has no camera colour matrix; its camera RGB is taken as sRGB")
+        notice("LibRaw knows no colour matrix for this camera; its camera RGB is taken as sRGB, as LibRaw does")
     if not (rgb.flags.writeable and rgb.flags.c_contiguous):
         rgb = np.array(rgb, order="C")
+    histogram = np.zeros((3, 8192), dtype=np.int64)
     for r0 in range(0, rgb.shape[0], 64):  # in place, a row block at a time: no full-size temporaries
         block = rgb[r0 : r0 + 64]
         np.clip(block, 0.0, 1.0, out=block)
         if matrix is not None:
             np.clip(block @ matrix.T.astype(np.float32), 0.0, 1.0, out=block)
+        if bright == "auto":  # LibRaw's histogram (16-bit values >> 3), without the frame's edge
+            inner = block[max(0, _EDGE - r0) : max(0, rgb.shape[0] - _EDGE - r0), _EDGE : rgb.shape[1] - _EDGE]
+            bins = np.rint(inner.reshape(-1, 3) * 65535).astype(np.int64) >> 3
+            for c in range(3):
+                histogram[c] += np.bincount(bins[:, c], minlength=8192)
+    gain = (auto_bright_gain(histogram, int(histogram[0].sum())) if bright == "auto"
+            else 1.0 if bright == "none" else float(bright))
+    for r0 in range(0, rgb.shape[0], 64):
+        block = rgb[r0 : r0 + 64]
+        if gain != 1.0:
+            np.clip(block * np.float32(gain), 0.0, 1.0, out=block)  # highlights clip at white
         if output_space == "srgb":
             block[...] = srgb_encode(block)
     return orient(rgb, frame.flip)

@@ -327,3 +327,39 @@ def expected_seconds(method: str, task: str, device: str, megapixels: float,
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
     """The name of ``task``'s default method on ``device`` (a kind; :func:`choose_default`)."""
     return choose_default(task, device=device, prefer=prefer).method
+
+
+def recorded_self_ensembles(task: str, manifest: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
+    """``{method: {dataset: dB}}``: the recorded scores of ``task``'s shipped networks and current
+    ensembles as self-ensembles (their manifest entry's ``self_ensemble`` record)."""
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return {}
+    out: dict[str, dict[str, float]] = {}
+    for method, entry in _learned_entries(task, manifest).items():
+        record = entry.get("self_ensemble")
+        if isinstance(record, dict):
+            out[method] = {d: float(record[d]) for d in DATASETS if isinstance(record.get(d), (int, float))}
+    return out
+
+
+def self_ensemble_gains(manifest: dict[str, Any] | None = None) -> tuple[float, float] | None:
+    """The smallest and largest recorded gain (dB, McM and Kodak, both tasks) of a learned
+    method's self-ensemble over its one pass: what ``--self-ensemble``'s help and the README
+    state. None when nothing is recorded."""
+    from .tasks import TASKS
+
+    if manifest is None:
+        try:
+            manifest = _shipped_manifest()
+        except WeightsError:
+            return None
+    gains = []
+    for task in TASKS:
+        learned, _ = recorded_scores(task, manifest)
+        for method, se in recorded_self_ensembles(task, manifest).items():
+            gains += [se[d] - learned[method][d] for d in se if d in learned.get(method, {})]
+    return (min(gains), max(gains)) if gains else None
+

@@ -9,7 +9,8 @@ One home for what happens to a file between reading and writing it:
   tiled engine, upscales alpha with bicubic, applies the orientation and writes the result;
 * :func:`develop_raw_file` develops a camera RAW file (its own Bayer phase, levels, white balance,
   colour space) with the demosaicker;
-* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``).
+* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``);
+* :func:`header_pixels` reads an input's size from its header (a batch's time estimate).
 
 The command line (:mod:`gsprestore.cli.restore_cmds`) parses options, calls these over the batch
 (:mod:`gsprestore.batch`) and prints; :func:`gsprestore.api.restore_file` is the same function
@@ -36,6 +37,9 @@ Expect = Callable[[float], None]
 #: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
 #: method's weights are not available.
 FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
+#: A camera RAW file's default brightness (:data:`gsprestore.camera_raw.DEFAULT_BRIGHT`, repeated
+#: here so that this module imports nothing heavy; a test checks they agree).
+DEFAULT_BRIGHT = "auto"
 
 
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
@@ -131,6 +135,7 @@ def restore_file(
     overwrite: bool = False,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
     software: str | None = None,
     alpha_restorer: "Restorer | None" = None,
     notice: Notice | None = None,
@@ -157,7 +162,7 @@ def restore_file(
     run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
     if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
-                                output_space=output_space, bit_depth=bit_depth, quality=quality,
+                                output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, **run)
 
@@ -221,6 +226,7 @@ def develop_raw_file(
     pattern: str | None = None,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
     bit_depth: int | None = None,
     quality: int | None = None,
     overwrite: bool = False,
@@ -232,8 +238,9 @@ def develop_raw_file(
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
-    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``.
-    ``run``: the engine's tile, overlap, device, precision."""
+    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
+    brightness ``bright`` (:func:`gsprestore.camera_raw.develop`). ``run``: the engine's tile,
+    overlap, device, precision."""
     import torch
 
     from .camera_raw import develop, read_raw
@@ -258,7 +265,7 @@ def develop_raw_file(
         return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
                        **run).numpy()
 
-    out = develop(frame, demosaic, wb=wb, output_space=output_space,
+    out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
     depth = bit_depth or 16
     software = software or TOOL_TAG.format(command="demosaic")
@@ -266,7 +273,7 @@ def develop_raw_file(
     written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
-            "pattern": frame.pattern, "wb": wb, "output_space": output_space}
+            "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
 
 
 def restore_chart(restorer: "Restorer", pattern: str = "RGGB", *,
@@ -342,3 +349,39 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
                 metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software))
     return {"width": img.width, "height": img.height,
             "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}
+
+
+def header_pixels(path: str | Path) -> int | None:
+    """Width x height from the file's header, without decoding the pixels (Pillow's lazy open,
+    tifffile's first page, LibRaw's header for a camera RAW file): what a batch's time estimate
+    needs. None when the header cannot be read (the file then fails when it is restored)."""
+    path = Path(path)
+    try:
+        import os
+        import stat
+
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device is never opened here
+            return None
+        if path.suffix.lower() in (".tif", ".tiff"):
+            import tifffile
+
+            with tifffile.TiffFile(path) as tf:
+                shape = tf.pages[0].shape
+                return int(shape[0]) * int(shape[1])
+        from .camera_raw import is_raw_name
+
+        if is_raw_name(path):
+            import rawpy
+
+            raw = rawpy.RawPy()
+            try:
+                raw.open_file(str(path))
+                return int(raw.sizes.width) * int(raw.sizes.height)
+            finally:
+                raw.close()
+        from PIL import Image as PILImage
+
+        with PILImage.open(path) as im:
+            return int(im.width) * int(im.height)
+    except Exception:  # noqa: BLE001 - any unreadable header: no estimate for this file
+        return None

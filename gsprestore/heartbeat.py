@@ -38,6 +38,30 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def about(seconds: float) -> str:
+    """``"a second"`` under 2 s, else :func:`clock` (for "about ..." estimates)."""
+    return "a second" if seconds < 2 else clock(seconds)
+
+
+def eta_column(label: str = "eta") -> object:
+    """A Rich progress column with ``label`` and the time left from the task's own average pace,
+    elapsed x (total - done) / done (``done`` counted from the task's field ``first``, if any, so a
+    resumed run's earlier steps do not count as this run's pace): Rich's ``TimeRemainingColumn`` uses the speed over its last
+    30 s only and shows ``-:--:--`` whenever one step (an image, a training step) takes longer."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Eta(ProgressColumn):
+        def render(self, task: object) -> Text:
+            first = task.fields.get("first", 0)  # steps done before this run (a resumed training)
+            done, total, elapsed = task.completed - first, task.total, task.elapsed
+            if not total or done <= 0 or elapsed is None:
+                return Text(f"{label} -:--", style="progress.remaining")
+            return Text(f"{label} {clock(elapsed * (total - task.completed) / done)}", style="progress.remaining")
+
+    return Eta()
+
+
 class Heartbeat:
     """While active (``with Heartbeat(interval, beat):``), calls ``beat(elapsed_seconds)`` every
     ``interval`` seconds from a daemon thread; ``interval`` None or <= 0: never. ``touch()``

@@ -85,9 +85,17 @@ def methods_for(task: str) -> list[str]:
 
 
 def method_spec(name: str, task: str | None = None) -> MethodSpec:
+    """The registry's entry for ``name``; an unknown name is a :class:`UsageError` with the closest
+    name of the task's methods ("did you mean 'menon'?") and those methods only."""
     spec = METHODS.get(name.lower())
     if spec is None:
-        raise UsageError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
+        import difflib
+
+        choices = methods_for(task) if task is not None else list(METHODS)
+        close = difflib.get_close_matches(name.lower(), choices, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        what = f"methods for {task}:" if task is not None else "expected one of"
+        raise UsageError(f"unknown method {name!r}; {hint}{what} {', '.join(choices)}")
     if task is not None and task not in spec.tasks:
         raise UsageError(
             f"method {name!r} does not do {task}; methods for {task}: {', '.join(methods_for(task))}"

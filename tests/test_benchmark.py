@@ -620,3 +620,23 @@ def test_time_estimate_from_recorded_speeds(tiny_kodak, monkeypatch, capsys):
     code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
                         "--methods", "bilinear")
     assert code == 0 and "estimate" not in err and benchmark_cmd.ESTIMATE_NOTE_SECONDS == 30
+
+
+def test_the_results_table_is_not_cut_off_a_terminal():
+    """Off a terminal (a pipe, a log) the table is printed at its own width: every header whole,
+    never `s/ima…` at Rich's default 80 columns."""
+    import io
+
+    from gsprestore.cli.benchmark_cmd import print_table, results_table
+
+    result = {"protocol": {"task": "demosaic", "dataset": "kodak", "images": 24, "pattern": "RGGB",
+                           "noise": {"sigma": 0}, "device": "cpu", "paper": "Do et al. 2024"},
+              "results": [{"method": "ensemble+se", "psnr_dataset_mse": 39.02, "psnr_mean": 38.9, "ssim_mean": 0.98,
+                           "seconds_per_image": 123.456, "megapixels_per_second": 0.0032, "params": 653412,
+                           "paper": {"psnr": 39.11, "ssim": 0.9876}}]}
+    out = io.StringIO()
+    print_table(results_table(result), file=out)
+    text = out.getvalue()
+    assert "…" not in text
+    for word in ("s/image", "MP/s", "params", "paper PSNR", "paper SSIM", "123.456", "653,412", "ensemble+se"):
+        assert word in text, text

@@ -89,7 +89,7 @@ def test_develop_matches_libraw_on_every_bayer_phase_and_orientation(tmp_path, p
     """Same demosaicker (bilinear vs LibRaw's LINEAR), camera WB, matrix, sRGB curve, orientation:
     the interiors agree to ~85 dB (16-bit rounding); only the 1-2 px borders are filled differently."""
     path, _ = _dng(tmp_path, pattern, orientation)
-    ours = cr.develop(cr.read_raw(path), _bilinear)
+    ours = cr.develop(cr.read_raw(path), _bilinear, bright="none")
     ref = _libraw(path)
     assert ours.shape == ref.shape
     if orientation in (6, 8):
@@ -106,15 +106,75 @@ def test_white_balances_and_output_spaces_match_libraw(tmp_path, wb, space):
         kw["user_wb"] = [1.0, 1.0, 1.0, 1.0]
     kw["gamma"] = (1, 1)
     kw["output_color"] = rawpy.ColorSpace.raw if space == "camera" else rawpy.ColorSpace.sRGB
-    ours = cr.develop(cr.read_raw(path), _bilinear, wb=wb, output_space=space)
+    ours = cr.develop(cr.read_raw(path), _bilinear, wb=wb, output_space=space, bright="none")
     assert _psnr(ours, _libraw(path, **kw), border=4) > 70
+
+
+def _dng_without_matrix(path, scene, make="Canon", model="Canon EOS 5D Mark II", pattern="RGGB"):
+    """A DNG with no ColorMatrix1 (as some converters write): LibRaw takes the camera's matrix from
+    its own tables by make and model, and rawpy's ``color_matrix`` reads zeros, as for the Kodak
+    DC50's .KDC file (``../shared/raw``)."""
+    import tifffile
+
+    cfa = cr.mosaic_for_dng(scene, pattern, as_shot_neutral=NEUTRAL)
+    tags = [(271, "s", 0, make, True), (272, "s", 0, model, True), (50706, "B", 4, (1, 4, 0, 0), True),
+            (50708, "s", 0, model, True), (33421, "H", 2, (2, 2), True),
+            (33422, "B", 4, bytes(cr._CFA_CODE[c] for c in pattern), True), (50710, "B", 3, bytes((0, 1, 2)), True),
+            (50714, "H", 1, 512, True), (50717, "H", 1, 16383, True), (50728, "2I", 3, cr._rationals(NEUTRAL), True)]
+    tifffile.imwrite(path, cfa, photometric=32803, extratags=tags, metadata=None)
+    return path
+
+
+def test_libraw_own_matrix_is_used_when_rawpy_reports_none(tmp_path):
+    """rawpy reads a zero colour matrix, yet LibRaw applies one from its tables: ours is LibRaw's
+    (the 45 dB target of issue 40; without the outermost pixel, where LibRaw's LINEAR averages the
+    3x3 neighbours and our bilinear mirrors, a demosaicker difference)."""
+    path = _dng_without_matrix(tmp_path / "canon.dng", _scene(48, 64, seed=2))
+    with rawpy.imread(str(path)) as raw:
+        assert not np.any(raw.color_matrix)
+    frame = cr.read_raw(path)
+    assert frame.rgb_cam is not None and abs(frame.rgb_cam[0, 0] - 1) > 0.2
+    assert np.allclose(frame.rgb_cam.sum(axis=1), 1, atol=1e-3)
+    for bright, kw in (("none", {}), ("auto", {"no_auto_bright": False})):
+        ours = cr.develop(frame, _bilinear, bright=bright)
+        ref = _libraw(path, **kw)
+        assert _psnr(ours, ref, border=1) >= 45, bright
+    # a camera LibRaw knows no matrix for: camera RGB is taken as sRGB, as LibRaw does, and said
+    unknown = _dng_without_matrix(tmp_path / "unknown.dng", _scene(48, 64, seed=2), make="Nobody", model="X1")
+    notes: list[str] = []
+    ours = cr.develop(cr.read_raw(unknown), _bilinear, bright="none", notice=notes.append)
+    assert _psnr(ours, _libraw(unknown), border=1) >= 45
+    assert any("LibRaw knows no colour matrix" in n for n in notes)
+
+
+def test_auto_brightness_matches_libraw_default_and_clips_highlights(tmp_path):
+    """--bright auto is LibRaw's default (auto_bright_thr 0.01: the brightest channel's 99th
+    percentile to white); a FACTOR scales linear values; above white is clipped."""
+    scene = _scene(48, 64, seed=4) * 0.4  # a dim exposure
+    path, _ = _dng(tmp_path, "GRBG", scene=scene)
+    frame = cr.read_raw(path)
+    auto = cr.develop(frame, _bilinear)  # the default
+    assert _psnr(auto, _libraw(path, no_auto_bright=False), border=1) >= 45
+    none = cr.develop(frame, _bilinear, bright="none", output_space="linear")
+    twice = cr.develop(frame, _bilinear, bright=2, output_space="linear")
+    assert np.allclose(twice, np.clip(none * 2, 0, 1), atol=1e-5)
+    assert float(np.percentile(auto, 99)) > float(np.percentile(cr.srgb_encode(none), 99)) + 0.1
+    assert cr.parse_bright("AUTO") == "auto" and cr.parse_bright("1.5") == 1.5
+    from gsprestore.errors import UsageError
+
+    for bad in ("bright", "0", "-1", "nan"):
+        with pytest.raises(UsageError, match="--bright"):
+            cr.parse_bright(bad)
+    from gsprestore.file_restore import DEFAULT_BRIGHT
+
+    assert DEFAULT_BRIGHT == cr.DEFAULT_BRIGHT
 
 
 def test_round_trip_recovers_the_scene(tmp_path):
     """Scene -> camera mosaic (DNG) -> develop: the scene comes back (linear output, a smooth scene)."""
     scene = _scene(64, 64, seed=3)
     path, _ = _dng(tmp_path, "GRBG", scene=scene)
-    back = cr.develop(cr.read_raw(path), _bilinear, output_space="linear")
+    back = cr.develop(cr.read_raw(path), _bilinear, output_space="linear", bright="none")
     assert _psnr(back, scene, border=2) > 30
     assert abs(float(back.mean()) - float(scene.mean())) < 0.01
 
@@ -126,7 +186,7 @@ def test_menon_on_a_camera_file_is_close_to_libraw_ahd(tmp_path):
     path, _ = _dng(tmp_path, "RGGB", scene=scene)
     menon = get_restorer("menon", "demosaic")
     ours = cr.develop(cr.read_raw(path), lambda m, p: restore(menon, torch.from_numpy(m)[None], p,
-                                                             device="cpu").numpy())
+                                                             device="cpu").numpy(), bright="none")
     ref = _libraw(path, demosaic_algorithm=rawpy.DemosaicAlgorithm.AHD)
     truth = cr.srgb_encode(scene)
     assert _psnr(ours, ref, border=4) > 30
@@ -184,7 +244,7 @@ def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
     assert code == 0, err
     assert cr.read_raw(tmp_path / "x.dng").pattern == "GRBG"
     code, out, err = _cli(["demosaic", str(tmp_path / "x.dng"), "-o", str(tmp_path / "dev.png"), "-m", "menon",
-                           "--device", "cpu", "--json"])
+                           "--device", "cpu", "--json", "--bright", "none"])  # the photo's own brightness back
     assert code == 0, err
     info = json.loads(out)["files"][0]["info"]
     assert info["pattern"] == "GRBG" and info["bit_depth"] == 16 and info["output_space"] == "srgb"
@@ -193,8 +253,18 @@ def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
     assert _psnr(dev.array, photo, border=3) > 25  # menon on a small hard-edged scene, through linear light
     menon = get_restorer("menon", "demosaic")
     direct = cr.develop(cr.read_raw(tmp_path / "x.dng"),
-                        lambda m, p: restore(menon, torch.from_numpy(m)[None], p, device="cpu").numpy())
+                        lambda m, p: restore(menon, torch.from_numpy(m)[None], p, device="cpu").numpy(), bright="none")
     assert _psnr(dev.array, direct) > 90  # the CLI is the pipeline (16-bit rounding apart)
+    assert info["bright"] == "none"
+    code, out, err = _cli(["demosaic", str(tmp_path / "x.dng"), "-o", str(tmp_path / "dev-auto.png"), "-m", "menon",
+                           "--device", "cpu", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["files"][0]["info"]["bright"] == "auto"  # the default
+    auto = cr.develop(cr.read_raw(tmp_path / "x.dng"),
+                      lambda m, p: restore(menon, torch.from_numpy(m)[None], p, device="cpu").numpy())
+    assert _psnr(read_image(tmp_path / "dev-auto.png").array, auto) > 90
+    code, _, err = _cli(["demosaic", str(tmp_path / "x.dng"), "--bright", "lots", "-m", "menon"])
+    assert code == 2 and "--bright" in err
     # a folder of camera files is found by demosaic (RAW suffixes), and --pattern is overridden
     (tmp_path / "shoot").mkdir()
     (tmp_path / "x.dng").rename(tmp_path / "shoot" / "x.dng")

@@ -4,6 +4,7 @@ message naming the file and the reason with nothing lost."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -394,7 +395,9 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     from gsprestore import defaults, restorers
     from gsprestore.errors import WeightsError
 
-    monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
+    best = defaults.best_by_quality("demosaic")
+    best.method = "ugtv"
+    monkeypatch.setattr(defaults, "best_by_quality", lambda task, *a, **k: best)  # as if its scores made it the best
 
     real = restorers.get_restorer
 
@@ -408,6 +411,21 @@ def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
     assert code == 0, err
     assert "using menon instead" in err and "with menon" in out
     assert "for reference" not in out  # menon is not compared with itself
+
+
+def test_demo_shows_the_best_method_beside_the_classical_one(tmp_path, monkeypatch):
+    """Without -m the demo runs the best method by recorded quality (the manifest's: a learned one
+    when its weights beat the classical ones) and prints the classical method's score and time on
+    the same mosaic beside it."""
+    from gsprestore import defaults
+
+    best = defaults.best_by_quality("demosaic")
+    best.method = "malvar"  # what the manifest would rank first (a fast stand-in for a network)
+    monkeypatch.setattr(defaults, "best_by_quality", lambda task, *a, **k: best)
+    code, out, err = cli("demo", cwd=tmp_path)
+    assert code == 0, err
+    assert "with malvar on cpu: PSNR" in out and " s -> " in out
+    assert "for reference, menon on the same mosaic: PSNR" in out and "dB for malvar)" in out
 
 
 def test_bundled_chart_is_the_generated_one():
@@ -435,8 +453,9 @@ def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_pat
     raw(tmp_path / "r.png")
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "o.png")
     assert code == 0, err
-    beats = [line for line in err.splitlines() if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'}: ")]
-    assert len(beats) >= 2 and all(line.endswith(" elapsed") for line in beats), err
+    beats = [line for line in err.splitlines()
+             if line.startswith(f"[1/1] demosaic {tmp_path / 'r.png'} with bilinear: ")]
+    assert len(beats) >= 2 and all(" elapsed" in line for line in beats), err
     code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "q.png", "-q")
     assert code == 0 and err == ""  # --quiet: nothing
 
@@ -470,3 +489,91 @@ def test_no_silent_loss_of_bits_or_mosaic_samples(tmp_path):
     code, _, err = cli("mosaic", tmp_path / "p.jpg")
     assert code == 0 and (tmp_path / "p-mosaic.png").is_file() and not (tmp_path / "p-mosaic.jpg").exists()
     assert "1 JPEG / WebP input(s) give PNG mosaics (a Bayer mosaic must be lossless)" in err
+
+
+def test_the_whole_job_eta_exists_before_a_long_first_step_ends():
+    """Rich's own ETA needs a step within its 30-s speed window (`eta -:--:--` while one image or
+    tile takes longer); ours is the whole job's by pixels: from the recorded speed before anything
+    is done, then from elapsed / done with the current file's tiles."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gsprestore.cli.batch_progress import JobClock, Reporter
+
+    clock = JobClock([1_000_000, 3_000_000], expected=400.0)
+    clock.t0 -= 100  # 100 s into the first file, nothing done: the recorded speed's figure
+    assert abs(clock.left() - 300) < 1
+    clock.part(1, 2)  # half the first file's tiles: 0.5 of 4 MP done in 100 s
+    assert abs(clock.fraction() - 0.125) < 1e-9 and abs(clock.left() - 700) < 1
+    clock.finish(0)
+    clock.start(1)
+    assert abs(clock.fraction() - 0.25) < 1e-9
+    assert JobClock([None, None]).left() is None  # nothing to go by yet
+    late = JobClock([10], expected=5.0)
+    late.t0 -= 10
+    assert late.left() is None  # past the expected time with nothing done: no made-up figure
+    reporter = Reporter(True, 2, "demosaic", method="ugtv")
+    reporter.clock = JobClock([1_000_000, 1_000_000], expected=3725.0)
+    from gsprestore.cli.batch_progress import _eta_column
+
+    progress = Progress(_eta_column(reporter), console=Console(file=io.StringIO(), width=80))
+    reporter._files_task = progress.add_task("files", total=2)
+    console = Console(file=io.StringIO(), width=80)
+    console.print(progress)
+    assert "eta 1:02:0" in console.file.getvalue()
+
+
+def test_the_eta_column_of_benchmark_and_train_survives_steps_longer_than_30_s():
+    """Benchmark images and training steps: the ETA is the task's average pace since it started
+    (Rich's own needs steps within its 30-s window); a resumed run's earlier steps do not count."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gsprestore.heartbeat import eta_column
+
+    progress = Progress(eta_column(), console=Console(file=io.StringIO(), width=80))
+    task = progress.add_task("x", total=24, completed=0)
+    progress.start_task(task)
+    t = progress.tasks[0]
+    t.start_time -= 360  # 6 images in 6 minutes, each longer than Rich's 30-s window
+    progress.update(task, completed=6)
+    assert str(eta_column().render(progress.tasks[0])).startswith("eta 18:0")
+    resumed = progress.add_task("y", total=100, completed=50, first=50)
+    progress.tasks[1].start_time -= 100
+    progress.update(resumed, completed=60)  # 10 steps in 100 s, 40 to go
+    assert str(eta_column().render(progress.tasks[1])).startswith("eta 6:4")
+
+
+def test_one_option_vocabulary_across_commands(tmp_path):
+    """-o/--output, -m/--method (--methods where a list is taken), -q/--quiet (--no-progress) on
+    every command; old spellings still work; --prior on demosaic; a mistyped method gets the
+    closest of the task's methods; -o x.jpeg2 is an error, not a folder; --suffix help per command."""
+    from gsprestore.cli.app import _register, app
+    import typer.main
+
+    _register()
+    cmd = typer.main.get_command(app)
+    names = {name: {o for p in c.params for o in p.opts} for name, c in cmd.commands.items()}
+    for name in ("mosaic", "demosaic", "upscale2x", "demo", "compare", "explain", "train", "train-pack"):
+        assert {"-o", "--output"} <= names[name], name
+    assert "--out" in names["train"] and "--out" in names["train-pack"]  # the old spellings
+    for name in ("compare", "benchmark"):
+        assert {"-m", "--method", "--methods"} <= names[name], name
+    for name in ("mosaic", "demosaic", "upscale2x", "train"):
+        assert {"-q", "--quiet", "--no-progress"} <= names[name], name
+    assert "--prior" in names["demosaic"]
+    raw(tmp_path / "r.png")
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "menno")
+    assert code == 2 and "did you mean 'menon'?" in err and "bicubic" not in err, err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "--prior", "gtv", "--fast")
+    assert code == 2 and "--fast chooses the method" in err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "--prior", "sparse")
+    assert code == 2 and "unknown --prior 'sparse'; expected glr or gtv" in err
+    code, _, err = cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "x.jpeg2")
+    assert code == 2 and "unknown output extension '.jpeg2'" in err and not (tmp_path / "x.jpeg2").exists()
+    assert cli("demosaic", tmp_path / "r.png", "-m", "bilinear", "-o", tmp_path / "v1.2", "--no-progress")[0] == 0
+    assert (tmp_path / "v1.2" / "r.png").is_file()
+    helps = {c: cli(c, "--help")[1] for c in ("mosaic", "demosaic", "upscale2x")}
+    assert "-mosaic next" in " ".join(helps["mosaic"].split()) and "-2x" not in helps["mosaic"]
+    assert "-2x next" in " ".join(helps["upscale2x"].split()) and "-demosaic" not in helps["upscale2x"]
+    assert "SIDE" in cli("train-pack", "--help")[1]

@@ -52,8 +52,14 @@ def test_every_method_builds_and_restores_a_tiny_input(name, task):
 
 
 def test_unknown_method_lists_the_methods():
-    with pytest.raises(UsageError, match="unknown method 'nope'; expected one of bilinear, malvar, menon"):
+    with pytest.raises(UsageError, match="unknown method 'nope'; methods for demosaic: bilinear, malvar, menon, "
+                       "iglr") as exc:
         restorers.get_restorer("nope", "demosaic")
+    assert "bicubic" not in str(exc.value)  # only the task's methods
+    with pytest.raises(UsageError, match="unknown method 'nope'; expected one of bilinear, malvar, menon"):
+        restorers.method_spec("nope")
+    with pytest.raises(UsageError, match="did you mean 'bicubic'"):
+        restorers.method_spec("bicubc", "upscale2x")
 
 
 def test_method_that_does_not_do_the_task_names_those_that_do():

@@ -1014,3 +1014,29 @@ def test_train_help_shows_every_default_it_names():
                  "epochs per decay (default: epochs / 3).", "CPU threads for torch (default: torch's;"):
         assert text in flat, text
     assert not re.search(r"[A-Za-z] \.(\s|$)", flat)  # a word, then a lost "[...]", then the full stop
+
+
+def test_resume_of_an_ended_run_says_what_is_left_or_refuses(photos, stand, tmp_path, capsys, monkeypatch):
+    """train --resume of a run that ended (a --max-steps smoke run) without --epochs / --max-steps:
+    what is left and about how long at its recorded pace; refused when that is long (it used to
+    train on silently toward the recipe's epochs); a complete run needs --epochs."""
+    from gsprestore.cli.train_cmd import RESUME_QUIET_S, resume_plan
+    from gsprestore.errors import UsageError
+
+    run = tmp_path / "r"
+    _run(_cfg(photos, epochs=30), run, max_steps=2)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "max-steps" and summary["steps"] == 2
+    summary["patches_per_s"] = 8 * 148 / (2 * RESUME_QUIET_S)  # 148 steps left: twice the quiet limit
+    (run / "summary.json").write_text(json.dumps(summary))
+    code, err = _cli_main(["train", "--resume", str(run), "--no-progress"], capsys, monkeypatch)
+    assert code == 2 and "ended (max-steps) at step 2, epoch 0 of 30" in err and "148 steps" in err, err
+    assert "about 20:00" in err and "pass --epochs N or --max-steps N" in err
+    assert "resuming as --epochs" in resume_plan(run, epochs_given=False, steps_given=True)
+    summary["patches_per_s"] = 1e6  # a fast run: it says what it does and goes on
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert "training on: 148 steps (30 epoch(s)) left of its 30 epochs" in resume_plan(run, epochs_given=False, steps_given=False)
+    summary.update(epochs_done=30, steps=150)
+    (run / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(UsageError, match="it is complete; pass --epochs N"):
+        resume_plan(run, epochs_given=False, steps_given=False)

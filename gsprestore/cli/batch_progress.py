@@ -1,8 +1,10 @@
 """The batch commands' progress and messages on stderr (:class:`Reporter`): what a user sees while
-``demosaic`` / ``upscale2x`` / ``mosaic`` work through files, on a terminal or in a log."""
+``demosaic`` / ``upscale2x`` / ``mosaic`` work through files, on a terminal or in a log, and the
+whole job's time remaining (:class:`JobClock`)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import one_line
@@ -11,31 +13,104 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..batch import Job, Result
 
 
+class JobClock:
+    """The time left of a whole batch, by pixels: ``pixels`` per file (from the headers; a file
+    whose header could not be read counts as the mean of the others), the current file's share
+    done from its tiles. Left = elapsed x (1 - done) / done once any part is done; before that,
+    ``expected`` seconds (the method's recorded speed, :func:`gsprestore.defaults.expected_seconds`)
+    less the elapsed time, so a first step longer than Rich's 30-s speed window (one image, one
+    tile) still has an ETA. None: nothing to go by (no part done, and no expected time left)."""
+
+    def __init__(self, pixels: list[int | None], expected: float | None = None):
+        known = [p for p in pixels if p]
+        mean = sum(known) / len(known) if known else 1.0
+        self.weights = [float(p) if p else mean for p in pixels] or [1.0]
+        self.total = sum(self.weights)
+        self.expected = expected
+        self.t0 = time.monotonic()
+        self._done = 0.0
+        self._current = 0
+        self._share = 0.0
+
+    def start(self, k: int) -> None:
+        self._current, self._share = min(k, len(self.weights) - 1), 0.0
+
+    def part(self, done: int, total: int) -> None:
+        self._share = done / total if total > 0 else 0.0
+
+    def finish(self, k: int) -> None:
+        self._done += self.weights[min(k, len(self.weights) - 1)]
+        self._share = 0.0
+
+    def fraction(self) -> float:
+        return min(1.0, (self._done + self.weights[self._current] * self._share) / self.total)
+
+    def left(self) -> float | None:
+        elapsed = time.monotonic() - self.t0
+        f = self.fraction()
+        if f > 0:
+            return elapsed * (1 - f) / f
+        if self.expected is not None and self.expected > elapsed:
+            return self.expected - elapsed
+        return None  # nothing done yet and past the expected time: no honest figure
+
+
+def _eta_column(reporter: "Reporter") -> Any:
+    """A Rich column with the whole job's time left (:class:`JobClock`) on the files row; Rich's
+    own ``TimeRemainingColumn`` needs a step within its 30-s speed window and shows ``-:--:--``
+    while one image or one tile takes longer."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    from ..heartbeat import clock
+
+    class Eta(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            if task.id != reporter._files_task:
+                return Text("")
+            left = reporter.clock.left() if reporter.clock is not None else None
+            return Text(f"eta {clock(left) if left is not None else '-:--'}", style="progress.remaining")
+
+    return Eta()
+
+
 class Reporter:
     """Progress and messages on stderr: a Rich progress display (files, and tiles of the current
     image) on a terminal; otherwise one line per file, and while a file takes long a line every
     :func:`gsprestore.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
     ``quiet`` keeps only errors."""
 
-    def __init__(self, quiet: bool, total: int, verb: str):
+    def __init__(self, quiet: bool, total: int, verb: str, method: str | None = None):
         from rich.console import Console
 
         self.quiet = quiet
         self.total = total
         self.verb = verb
+        #: The method that runs, as the per-file and summary lines name it (None: ``mosaic``).
+        self.method = method
+        #: The batch's jobs, set before the worker is built (its time estimate reads their sizes).
+        self.jobs: list["Job"] = []
+        #: The whole job's time left (:class:`JobClock`), set by the worker's set-up; None: by files.
+        self.clock: JobClock | None = None
+        #: Lines printed after the summary (what would give a better result, and its time).
+        self.closing: list[str] = []
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.progress = None
+        self._files_task = None
         self._tiles_task = None
         self._beat = None
         self._tiles: tuple[int, int] | None = None
         if not quiet and self.console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                     console=self.console, transient=True)
+                                     TimeElapsedColumn(), _eta_column(self), console=self.console, transient=True)
             self._files_task = self.progress.add_task("files", total=total)
+
+    def _clock(self) -> JobClock:
+        if self.clock is None:  # no estimate was set up: every file weighs the same
+            self.clock = JobClock([None] * max(self.total, 1))
+        return self.clock
 
     def __enter__(self) -> "Reporter":
         if self.progress is not None:
@@ -55,14 +130,16 @@ class Reporter:
         self.console.print(f"error: {one_line(message)}", markup=False)
 
     def start(self, k: int, job: "Job") -> None:
+        self._clock().start(k)
+        with_method = f" with {self.method}" if self.method else ""
         if self.progress is not None:
-            self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}")
+            self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}{with_method}")
         elif not self.quiet:  # no live display: say by the clock that a long file is still going
             from ..heartbeat import Heartbeat, progress_interval
 
             self._stop_beat()
             self._tiles = None
-            head = f"[{k + 1}/{self.total}] {self.verb} {job.input}"
+            head = f"[{k + 1}/{self.total}] {self.verb} {job.input}{with_method}"
             self._beat = Heartbeat(progress_interval(), lambda t: self._still(head, t)).start()
 
     def _still(self, head: str, elapsed: float) -> None:
@@ -70,10 +147,9 @@ class Reporter:
 
         text = f"{head}: {clock(elapsed)} elapsed"
         if self._tiles is not None and self._tiles[1] > 1:
-            done, total = self._tiles
-            text += f", tile {done}/{total}"
-            if done:
-                text += f", ETA {clock(elapsed * (total - done) / done)}"
+            text += f", tile {self._tiles[0]}/{self._tiles[1]}"
+        left = self._clock().left()
+        text += f", ETA {clock(left)} for the whole job" if left is not None else ""
         self.console.print(text, markup=False)
 
     def _stop_beat(self) -> None:
@@ -83,6 +159,7 @@ class Reporter:
 
     def tiles(self, done: int, total: int) -> None:
         self._tiles = (done, total)
+        self._clock().part(done, total)
         if self.progress is None or total <= 1:
             return
         if self._tiles_task is None:
@@ -91,6 +168,7 @@ class Reporter:
 
     def result(self, k: int, res: "Result") -> None:
         self._stop_beat()
+        self._clock().finish(k)
         if self.progress is not None:
             self.progress.advance(self._files_task)
             if self._tiles_task is not None:
@@ -99,5 +177,11 @@ class Reporter:
         if res.status == "failed":
             self.error(res.error or "failed")
         elif not self.quiet and self.progress is None:
-            what = f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped" else f"{res.seconds:.2f} s"
-            self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}"), markup=False)
+            from ..heartbeat import clock
+
+            what = (f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped"
+                    else f"{self.method + ', ' if self.method else ''}{res.seconds:.2f} s")
+            left = self._clock().left() if k + 1 < self.total else None
+            eta = f", ETA {clock(left)}" if left is not None else ""
+            self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}{eta}"),
+                               markup=False)

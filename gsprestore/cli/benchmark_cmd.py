@@ -40,7 +40,7 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
     cols = (["sigma"] if several else []) + ["PSNR", "mean PSNR", "SSIM", "s/image", "MP/s", "params"]
     cols += ["paper PSNR", "paper SSIM"] if has_paper else []
     for col in cols:
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for r in result["results"]:
         lead = [r["method"]] + ([f"{r['noise_sigma']:g}"] if several else [])
         ref = r.get("paper") or {}
@@ -168,7 +168,8 @@ def benchmark(
     ] = False,
     methods: Annotated[
         Optional[str],
-        typer.Option("--methods", help="Comma-separated method names (default: every method of the task but the "
+        typer.Option("--method", "-m", "--methods", help="Comma-separated method names (default: every method of "
+                     "the task but the "
                      "ensemble; learned ones without weights are listed as skipped)."),
     ] = None,
     pattern: Annotated[str, typer.Option("--pattern", help="Bayer pattern: RGGB, BGGR, GRBG or GBRG.")] = "RGGB",
@@ -283,7 +284,7 @@ def benchmark(
         options = {n: o for n, o in restorer_options.items() if n in names}
         with BenchmarkProgress(err, f"{t} on {dataset}") as step:
             result = run_benchmark(t, whole, names, data_dir, progress=step, restorer_options=options, **run)
-        Console().print(results_table(result))
+        print_table(results_table(result))
         if save_outputs is not None:
             err.print(f"wrote the outputs under {save_outputs / t}", markup=False, highlight=False)
         failed = []
@@ -307,6 +308,19 @@ def benchmark(
             raise GspError(f"{failed[-1].reason}; the results are printed on stdout", failed[-1].path)
 
 
+def print_table(table: Any, file: Any = None) -> None:
+    """Print a Rich table on stdout (or ``file``): on a terminal at its width; elsewhere (a pipe, a
+    log, a file) at the table's own width, so no column is cut to ``s/ima…`` at Rich's default of
+    80 columns."""
+    from rich.console import Console
+
+    console = Console(file=file)
+    if not console.is_terminal:
+        natural = Console(file=file, width=10_000).measure(table).maximum
+        console = Console(file=file, width=max(80, natural))
+    console.print(table)
+
+
 class BenchmarkProgress:
     """Images done / total with the elapsed time and an ETA: a Rich bar on a terminal, one line per
     image otherwise (logs and pipes). Used as ``with BenchmarkProgress(console, title) as step``;
@@ -320,12 +334,12 @@ class BenchmarkProgress:
 
         self.t0 = time.perf_counter()
         if self.console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from ..heartbeat import eta_column
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("images"),
-                                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=self.console,
-                                transient=True)
+                                TimeElapsedColumn(), eta_column(), console=self.console, transient=True)
             self.bar.start()
             self.job = self.bar.add_task(self.title, total=None)
         return self.step

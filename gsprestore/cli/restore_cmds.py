@@ -1,8 +1,9 @@
-"""``gsprestore mosaic | demosaic | upscale2x | demo``: files and folders through the tiled engine.
+"""``gsprestore mosaic | demosaic | upscale2x``: files and folders through the tiled engine.
 
 Thin commands: they parse and check options, run :mod:`gsprestore.batch` (inputs, outputs,
 skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.file_restore` (read,
-orientation, alpha, ICC, checks, restore, write; camera RAW development; the demo chart), and print.
+orientation, alpha, ICC, checks, restore, write; camera RAW development), and print (``demo``:
+:mod:`.visual_cmds`).
 Nothing heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
 
 Exit codes: 0 all done, 1 failure (the batch stops at the first one; files already written stay
@@ -12,7 +13,6 @@ valid), 2 usage, 3 some files failed under ``--continue-on-error``.
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
@@ -20,7 +20,7 @@ import typer
 from ..errors import one_line
 from ..self_ensemble import PASSES
 from .batch_progress import Reporter
-from .method_choice import chosen_method, fast_or_best, time_note
+from .method_choice import best_help, chosen_method, fast_or_best, plan_job, self_ensemble_help
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,8 +37,15 @@ RawInputs = Annotated[list[str], typer.Argument(help="Bayer mosaics (PNG or TIFF
                                                 show_default=False)]
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (one input) or folder "
                                                 "(mirrors the input tree). Default: next to each input.")]
-Suffix = Annotated[Optional[str], typer.Option("--suffix", help="Added to output names (default: none with -o "
-                                                "FOLDER, else -demosaic / -2x / -mosaic).")]
+
+
+def _suffix(default: str) -> Any:
+    """``--suffix`` of a command whose outputs are named NAME{default}.EXT by default."""
+    return Annotated[Optional[str], typer.Option("--suffix", help=f"Added to output names (default: {default} "
+                                                 "next to the input, none with -o FOLDER).")]
+
+
+MosaicSuffix, DemosaicSuffix, UpscaleSuffix = _suffix("-mosaic"), _suffix("-demosaic"), _suffix("-2x")
 Ext = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, jpg, webp or same (as the input; PNG for "
                                    "camera RAW inputs).")]
 MosaicExt = Annotated[str, typer.Option("--ext", help="Output format: png, tiff, dng (a camera RAW file) or same.")]
@@ -48,13 +55,18 @@ WhiteBalance = Annotated[str, typer.Option("--wb", help="Camera RAW only: white 
 OutputSpace = Annotated[str, typer.Option("--output-space", help="Camera RAW only: srgb (the camera-to-sRGB matrix "
                                           "and the sRGB curve), linear (linear sRGB) or camera (white-balanced "
                                           "camera RGB, linear).")]
+Bright = Annotated[str, typer.Option("--bright", help="Camera RAW only: auto (as LibRaw / dcraw by default: the "
+                                     "brightest channel's 99th percentile to white), none (the sensor's clipping "
+                                     "point is white) or a FACTOR on linear values. Highlights above white are "
+                                     "clipped, as LibRaw's default highlight mode.")]
 BitDepth = Annotated[Optional[int], typer.Option("--bit-depth", help="8 or 16 (default: the input file's depth).")]
 Recursive = Annotated[bool, typer.Option("--recursive", "-r", help="Descend into sub-folders of folder inputs.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (default: refuse).")]
 SkipExisting = Annotated[bool, typer.Option("--skip-existing", help="Leave existing outputs alone and go on.")]
 ContinueOnError = Annotated[bool, typer.Option("--continue-on-error", help="Do every good file even if some fail "
                                                 "(exit code 3 if any failed).")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notices on stderr (errors only).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", "--no-progress", help="No progress or notices on stderr "
+                                     "(errors only).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print a JSON summary of every file on stdout.")]
 Pattern = Annotated[str, typer.Option("--pattern", "-p", help="Bayer pattern, named by its top-left 2x2 block: "
                                        "RGGB, BGGR, GRBG or GBRG.")]
@@ -64,12 +76,12 @@ RawPattern = Annotated[Optional[str], typer.Option("--pattern", "-p", help="Baye
 Method = Annotated[Optional[str], typer.Option("--method", "-m", help="Method name (see `gsprestore models`); "
                                                 "default: the best by recorded quality that is fast enough on this "
                                                 "kind of device (`gsprestore models` says which and why).")]
+Prior = Annotated[Optional[str], typer.Option("--prior", help="glr or gtv: the learned network of that prior, "
+                                             "shorthand for --method uglr / ugtv.")]
 Fast = Annotated[bool, typer.Option("--fast", help="Run the classical method (menon / bicubic; no learned network).")]
-Best = Annotated[bool, typer.Option("--best", help="Run the best method by recorded quality whatever its time, "
-                                    "with --self-ensemble (a learned network takes minutes per photo on a CPU).")]
-SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help="Average the method's output with its output on "
-                                            "the transposed image: twice the time, +0.04 to +0.16 dB for the "
-                                            "learned models on held-out photos.")]
+BestDemosaic = Annotated[bool, typer.Option("--best", help=best_help("demosaic"))]
+BestUpscale = Annotated[bool, typer.Option("--best", help=best_help("upscale2x"))]
+SelfEnsemble = Annotated[bool, typer.Option("--self-ensemble", help=self_ensemble_help())]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="Weights file for a learned method "
                                                  "(default: the shipped ones).")]
 Tile = Annotated[int, typer.Option("--tile", help="Tile size in input pixels; 0 = choose from available memory.")]
@@ -123,13 +135,17 @@ def _run_batch(
     lossless: bool = False,
     shard: str | None = None,
     ranks: Any = None,
+    method: str | None = None,
 ) -> None:
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run.
     ``lossless``: an output that ``--ext same`` would make JPEG / WebP is written as PNG (a note
     says so). ``shard`` (``--shard K/N``) and the ranks of torchrun (``ranks``,
     :class:`gsprestore.distributed.Ranks`) each take their share of the planned jobs
     (:func:`gsprestore.batch.shard_jobs`); with several ranks, rank 0 alone shows progress and
-    the summary of all of them, and every rank exits with the job's exit code (the highest)."""
+    the summary of all of them, and every rank exits with the job's exit code (the highest).
+    ``method``: what the per-file and summary lines name (``menon (the default)``); ``setup`` may
+    read ``reporter.jobs`` (their time estimate) and add to ``reporter.closing``, lines printed
+    after the summary."""
     from .. import distributed as D
     from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
     from ..errors import GspError
@@ -145,7 +161,7 @@ def _run_batch(
                               skip_existing=skip_existing, continue_on_error=continue_on_error,
                               quiet=quiet_rank, as_json=as_json and ranks.main, setup=setup, meta=meta,
                               extra_suffixes=extra_suffixes, lossless=lossless, shard=shard,
-                              ranks=_Joined(ranks, quiet))
+                              ranks=_Joined(ranks, quiet), method=method)
         finally:
             D.finish(ranks)
 
@@ -168,7 +184,7 @@ def _run_batch(
     planned = jobs  # every rank's jobs (of this --shard)
     if group is not None:  # after the same sorted walk on every rank: each file in one rank's share
         jobs = shard_jobs(jobs, group.ranks.rank, group.ranks.world)
-    reporter = Reporter(quiet, len(jobs), verb)
+    reporter = Reporter(quiet, len(jobs), verb, method=method.split(" (")[0] if method else None)
     if lossless:
         from ..batch import Job
 
@@ -209,6 +225,7 @@ def _run_batch(
         summary = run_jobs([], lambda j, k: None, failures=failures_here)
         summary.stopped = True
     else:
+        reporter.jobs = jobs
         worker = setup(reporter)
         with reporter:
             summary = run_jobs(jobs, worker, sweep=sweep, skip_existing=skip_existing, overwrite=overwrite,
@@ -221,12 +238,15 @@ def _run_batch(
         typer.echo(json.dumps({"command": command, **meta, **summary.to_dict()}, indent=2))
     if not quiet:
         reporter.console.print(one_line(
-            f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
+            (f"{verb} with {method}: " if method else "")
+            + f"{summary.count('written')} written{_where(summary)}, {summary.count('skipped')} skipped, "
             f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
                if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
         )
+        for line in reporter.closing if summary.count("written") else []:  # advice on a run that made something
+            reporter.notice(line)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 
@@ -294,7 +314,7 @@ def mosaic_cmd(
     inputs: Inputs,
     output: Output = None,
     pattern: Pattern = "RGGB",
-    suffix: Suffix = None,
+    suffix: MosaicSuffix = None,
     ext: MosaicExt = "same",
     bit_depth: BitDepth = None,
     recursive: Recursive = False,
@@ -365,15 +385,18 @@ def _restore_batch(
     quality: int | None = None,
     wb: str = "camera",
     output_space: str = "srgb",
+    bright: str = "auto",
     pattern_given: bool = False,
     prefer: str | None = None,
     shard: str | None = None,
     self_ensemble: bool = False,
+    how: str | None = None,
 ) -> None:
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
     device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``; ``--best`` also
-    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`)."""
-    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice
+    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`). ``how``: how the user named the
+    method when not by ``--method`` (``--prior gtv``)."""
+    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
     from ..engine import check_precision, check_tiling, resolve_device
     from ..errors import UsageError
     from ..restorers import method_spec
@@ -382,13 +405,14 @@ def _restore_batch(
     _check_common(ext, bit_depth, overwrite, skip_existing, quality)
     wb = check_choice(wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
+    bright = parse_bright(bright)
     if output is not None and output.lower().endswith(".dng"):
         raise UsageError(f"-o {output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
                          "writes DNG")
     if bit_depth == 16 and output is not None and output.lower().endswith((".jpg", ".jpeg", ".webp")):
         raise UsageError(f"-o {output}: JPEG and WebP are 8-bit; use .png or .tif for --bit-depth 16")
     method_given = method is not None
-    how = "--method" if method_given else ("--weights" if weights is not None else
+    how = how or "--method" if method_given else ("--weights" if weights is not None else
                                            {"fast": "--fast", "best": "--best"}.get(prefer or "", "the default"))
     self_ensemble = self_ensemble or prefer == "best"
     if self_ensemble:
@@ -413,15 +437,15 @@ def _restore_batch(
         restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best",
                                  self_ensemble=self_ensemble)
         alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
-        expect = None if weights is not None else time_note(restorer.name, task, dev.type, how, reporter.notice,
-                                                            passes=PASSES if self_ensemble else 1)
+        plan_job(reporter, restorer.name, task, dev.type, how, passes=PASSES if self_ensemble else 1,
+                 estimate=weights is None)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
                                 tile=tile, overlap=overlap, device=dev, precision=precision, bit_depth=bit_depth,
                                 quality=quality, overwrite=overwrite, wb=wb, output_space=output_space,
-                                alpha_restorer=alpha_restorer, notice=reporter.notice, progress=reporter.tiles,
-                                expect=None if expect is None else (lambda mp: expect(job, mp)))
+                                bright=bright, alpha_restorer=alpha_restorer, notice=reporter.notice,
+                                progress=reporter.tiles)
 
         return work
 
@@ -429,8 +453,23 @@ def _restore_batch(
                default_suffix="-demosaic" if task == "demosaic" else "-2x", ext=ext, recursive=recursive,
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
                as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (), shard=shard,
+               method=f"{spec.name}{'+se' if self_ensemble else ''} ({how})",
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
                      "self_ensemble": self_ensemble, **({"pattern": pattern} if task == "demosaic" else {})})
+
+
+def _prior_method(prior: str | None, method: str | None) -> str | None:
+    """``--prior glr|gtv``: the learned network of that prior (``--method uglr`` / ``ugtv``)."""
+    from ..errors import UsageError
+
+    if prior is None:
+        return method
+    p = prior.lower()
+    if p not in ("glr", "gtv"):
+        raise UsageError(f"unknown --prior {prior!r}; expected glr or gtv (the learned uGLR / uGTV network)")
+    if method is not None and method.lower() != "u" + p:
+        raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
+    return "u" + p
 
 
 @command("demosaic")
@@ -438,15 +477,17 @@ def demosaic_cmd(
     inputs: RawInputs,
     output: Output = None,
     method: Method = None,
+    prior: Prior = None,
     pattern: RawPattern = None,
     wb: WhiteBalance = "camera",
     output_space: OutputSpace = "srgb",
+    bright: Bright = "auto",
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
     device: Device = "auto",
     precision: Precision = "fp32",
-    suffix: Suffix = None,
+    suffix: DemosaicSuffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
     quality: Quality = None,
@@ -457,7 +498,7 @@ def demosaic_cmd(
     quiet: Quiet = False,
     as_json: JsonOut = False,
     fast: Fast = False,
-    best: Best = False,
+    best: BestDemosaic = False,
     self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
@@ -465,19 +506,22 @@ def demosaic_cmd(
 
     A camera RAW file (DNG, CR2, NEF, ARW, RAF, ... read by LibRaw) is developed: its own Bayer
     phase, black and white levels and visible area, white balance (--wb), the demosaicker,
-    the camera-to-sRGB matrix and curve (--output-space), its orientation; 16-bit PNG by default.
+    the camera-to-sRGB matrix LibRaw uses for the camera, brightness (--bright) and the sRGB curve
+    (--output-space), its orientation; 16-bit PNG by default.
 
     Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
     from ..sampling import check_pattern
 
+    method = _prior_method(prior, method)
     _restore_batch("demosaic", inputs=inputs, output=output, method=method,
+                   how=f"--prior {prior.lower()}" if prior is not None else None,
                    prefer=fast_or_best(fast, best, method, weights), pattern_given=pattern is not None,
                    pattern=check_pattern(pattern or "RGGB"), weights=weights, tile=tile, overlap=overlap,
                    device=device, precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
-                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, shard=shard,
-                   self_ensemble=self_ensemble)
+                   quiet=quiet, as_json=as_json, quality=quality, wb=wb, output_space=output_space, bright=bright,
+                   shard=shard, self_ensemble=self_ensemble)
 
 
 @command("upscale2x")
@@ -485,14 +529,13 @@ def upscale2x_cmd(
     inputs: Inputs,
     output: Output = None,
     method: Method = None,
-    prior: Annotated[Optional[str], typer.Option("--prior", help="glr or gtv: shorthand for --method uglr / ugtv.")]
-    = None,
+    prior: Prior = None,
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
     device: Device = "auto",
     precision: Precision = "fp32",
-    suffix: Suffix = None,
+    suffix: UpscaleSuffix = None,
     ext: Ext = "same",
     bit_depth: BitDepth = None,
     quality: Quality = None,
@@ -503,7 +546,7 @@ def upscale2x_cmd(
     quiet: Quiet = False,
     as_json: JsonOut = False,
     fast: Fast = False,
-    best: Best = False,
+    best: BestUpscale = False,
     self_ensemble: SelfEnsemble = False,
     shard: Shard = None,
 ) -> None:
@@ -511,90 +554,11 @@ def upscale2x_cmd(
 
     Example: gsprestore upscale2x photos/ -o big/ --prior gtv
     """
-    from ..errors import UsageError
-
-    if prior is not None:
-        p = prior.lower()
-        if p not in ("glr", "gtv"):
-            raise UsageError(f"unknown --prior {prior!r}; expected glr or gtv")
-        if method is not None and method.lower() != "u" + p:
-            raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
-        method = "u" + p
+    method = _prior_method(prior, method)
     _restore_batch("upscale2x", inputs=inputs, output=output, method=method,
+                   how=f"--prior {prior.lower()}" if prior is not None else None,
                    prefer=fast_or_best(fast, best, method, weights), pattern="RGGB", weights=weights, tile=tile,
                    overlap=overlap, device=device,
                    precision=precision, suffix=suffix, ext=ext, bit_depth=bit_depth, recursive=recursive,
                    overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error,
                    quiet=quiet, as_json=as_json, quality=quality, shard=shard, self_ensemble=self_ensemble)
-
-
-# ----------------------------------------------------------------------------------------------
-# demo
-# ----------------------------------------------------------------------------------------------
-
-DEMO_OUTPUT = "gsprestore-demo.png"
-DEMO_TAG = "gsprestore demo"
-
-
-@command("demo")
-def demo_cmd(
-    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the demosaicked chart.")] = DEMO_OUTPUT,
-    method: Method = None,
-    pattern: Pattern = "RGGB",
-    device: Device = "auto",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the output even if it is not an earlier "
-                                            "demo output.")] = False,
-) -> None:
-    """Demosaic the bundled test chart's mosaic, write the PNG and print its PSNR.
-
-    Uses the default method, or menon (with a note) when its weights are not available.
-    """
-    from pathlib import Path
-
-    from ..chart import chart_path
-    from ..errors import GspError, UsageError, WeightsError
-    from ..file_restore import FALLBACK_METHOD, default_method
-    from ..fileid import same_file
-    from ..restorers import get_restorer, method_spec
-    from ..sampling import check_pattern
-
-    from ..engine import resolve_device
-
-    pattern = check_pattern(pattern)
-    dev = resolve_device(device)
-    try:
-        name = method_spec(method, "demosaic").name if method else default_method("demosaic", dev.type)
-    except WeightsError as exc:  # an unreadable manifest: said, not silent
-        name = FALLBACK_METHOD["demosaic"]
-        print(f"note: {exc}; using {name}", file=sys.stderr)
-    out_path = Path(output)
-    if same_file(out_path, chart_path()):  # by identity, whatever the path
-        raise UsageError(f"-o {output} is the bundled test chart itself; choose another -o")
-    replace = overwrite
-    if out_path.exists() and not overwrite:
-        from ..io import read_image
-
-        try:
-            ours = read_image(out_path).meta.get("text", {}).get("Software") == DEMO_TAG
-        except GspError:
-            ours = False
-        if not ours:
-            raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
-        replace = True
-
-    from ..io import write_image
-    from ..file_restore import chart_psnr, load_restorer, restore_chart
-
-    restorer = load_restorer(name, "demosaic", method_given=bool(method),
-                             fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
-    name = restorer.name
-    out, score, raw = restore_chart(restorer, pattern, device=dev)
-    written = write_image(out_path, out.numpy(), 8, overwrite=replace,
-                          text={"Software": DEMO_TAG, "Description": f"{name}, {pattern}"})
-    h, w = out.shape[:2]
-    typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
-               f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) -> {written}")
-    reference = FALLBACK_METHOD["demosaic"]
-    if name != reference:  # the classical reference on the same mosaic, so the figure can be read
-        _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)
-        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB")

@@ -13,7 +13,7 @@ import typer
 from .registry import command
 
 #: Options that may be given together with --resume (they do not change the recipe).
-RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "checkpoint",
+RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "quiet", "checkpoint",
                   "time_budget", "cuda_graph"}
 #: Model options with their own flag: CLI parameter name -> build_model key.
 MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters": "cg_iters",
@@ -76,7 +76,8 @@ def train(
                      "--data DIR [DIR ...]. Never a test set (Kodak24, McM, Urban100 are refused).",
                      show_default=False),
     ] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to create (checkpoints, log, model.pt).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--output", "-o", "--out", help="Run folder to create (checkpoints, "
+                                                "log, model.pt).")] = None,
     resume: Annotated[
         Optional[Path], typer.Option("--resume", help="Continue the run in this folder where it stopped "
                                      "(only --epochs, --max-steps, --device, --threads, --workers may be given).")
@@ -161,8 +162,10 @@ def train(
         bool, typer.Option("--cuda-graph/--no-cuda-graph", help="CUDA: replay each step's forward + backward "
                            "from a CUDA graph (checked against an eager step; falls back if it differs).")
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress on stderr: a bar on a "
-                                           "terminal, else a line every 30 s.")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", "--no-progress", help="No progress on stderr (by default "
+                                        "a bar on a terminal, else a line every 30 s).")] = False,
+    progress: Annotated[bool, typer.Option("--progress", hidden=True, help="Progress on stderr (the default).")]
+    = True,
 ) -> None:
     """Train uGLR / uGTV on random patches of folders of photos; checkpoints every epoch, resumable.
 
@@ -202,6 +205,9 @@ def train(
             raise UsageError(f"{flags}: cannot change a run's recipe on --resume (only --epochs, --max-steps, "
                              "--device, --threads, --workers); start a new run with --out instead")
         cfg, run_dir = None, resume
+        note = resume_plan(resume, epochs_given="epochs" in given, steps_given="max_steps" in given)
+        if note and main_rank:
+            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     else:
         missing = [flag for flag, v in (("--task", task), ("--prior", prior), ("--data", folders or None),
                                         ("--out", out)) if v is None]
@@ -244,7 +250,7 @@ def train(
 
         keep_freed_memory()  # no page faults on each step's fresh tensors (docs/training.md)
     result = run_training(cfg, run_dir, resume=resume is not None, epochs=epochs, device=device, threads=threads,
-                          workers=workers, max_steps=max_steps, progress=RichProgress(console, enabled=progress),
+                          workers=workers, max_steps=max_steps, progress=RichProgress(console, enabled=progress and not quiet),
                           grad_checkpoint=checkpoint, time_budget=time_budget, cuda_graph=cuda_graph)
     if main_rank:
         console.print(summary_table(result))
@@ -257,13 +263,54 @@ def train(
         raise typer.Exit(code=128 + int(signal.Signals[result.signal]))
 
 
+#: A finished run resumed without --epochs / --max-steps trains on only if what is left is
+#: expected to take less than this (seconds, at its recorded pace); longer is refused with the figures.
+RESUME_QUIET_S = 600.0
+
+
+def resume_plan(run_dir: Path, *, epochs_given: bool, steps_given: bool) -> str | None:
+    """What ``train --resume RUN_DIR`` has left to do and about how long it takes (its recorded
+    patches/s): one line, or None when the run left no summary (it was interrupted: resuming
+    finishes what it started). A run that ended (``summary.json``: finished, ``--max-steps``,
+    time budget) and would train longer than :data:`RESUME_QUIET_S` more is refused unless
+    ``--epochs`` or ``--max-steps`` says how far; a complete run without ``--epochs`` too."""
+    import math
+
+    from ..errors import UsageError
+    from ..heartbeat import clock
+    from ..training.checkpoints import read_run_config
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    recipe = read_run_config(run_dir).get("recipe", {})
+    total, done = int(summary.get("epochs") or recipe.get("epochs") or 0), int(summary.get("epochs_done") or 0)
+    status, steps = summary.get("status", "finished"), int(summary.get("steps") or 0)
+    batch = int(recipe.get("batch_size") or 1)
+    per_epoch = math.ceil(int(recipe.get("patches") or 0) / batch) or (steps // max(done, 1))
+    left_steps = max(0, per_epoch * total - steps)
+    pps = summary.get("patches_per_s")
+    seconds = left_steps * batch / pps if isinstance(pps, (int, float)) and pps > 0 else None
+    how_long = f"about {clock(seconds)} at its recorded {pps:.3g} patches/s" if seconds is not None else "time unknown"
+    where = f"{run_dir} ended ({status}) at step {steps}, epoch {done} of {total}"
+    if epochs_given or steps_given:
+        return f"{where}; resuming as --epochs / --max-steps say"
+    if left_steps == 0:
+        raise UsageError(f"{where}: it is complete; pass --epochs N (more than {total}) to train on")
+    left = f"{left_steps} steps ({total - done} epoch(s)) left of its {total} epochs, {how_long}"
+    if seconds is None or seconds > RESUME_QUIET_S:
+        raise UsageError(f"{where}; {left}: pass --epochs N or --max-steps N to say how far to go on")
+    return f"{where}; training on: {left}"
+
+
 @command("train-pack")
 def train_pack(
     folders: Annotated[list[Path], typer.Argument(metavar="DIR ...", help="Folders of training photos "
                                                   "(PNG/JPEG/TIFF/WebP, searched recursively).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Pack folder to create.")],
+    out: Annotated[Path, typer.Option("--output", "-o", "--out", help="Pack folder to create.")],
     budget_mib: Annotated[float, typer.Option("--budget-mib", help="Total size of the crops, MiB.")] = 48.0,
-    crop: Annotated[int, typer.Option("--crop", help="Crop side (multiple of 4, >= 64).")] = 192,
+    crop: Annotated[int, typer.Option("--crop", metavar="SIDE", help="Crop side in pixels (multiple of 4, >= 64).")] = 192,
     val_fraction: Annotated[
         float, typer.Option("--val-fraction", help="Fraction of each folder's photos held out (validation crops "
                             "come only from them).")

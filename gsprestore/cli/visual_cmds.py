@@ -1,9 +1,11 @@
-"""``gsprestore compare | explain``: montages of methods side by side, and pictures of what a
-graph model uses on an image (library: :mod:`gsprestore.visualize`, :mod:`gsprestore.explain`).
-Nothing heavy is imported at module level."""
+"""``gsprestore compare | explain | demo``: montages of methods side by side, pictures of what a
+graph model uses on an image (library: :mod:`gsprestore.visualize`, :mod:`gsprestore.explain`),
+and the bundled chart demosaicked by the best method beside the classical one. Nothing heavy is
+imported at module level."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -78,14 +80,29 @@ def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]
     return out
 
 
+def _compare_default(task: str) -> list[str]:
+    """What ``compare`` shows by default: the task's first classical method in the registry (the
+    simplest), its classical default, and the shipped networks that beat the best classical method
+    on both sets, best first (:func:`gsprestore.defaults.best_by_quality`'s ranking, from the
+    manifest; an ensemble of them is left out: its members are there)."""
+    from ..defaults import CLASSICAL_DEFAULT, best_by_quality
+    from ..restorers import METHODS, methods_for
+
+    classical = [m for m in methods_for(task) if METHODS[m].kind == "classical"]
+    ranked = [m for m in best_by_quality(task).ranked if m in METHODS and METHODS[m].kind == "learned"]
+    return list(dict.fromkeys(classical[:1] + [CLASSICAL_DEFAULT[task]] + ranked))
+
+
 @command()
 def compare(
     image: ImageArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Montage PNG to write.")] = "compare.png",
     task: Task = "demosaic",
-    methods: Annotated[Optional[str], typer.Option("--methods", "-m", help="Comma-separated methods (see "
-                       "`gsprestore models`; METHOD+se: its self-ensemble); default bilinear,menon,ugtv (demosaic) "
-                       "or bicubic,igtv,ugtv (2x).")]
+    methods: Annotated[Optional[str], typer.Option("--method", "-m", "--methods", help="Comma-separated methods (see "
+                       "`gsprestore models`; METHOD+se: its self-ensemble); default: the simplest and the default "
+                       "classical method and every shipped network that beats them, best first (today "
+                       f"{','.join(_compare_default('demosaic'))} for demosaic, "
+                       f"{','.join(_compare_default('upscale2x'))} for 2x).")]
     = None,
     crop: Crop = None,
     pattern: Pattern = "RGGB",
@@ -117,7 +134,7 @@ def compare(
 
     check_task(task)
     if methods is None:
-        methods = "bilinear,menon,ugtv" if task == "demosaic" else "bicubic,igtv,ugtv"
+        methods = ",".join(_compare_default(task))
     names = [m.strip().lower() for m in methods.split(",") if m.strip()]
     bases = list(dict.fromkeys(split_label(m)[0] for m in names))  # ugtv and ugtv+se share their weights
     for m in bases:
@@ -204,3 +221,87 @@ def explain(
                          reference=has_reference)
         files = write_explanation(ex, out, overwrite=overwrite)
     typer.echo(f"wrote {len(files)} files to {out} (see {out / 'index.md'})")
+
+
+# ----------------------------------------------------------------------------------------------
+# demo
+# ----------------------------------------------------------------------------------------------
+
+DEMO_OUTPUT = "gsprestore-demo.png"
+DEMO_TAG = "gsprestore demo"
+
+
+@command("demo")
+def demo_cmd(
+    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the demosaicked chart.")] = DEMO_OUTPUT,
+    method: Annotated[Optional[str], typer.Option("--method", "-m", help="Method name (see `gsprestore models`); "
+                                                  "default: the best by recorded quality.")] = None,
+    pattern: Pattern = "RGGB",
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the output even if it is not an earlier "
+                                            "demo output.")] = False,
+) -> None:
+    """Demosaic the bundled test chart's mosaic with the best method by recorded quality (a learned
+    model when its weights beat the classical methods), write the PNG and print its PSNR and time
+    beside the classical method's on the same mosaic.
+
+    --method picks another; menon (with a note) when the learned weights are not available.
+    """
+    import time
+    from pathlib import Path
+
+    from ..defaults import best_by_quality
+    from ..errors import GspError, WeightsError
+    from ..file_restore import FALLBACK_METHOD
+    from ..restorers import get_restorer, method_spec
+    from ..sampling import check_pattern
+
+    from ..engine import resolve_device
+
+    pattern = check_pattern(pattern)
+    dev = resolve_device(device)
+    try:
+        name = method_spec(method, "demosaic").name if method else best_by_quality("demosaic").method
+    except WeightsError as exc:  # an unreadable manifest: said, not silent
+        name = FALLBACK_METHOD["demosaic"]
+        print(f"note: {exc}; using {name}", file=sys.stderr)
+    out_path = Path(output)
+    from ..chart import chart_path
+    from ..errors import UsageError
+    from ..fileid import same_file
+
+    if same_file(out_path, chart_path()):  # by identity, whatever the path
+        raise UsageError(f"-o {output} is the bundled test chart itself; choose another -o")
+    replace = overwrite
+    if out_path.exists() and not overwrite:
+        from ..io import read_image
+
+        try:
+            ours = read_image(out_path).meta.get("text", {}).get("Software") == DEMO_TAG
+        except GspError:
+            ours = False
+        if not ours:
+            raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
+        replace = True
+
+    from ..chart import chart_path
+    from ..io import write_image
+    from ..file_restore import chart_psnr, load_restorer, restore_chart
+
+    restorer = load_restorer(name, "demosaic", method_given=bool(method),
+                             fall_back=lambda message: print(f"note: {message}", file=sys.stderr))
+    name = restorer.name
+    t0 = time.perf_counter()
+    out, score, raw = restore_chart(restorer, pattern, device=dev)
+    took = time.perf_counter() - t0
+    written = write_image(out_path, out.numpy(), 8, overwrite=replace,
+                          text={"Software": DEMO_TAG, "Description": f"{name}, {pattern}"})
+    h, w = out.shape[:2]
+    typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
+               f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) in {took:.1f} s -> {written}")
+    reference = FALLBACK_METHOD["demosaic"]
+    if name != reference:  # the classical reference on the same mosaic, so the figure can be read
+        t0 = time.perf_counter()
+        _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)
+        typer.echo(f"for reference, {reference} on the same mosaic: PSNR {ref_score:.2f} dB in "
+                   f"{time.perf_counter() - t0:.1f} s ({score - ref_score:+.2f} dB for {name})")

@@ -56,16 +56,17 @@ class RichProgress(TrainProgress):
                            "loss": None, "pps": None}
             self._beat = Heartbeat(progress_interval(), self._line).start()
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..heartbeat import eta_column
 
         self.progress = Progress(
             TextColumn("[bold]epoch {task.fields[epoch]}/{task.fields[epochs]}"), BarColumn(),
             MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.5f}"),
-            TextColumn("{task.fields[pps]:.3g} patches/s"), TimeElapsedColumn(), TextColumn("ETA"),
-            TimeRemainingColumn(), console=self.console, transient=False)
+            TextColumn("{task.fields[pps]:.3g} patches/s"), TimeElapsedColumn(), eta_column("ETA"),
+            console=self.console, transient=False)
         self.task = self.progress.add_task("train", total=total, completed=completed, epoch="-",
-                                           epochs="-", loss=float("nan"), pps=0.0)
+                                           epochs="-", loss=float("nan"), pps=0.0, first=completed)
         self.progress.start()
 
     def _line(self, elapsed: float) -> None:
