@@ -4,6 +4,7 @@ Thin wrapper over :func:`gsprestore.training.train`; no torch import at module l
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
