@@ -154,8 +154,8 @@ def test_argument_errors(tiny_kodak):
     with pytest.raises(UsageError, match="unknown task"):
         benchmark.run_benchmark("denoise", "kodak", "fake-fill", parent)
     assert benchmark.parse_methods("demosaic", " fake-fill, FAKE-fill ,") == ["fake-fill"]
-    real = {"demosaic": ["bilinear", "malvar", "menon", "iglr", "igtv", "uglr", "ugtv"],
-            "upscale2x": ["bicubic", "bicubic-halfpixel", "iglr", "igtv", "uglr", "ugtv"]}
+    real = {"demosaic": ["bilinear", "malvar", "menon", "iglr", "igtv", "uglr", "ugtv", "ugtv-lite"],
+            "upscale2x": ["bicubic", "bicubic-halfpixel", "iglr", "igtv", "uglr", "ugtv", "uglr-lite"]}
     for task, names in real.items():
         got = benchmark.default_methods(task)
         assert [m for m in got if not m.startswith("fake-")] == names
