@@ -185,7 +185,7 @@ def ssim(
     valid = h - window_size + 1
     step = _strip_rows(w, x.shape[1])
     total = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
-    channels = None
+    channels = x.shape[1]  # (prepare may change it: each strip's own count is kept below)
     for r0 in range(0, valid, step):
         r1 = min(valid, r0 + step)
         a, b = x[:, :, r0:r1 + window_size - 1], ref[:, :, r0:r1 + window_size - 1]
