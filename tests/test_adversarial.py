@@ -20,33 +20,9 @@ import pytest
 
 from gsprestore import engine, memory, pngcodec
 from gsprestore.errors import GspError
-from gsprestore.io import read_image, write_image
+from gsprestore.io import read_image
 
-from cli_runner import cli, lock_holder
-
-ROOT = Path(__file__).resolve().parents[1]
-# the console script, in a fresh interpreter running this checkout
-GSPRESTORE = [sys.executable, "-c", "import sys; from gsprestore.cli.app import main; sys.argv[0] = 'gsprestore'; main()"]
-
-
-def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    """The real command line in a fresh interpreter (this checkout, PyTorch path)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0", **(env or {})}
-    return subprocess.run([*GSPRESTORE, *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def gray(path: Path, h: int = 16, w: int = 20, depth: int = 8, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w)), depth)
-    return path
-
-
-def rgb(path: Path, h: int = 16, w: int = 20, depth: int = 8, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w, 3)), depth)
-    return path
-
+from cli_runner import GSPRESTORE, ROOT, cli, gray, lock_holder, rgb, run_cli
 
 def tree(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))

@@ -20,12 +20,10 @@ import pytest
 
 from gsprestore import engine, memory
 from gsprestore.errors import GspError, WeightsError
-from gsprestore.io import read_image, write_image
+from gsprestore.io import read_image
 
-from cli_runner import cli, lock_holder
+from cli_runner import GSPRESTORE, ROOT, cli, gray, lock_holder, rgb
 
-ROOT = Path(__file__).resolve().parents[1]
-GSPRESTORE = [sys.executable, "-c", "import sys; from gsprestore.cli.app import main; sys.argv[0] = 'gsprestore'; main()"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0", "OMP_NUM_THREADS": "1"}
 
 
@@ -45,18 +43,6 @@ def run_main(monkeypatch, capsys, *args: object) -> tuple[int, str, str]:
         main()
     out, err = capsys.readouterr()
     return int(done.value.code or 0), out, err
-
-
-def rgb(path: Path, h: int = 16, w: int = 20, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w, 3)), 8)
-    return path
-
-
-def gray(path: Path, h: int = 16, w: int = 20, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w)), 8)
-    return path
 
 
 def tree(folder: Path) -> list[str]:

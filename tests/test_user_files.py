@@ -15,32 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore.io import read_image, write_image
+from gsprestore.io import read_image
 
-from cli_runner import cli
-
-ROOT = Path(__file__).resolve().parents[1]
-GSPRESTORE = [sys.executable, "-c", "import sys; from gsprestore.cli.app import main; sys.argv[0] = 'gsprestore'; main()"]
-
-
-def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    """The real command line in a fresh interpreter (this checkout, PyTorch path)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0", **(env or {})}
-    return subprocess.run([*GSPRESTORE, *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def rgb(path: Path, h: int = 16, w: int = 20, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w, 3)), 8)
-    return path
-
-
-def gray(path: Path, h: int = 16, w: int = 20, seed: int = 0) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_image(path, np.random.default_rng(seed).random((h, w)), 8)
-    return path
-
+from cli_runner import GSPRESTORE, ROOT, checkout_env, cli, gray, rgb, run_cli
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -516,8 +493,8 @@ def test_compare_and_benchmark_numbers_are_usage_errors(tmp_path):
 
 def _closed_stdout(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The command line run with its standard output closed (``gsprestore ... >&-``)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "GSPRESTORE_NATIVE": "0", **(env or {})}
-    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *GSPRESTORE, *map(str, args)], cwd=cwd, env=full_env,
+    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *GSPRESTORE, *map(str, args)], cwd=cwd,
+                          env=checkout_env(env),
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
