@@ -35,8 +35,10 @@ native: $(VENV)/.torch
 demo: $(VENV)/.installed
 	$(VENV)/bin/gsprestore demo
 
+# on every core (pytest-xdist; each worker's PyTorch on one thread, tests/conftest.py), the slow
+# tests first so that none is left to run alone at the end
 test: $(VENV)/.installed-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist worksteal
 
 # ruff, and mypy on the core numerical layers, with their config in pyproject.toml (the test
 # install brings both; .ci/run runs this first)
@@ -46,7 +48,7 @@ lint: $(VENV)/.installed-test
 
 # the quick lane: everything but the tests marked slow (the GPU job's CPU rehearsal, the wheel build)
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n auto --dist worksteal -m "not slow"
 
 clean:
 	rm -rf $(VENV) build *.egg-info gsprestore/native/*.so

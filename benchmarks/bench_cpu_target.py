@@ -41,10 +41,10 @@ import time
 import torch
 from torch import nn
 
-from gsprestore import graph as G
+from gsprestore.graph.operators import operators as G
 from gsprestore.models import build_model
-from gsprestore.tasks import observation, observe
-from gsprestore.weights import load_model
+from gsprestore.physics.tasks import observation, observe
+from gsprestore.methods.weights import load_model
 
 from bench_models import best_of, synthetic_rgb
 
@@ -154,9 +154,9 @@ def main() -> None:
           f"use: {conv_cl_s * 1e3:.1f} ms)")
     print(f"  demosaicnet-shape CNN ({n_cnn:,} params): {med['cnn_s']:.2f} s = {med['cnn_s'] / conv_s:.1f} conv-eq "
           f"(NCHW {med['cnn_nchw_s']:.2f} s, channels-last {med['cnn_channels_last_s']:.2f} s)")
-    from gsprestore.calibration import PROBE, machine_key, probe_gflops
+    from gsprestore.core.calibration import PROBE, machine_key, probe_gflops
 
-    probe = probe_gflops()  # this machine's figure for gsprestore.calibration, on the same threads
+    probe = probe_gflops()  # this machine's figure for gsprestore.core.calibration, on the same threads
     print(f"  calibration probe ({PROBE}): {probe:.1f} GFLOP/s")
     res = {"task": args.task, "size": [H, W], "threads": torch.get_num_threads(), "native": G.native_available(),
            "device_name": machine_key().split("|")[0], "torch": torch.__version__, "probe_gflops": probe,

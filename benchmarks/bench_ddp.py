@@ -38,7 +38,7 @@ def _photos(folder: Path, n: int, size: int) -> None:
     import numpy as np
     from PIL import Image
 
-    from gsprestore.deadleaves import dead_leaves
+    from gsprestore.evaluation.deadleaves import dead_leaves
 
     folder.mkdir(parents=True)
     for i in range(n):

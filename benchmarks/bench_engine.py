@@ -3,7 +3,7 @@
 Two modes:
 
 * in-process (default): build a synthetic ``--megapixels`` mosaic (6000x4000 for 24 MP) and run
-  :func:`gsprestore.engine.restore` on it; prints peak resident memory (``ru_maxrss``) of this
+  :func:`gsprestore.runtime.tiling.restore` on it; prints peak resident memory (``ru_maxrss``) of this
   process, the resident memory before the run (Python + torch + the input), wall time and MP/s.
 * ``--cli``: write the mosaic as a 16-bit PNG, run ``gsprestore demosaic`` on it in a child process
   (read, tiles, write: what a user runs) and print the child's peak resident memory and time.
@@ -48,7 +48,7 @@ def synthetic_mosaic(megapixels: float, pattern: str = "RGGB"):
     out = torch.empty(1, h, w)
     x = np.arange(w, dtype=np.float32)
     rng = np.random.default_rng(0)
-    from gsprestore.sampling import bayer_masks
+    from gsprestore.physics.sampling import bayer_masks
 
     for r0 in range(0, h, 512):
         r1 = min(h, r0 + 512)
@@ -78,8 +78,8 @@ def main() -> None:
 
     import torch
 
-    from gsprestore.engine import resolve_device, restore
-    from gsprestore.restorers import get_restorer
+    from gsprestore.runtime.tiling import resolve_device, restore
+    from gsprestore.methods.registry import get_restorer
 
     y = synthetic_mosaic(args.megapixels)
     options = {"weights": args.weights} if args.weights else {}
@@ -113,7 +113,7 @@ def main() -> None:
 
 
 def run_cli(args: argparse.Namespace) -> None:
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "mosaic.png"

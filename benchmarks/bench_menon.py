@@ -50,7 +50,7 @@ def memory_child(h: int, w: int, strip: bool, threads: int) -> None:
     """Runs in a fresh interpreter: prints JSON with the RSS growth of one Menon call."""
     import torch
 
-    from gsprestore.baselines import STRIP_PIXELS, demosaic_menon
+    from gsprestore.methods.classical_methods import STRIP_PIXELS, demosaic_menon
 
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
@@ -93,11 +93,11 @@ def main() -> None:
     import numpy as np
     from colour_demosaicing import demosaicing_CFA_Bayer_Menon2007
 
-    from gsprestore.baselines import demosaic_menon
-    from gsprestore.sampling import mosaic
+    from gsprestore.methods.classical_methods import demosaic_menon
+    from gsprestore.physics.sampling import mosaic
 
     if args.image:
-        from gsprestore.io import read_image
+        from gsprestore.imageio.images import read_image
 
         rgb = read_image(args.image).array[..., :3]
         rgb = rgb[: rgb.shape[0] // 2 * 2, : rgb.shape[1] // 2 * 2]

@@ -35,10 +35,11 @@ from contextlib import contextmanager
 
 import torch
 
-from gsprestore import sampling, training
+from gsprestore.physics import sampling
+from gsprestore import training
 from gsprestore.models import build_model
 from gsprestore.models.unrolled import UnrolledBlock
-from gsprestore.restorers import observation
+from gsprestore.methods.registry import observation
 
 
 def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
@@ -202,8 +203,8 @@ def measure_training(args) -> list[dict]:
 
 def halo(args) -> list[dict]:
     from gsprestore.models import make_restorer
-    from gsprestore.restorers import get_restorer
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.registry import get_restorer
+    from gsprestore.methods.weights import save_weights
 
     rgb = synthetic_rgb(128, 128, seed=3)
     y = sampling.mosaic(rgb)

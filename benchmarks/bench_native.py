@@ -38,10 +38,11 @@ import time
 import torch
 from bench_models import synthetic_rgb  # beside this file (run as a script)
 
-from gsprestore import backend
-from gsprestore import native, sampling
+from gsprestore.core import backend
+from gsprestore import native
+from gsprestore.physics import sampling
 from gsprestore.models import build_model
-from gsprestore.restorers import observation
+from gsprestore.methods.registry import observation
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -84,8 +85,8 @@ def _first_run_round(args) -> dict:
                "-o", os.path.join(tmp, "out.png"), "--method", args.cli_method, "--overwrite", "--quiet"]
         probe = [sys.executable, "-c", "import gsprestore, importlib.util; from gsprestore import graph as G; "
                  "ok = G.native_available(); "
-                 "err = importlib.import_module('gsprestore.backend').error() "
-                 "if importlib.util.find_spec('gsprestore.backend') else G._native_state.get('error'); "
+                 "err = importlib.import_module('gsprestore.core.backend').error() "
+                 "if importlib.util.find_spec('gsprestore.core.backend') else G._native_state.get('error'); "
                  "print(gsprestore.__file__, ok, err)"]
         times, cpu = [], []
         for i in range(2):

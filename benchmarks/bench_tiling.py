@@ -13,10 +13,10 @@ Usage (from the repository root)::
 
 ``--rules`` (issue 24) instead times the automatic tile size (``--tile 0``) under the rule before
 issue 24 (a 1 GiB cap on the planned working set: square tiles from the budget, whatever the image)
-against the current one (:func:`gsprestore.engine.choose_tile`: the whole image when it fits, else
+against the current one (:func:`gsprestore.runtime.tiling.choose_tile`: the whole image when it fits, else
 the tiles computing the fewest pixels within a share of the available memory), in the same run,
 also the new tile rule without the engine's allocator setting (``tiles``: glibc keeps freed
-memory in the heap, :func:`gsprestore.memory.keep_freed_heap_memory`, which the old engine did
+memory in the heap, :func:`gsprestore.core.memory.keep_freed_heap_memory`, which the old engine did
 not ask for): each in its own child process (same engine path, ``engine.auto_tile`` swapped), which reports
 the tile size and count, the seconds of ``engine.restore`` and its peak resident memory; then the
 old/new time ratio and the largest difference between the two outputs. ``--repeat N`` runs each
@@ -40,9 +40,9 @@ import time
 
 import torch
 
-from gsprestore import engine
-from gsprestore.benchmark import load_ground_truth, make_observation
-from gsprestore.restorers import get_restorer
+from gsprestore.runtime import tiling as engine
+from gsprestore.evaluation.benchmark import load_ground_truth, make_observation
+from gsprestore.methods.registry import get_restorer
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -51,7 +51,7 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 #: old: the tile rule and allocator before issue 24; tiles: the new tile rule alone; new: the engine
-#: now (new tile rule, freed memory kept in the heap: gsprestore.memory.keep_freed_heap_memory).
+#: now (new tile rule, freed memory kept in the heap: gsprestore.core.memory.keep_freed_heap_memory).
 RULES = ("old", "tiles", "new")
 
 
@@ -71,7 +71,7 @@ def _observation(path: str | None, task: str, size: tuple[int, int], seed: int) 
     observation is ``size`` = (width, height)."""
     if path:
         return make_observation(task, load_ground_truth(path))
-    from gsprestore.deadleaves import dead_leaves
+    from gsprestore.evaluation.deadleaves import dead_leaves
 
     scale = engine.SCALE[task]
     w, h = scale * size[0], scale * size[1]

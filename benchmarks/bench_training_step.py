@@ -25,10 +25,10 @@ import time
 
 import torch
 
-from gsprestore import backend
-from gsprestore.deadleaves import dead_leaves
-from gsprestore.tasks import network_input
-from gsprestore.weights import load_model
+from gsprestore.core import backend
+from gsprestore.evaluation.deadleaves import dead_leaves
+from gsprestore.physics.tasks import network_input
+from gsprestore.methods.weights import load_model
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
           "ugtv-lite_demosaic", "uglr-lite_upscale2x")  # the CPU-size networks (issue 39)

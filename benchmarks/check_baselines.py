@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsprestore import baselines
-from gsprestore.io import read_image
-from gsprestore.sampling import PATTERNS, mosaic
+from gsprestore.methods import classical_methods as baselines
+from gsprestore.imageio.images import read_image
+from gsprestore.physics.sampling import PATTERNS, mosaic
 
 DEMOSAIC = {
     "bilinear": (baselines.demosaic_bilinear, "demosaicing_CFA_Bayer_bilinear"),

@@ -25,8 +25,8 @@ import tempfile
 
 import numpy as np
 
-from gsprestore import camera_raw as cr
-from gsprestore.io import read_image
+from gsprestore.imageio import camera_raw as cr
+from gsprestore.imageio.images import read_image
 
 CAMERA_MATRIX = np.array([[0.90, -0.30, -0.05], [-0.40, 1.30, 0.10], [-0.05, 0.15, 0.60]])
 NEUTRAL = (0.55, 1.0, 0.72)
@@ -58,8 +58,8 @@ def check_raw_file(path: str) -> list[tuple[str, float, float]]:
     the image there: a difference of demosaicker, which a strong colour matrix amplifies."""
     import torch
 
-    from gsprestore.engine import restore
-    from gsprestore.restorers import get_restorer
+    from gsprestore.runtime.tiling import restore
+    from gsprestore.methods.registry import get_restorer
 
     frame = cr.read_raw(path)
     bilinear = get_restorer("bilinear", "demosaic")
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     import rawpy
     import torch
 
-    from gsprestore.engine import restore
-    from gsprestore.restorers import default_method, get_restorer
+    from gsprestore.runtime.tiling import restore
+    from gsprestore.methods.registry import default_method, get_restorer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("image", nargs="+", help="camera RAW files, or one test image")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from gsprestore import weights
+from gsprestore.methods import weights
 from gsprestore.training import build_patch_sets, evaluate, load_run_config
 
 

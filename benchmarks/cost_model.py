@@ -88,8 +88,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, ".."))
 sys.path.insert(0, _HERE)
 
-from gsprestore import backend  # noqa: E402
-from gsprestore.window import OFFSETS  # noqa: E402
+from gsprestore.core import backend  # noqa: E402
+from gsprestore.graph.operators.window import OFFSETS  # noqa: E402
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
           "ugtv-lite_demosaic", "uglr-lite_demosaic", "ugtv-lite_upscale2x", "uglr-lite_upscale2x")
@@ -495,8 +495,8 @@ class Counter(TorchDispatchMode):
 
 def _inputs(task: str, H: int, W: int):
     from bench_models import synthetic_rgb
-    from gsprestore import sampling
-    from gsprestore.restorers import observation
+    from gsprestore.physics import sampling
+    from gsprestore.methods.registry import observation
 
     rgb = synthetic_rgb(H, W)
     y = sampling.mosaic(rgb) if task == "demosaic" else sampling.decimate(rgb)
@@ -529,7 +529,7 @@ def _load(name: str, opts: Optional[dict] = None):
     a lite one's ``build_model(method, task, **opts)``). ``model.cost_source`` says which."""
     from gsprestore.models import build_model
     from gsprestore.models.unrolled import UnrolledNet
-    from gsprestore.weights import load_model, weights_status
+    from gsprestore.methods.weights import load_model, weights_status
 
     method, task = name.split("_")
     opts = dict(opts or {})

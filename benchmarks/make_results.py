@@ -5,7 +5,7 @@ Usage (from the repository root; one thread, since the CPU is shared)::
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ~/datasets
 
 For each task (demosaic, upscale2x) and data set (McM, Kodak, and Urban100 when ``--data-dir``
-holds it) it runs :func:`gsprestore.benchmark.run_benchmark` over every method of the task
+holds it) it runs :func:`gsprestore.evaluation.benchmark.run_benchmark` over every method of the task
 (learned ones without weights become "no weights" rows), plus the noise-robustness run
 (demosaicking on McM, sigma 10/20/30/50). The raw results go to ``docs/results/*.json``
 (``--reuse`` takes existing ones instead of rerunning); then it writes ``docs/results.md``,
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scatter_png import PAPER, Panel, Point, scatter_png
 
-from gsprestore.paper import NOISE_SIGMAS, PAPER_TABLE2, PAPER_TABLES
+from gsprestore.evaluation.paper import NOISE_SIGMAS, PAPER_TABLE2, PAPER_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("mcm", "kodak", "urban100")
@@ -30,15 +30,16 @@ TITLE = {"mcm": "McM", "kodak": "Kodak", "urban100": "Urban100"}
 TASKS = ("demosaic", "upscale2x")
 COMMAND = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/make_results.py --data-dir ~/datasets"
 
-# The paper's numbers: one source, gsprestore/paper.py (also behind `gsprestore benchmark`'s paper columns).
+# The paper's numbers: one source, gsprestore/evaluation/paper.py (also behind `gsprestore benchmark`'s paper columns).
 SIGMAS = NOISE_SIGMAS
 
 
 def run_all(args) -> tuple[dict, dict, list[str]]:
     """Run (or, with ``--reuse``, load) every benchmark. Returns ``{(task, dataset): result}``,
     the noise result (or None) and notes on what is missing."""
-    from gsprestore import benchmark, datasets, restorers
-    from gsprestore.errors import DatasetError
+    from gsprestore.evaluation import benchmark, datasets
+    from gsprestore.methods import registry as restorers
+    from gsprestore.core.errors import DatasetError
 
     json_dir = Path(args.json_dir)
     json_dir.mkdir(parents=True, exist_ok=True)
@@ -73,14 +74,14 @@ def run_all(args) -> tuple[dict, dict, list[str]]:
 
 
 def _shipped_sha(method: str, task: str) -> str | None:
-    from gsprestore.weights import manifest_entry
+    from gsprestore.methods.weights import manifest_entry
 
     entry = manifest_entry(method, task)
     return entry.get("sha256") if entry else None
 
 
 def _shipped_now(method: str, task: str, weights: dict) -> bool:
-    """Whether a row's weights record (:func:`gsprestore.benchmark.weights_record`) names the files
+    """Whether a row's weights record (:func:`gsprestore.evaluation.benchmark.weights_record`) names the files
     shipped now: the method's own, or for an ensemble every member's."""
     members = weights.get("members")
     if members:

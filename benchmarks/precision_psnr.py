@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from gsprestore.metrics import psnr_from_mse, rgb_to_y
-from gsprestore.tasks import observation, observe
-from gsprestore.weights import load_model
+from gsprestore.physics.metrics import psnr_from_mse, rgb_to_y
+from gsprestore.physics.tasks import observation, observe
+from gsprestore.methods.weights import load_model
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -20,8 +20,8 @@ import torch
 
 from bench_training_step import patches
 
-from gsprestore.tasks import network_input
-from gsprestore.weights import load_model
+from gsprestore.physics.tasks import network_input
+from gsprestore.methods.weights import load_model
 
 
 def main() -> None:

@@ -11,9 +11,9 @@
 numpy in -> numpy out: ``(H, W)`` or ``(H, W, C)`` (uint8 / uint16 scaled by their type's range,
 floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> torch out:
 ``(C, H, W)`` or ``(B, C, H, W)`` -> the same layout, on the input's device. Both go through
-:func:`gsprestore.engine.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
+:func:`gsprestore.runtime.tiling.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
 :func:`restore_file` restores one image file exactly as the commands do
-(:func:`gsprestore.file_restore.restore_file`).
+(:func:`gsprestore.runtime.file_restore.restore_file`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import UsageError
-from .restorers import Restorer, default_method, get_restorer
+from .core.errors import UsageError
+from .methods.registry import Restorer, default_method, get_restorer
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -33,12 +33,12 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
             raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
         return method
     if weights is not None:
-        from .weights import file_method
+        from .methods.weights import file_method
 
         options = {**options, "weights": weights}
         method = method or file_method(weights)  # the file's network, whatever the default
     if not method:
-        from .engine import resolve_device
+        from .runtime.tiling import resolve_device
 
         method = default_method(task, resolve_device(device).type)  # the default worth its time there
     return get_restorer(method, task, **options)
@@ -83,12 +83,12 @@ def demosaic(
 ) -> Any:
     """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
     ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device,
-    :func:`gsprestore.restorers.default_method`; any name from ``gsprestore models`` or a
+    :func:`gsprestore.methods.registry.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
     mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto.
-    ``options`` go to :func:`gsprestore.restorers.get_restorer` (``self_ensemble=True``: the mean of
+    ``options`` go to :func:`gsprestore.methods.registry.get_restorer` (``self_ensemble=True``: the mean of
     the method on the mosaic and on its transpose, twice the time)."""
-    from .engine import restore_array
+    from .runtime.tiling import restore_array
 
     y = _as_input(mosaic)
     shape = tuple(y.shape)
@@ -96,7 +96,7 @@ def demosaic(
         not isinstance(y, np.ndarray) and not (y.dim() in (2, 3, 4) and (y.dim() == 2 or shape[-3] == 1))
     ):
         raise UsageError(f"demosaic needs a single-channel Bayer mosaic, got shape {shape}; "
-                         "make one with gsprestore.sampling.mosaic")
+                         "make one with gsprestore.physics.sampling.mosaic")
     dev = _device_for(mosaic, device)
     r = _restorer(method, "demosaic", weights, options, dev)
     return restore_array(r, y, pattern, tile=tile, overlap=overlap, device=dev, precision=precision)
@@ -116,9 +116,9 @@ def upscale2x(
     """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
     ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device
-    (:func:`gsprestore.restorers.default_method`);
+    (:func:`gsprestore.methods.registry.default_method`);
     ``bicubic`` needs no weights. ``options`` as for :func:`demosaic` (``self_ensemble=True``)."""
-    from .engine import restore_array
+    from .runtime.tiling import restore_array
 
     y = _as_input(image)
     dev = _device_for(image, device)
@@ -145,11 +145,11 @@ def restore_file(
 ) -> dict:
     """Restore the image file ``source`` (PNG, TIFF, JPEG, WebP; camera RAW for ``demosaic``) and
     write ``output``, exactly as ``gsprestore demosaic`` / ``upscale2x`` do for one file (the same
-    :func:`gsprestore.file_restore.restore_file`): orientation, alpha, ICC profile, bit depth kept.
+    :func:`gsprestore.runtime.file_restore.restore_file`): orientation, alpha, ICC profile, bit depth kept.
     Returns what was written (width, height, bit_depth, ...). Raises :class:`GspError` if
     ``output`` exists and ``overwrite`` is False."""
-    from .file_restore import restore_file as _restore_file
-    from .tasks import check_task
+    from .runtime.file_restore import restore_file as _restore_file
+    from .physics.tasks import check_task
 
     task = check_task(task)
     r = _restorer(method, task, weights, options, device or "auto")

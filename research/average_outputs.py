@@ -7,7 +7,7 @@ Usage (from the repository root)::
     OMP_NUM_THREADS=1 .venv/bin/python research/average_outputs.py carry/pack/val --task demosaic \\
         --methods ugtv,uglr
 
-Each method runs once plain and once as its self-ensemble (:mod:`gsprestore.self_ensemble`);
+Each method runs once plain and once as its self-ensemble (:mod:`gsprestore.methods.self_ensemble`);
 ``--mix 0.3,0.4,0.6,0.7`` adds weighted means of two methods' one-pass outputs.
 """
 
@@ -19,11 +19,11 @@ import argparse
 def main() -> None:
     import torch
 
-    from gsprestore.benchmark import load_ground_truth
-    from gsprestore.datasets import find_dataset
-    from gsprestore.metrics import image_scores, psnr_dataset_mse
-    from gsprestore.restorers import get_restorer
-    from gsprestore.tasks import observe, score_space
+    from gsprestore.evaluation.benchmark import load_ground_truth
+    from gsprestore.evaluation.datasets import find_dataset
+    from gsprestore.physics.metrics import image_scores, psnr_dataset_mse
+    from gsprestore.methods.registry import get_restorer
+    from gsprestore.physics.tasks import observe, score_space
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", help="a folder of photos")

@@ -15,7 +15,7 @@ switched off so that the PyTorch path (the one CUDA runs) is counted.
 
 ``--path fused`` counts the path a CUDA training step takes today instead: the fused Triton
 kernels where they serve training (unrolled CG's forward and adjoint, uGTV's ADMM edge term:
-``gsprestore.backend.TRITON_KERNELS``), PyTorch for the rest (feature CNNs, graph set-up, node
+``gsprestore.core.backend.TRITON_KERNELS``), PyTorch for the rest (feature CNNs, graph set-up, node
 updates). It runs under ``TRITON_INTERPRET=1`` with every Triton kernel replaced by a recorder that
 counts one launch and the bytes of its tensor arguments, each read or written once (a floor: the
 5x5 window's neighbours assumed to come from cache), and does not run it: the PyTorch operators
@@ -97,9 +97,9 @@ class _KernelRecorder:
 def count(name: str, batch: int, patch: int, path: str = "pytorch") -> dict:
     import importlib
 
-    from gsprestore import backend
+    from gsprestore.core import backend
     from gsprestore.training import observe
-    from gsprestore.weights import load_model
+    from gsprestore.methods.weights import load_model
 
     method, task = name.split("_")
     model = load_model(method, task).train()

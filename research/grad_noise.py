@@ -20,7 +20,7 @@ import os
 import torch
 
 from gsprestore.training import make_loss, observe
-from gsprestore.weights import load_model
+from gsprestore.methods.weights import load_model
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
 

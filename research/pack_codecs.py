@@ -1,7 +1,7 @@
 """Which lossless codec carries the most training pixels per byte (docs/training.md, the pack).
 
 For every ``--every``-th photo of a folder, the most textured ``--crop`` x ``--crop`` grid cell
-(:func:`gsprestore.trainpack.texture_score`) is encoded as optimised PNG and as lossless WebP at
+(:func:`gsprestore.training.trainpack.texture_score`) is encoded as optimised PNG and as lossless WebP at
 several ``method`` settings; printed: bytes / raw RGB bytes and encoding seconds per crop. Every
 encoding is decoded again and checked bit-exact.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from gsprestore.trainpack import texture_score
+from gsprestore.training.trainpack import texture_score
 
 CODECS = {"png (optimize)": dict(format="PNG", optimize=True),
           **{f"webp lossless m{m}": dict(format="WEBP", lossless=True, quality=100, method=m) for m in (2, 4, 6)}}

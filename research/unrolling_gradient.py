@@ -28,7 +28,7 @@ import torch
 def main() -> None:
     from gsprestore import training as T
     from gsprestore.models.unrolled import added_steps
-    from gsprestore.tasks import observation, observe
+    from gsprestore.physics.tasks import observation, observe
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("weights")

@@ -12,8 +12,8 @@ import numpy as np
 from typer.testing import CliRunner
 
 from gsprestore.cli.app import _register, app
-from gsprestore.errors import GspError
-from gsprestore.io import write_image
+from gsprestore.core.errors import GspError
+from gsprestore.imageio.images import write_image
 
 _register()
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core: each worker's PyTorch (and the interpreters its tests
+    # start) on one thread, so that the workers do not fight over the cores
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(params=["pytorch", "native"])
 def either_backend(request):
     """Run a test on the PyTorch path and on the optional native kernels (skipped if they do
     not build here)."""
-    from gsprestore import backend as BK
+    from gsprestore.core import backend as BK
 
     if request.param == "pytorch":
         with BK.use("torch"):
@@ -165,6 +173,8 @@ def pytest_collection_modifyitems(config, items):
             if key in SLOW:
                 item.add_marker(pytest.mark.slow)
                 matched.add(key)
+    # the slow tests first: on several workers (`make test`) none of them is then left to run alone
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     stale = sorted(k for k in SLOW if k.split("::")[0] in seen_files and k not in matched)
     whole_files = not any("::" in str(a) for a in config.args)  # not one test picked out of a file
     if stale and whole_files and not config.getoption("keyword") and not config.getoption("deselect"):

@@ -18,9 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore import engine, memory, pngcodec
-from gsprestore.errors import GspError
-from gsprestore.io import read_image
+from gsprestore.runtime import tiling as engine
+from gsprestore.core import memory
+from gsprestore.imageio import png as pngcodec
+from gsprestore.core.errors import GspError
+from gsprestore.imageio.images import read_image
 
 from cli_runner import GSPRESTORE, ROOT, cli, gray, lock_holder, rgb, run_cli
 
@@ -53,7 +55,7 @@ def test_recursive_glob_through_link_loops_ends(tmp_path):
     gray(tmp_path / "loop" / "x.png")
     os.symlink(".", tmp_path / "loop" / "a")
     os.symlink(".", tmp_path / "loop" / "b")
-    code = ("from gsprestore.batch import discover\n"
+    code = ("from gsprestore.runtime.folders import discover\n"
             "f = discover(['loop/**/*.png'], recursive=True)\n"
             "print([str(s.path) for s in f.sources], len(f.skipped_links))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30,
@@ -195,7 +197,7 @@ def test_apply_orientation_matches_pillow_display(tmp_path, orientation):
     from PIL import Image as PILImage
     from PIL import ImageOps
 
-    from gsprestore.io import apply_orientation
+    from gsprestore.imageio.images import apply_orientation
 
     stored = np.random.default_rng(orientation).integers(0, 256, (6, 10, 3), dtype=np.uint8)
     path = _tiff(tmp_path / "o.tif", stored, photometric="rgb", extratags=[(274, 3, 1, orientation, True)])
@@ -258,7 +260,7 @@ def test_upscale2x_folder_three_times(tmp_path):
 
 
 def test_renamed_output_is_known_by_its_tag(tmp_path):
-    from gsprestore.io import tool_tag
+    from gsprestore.imageio.images import tool_tag
 
     rgb(tmp_path / "dir" / "a.png")
     assert cli("upscale2x", "dir", "-m", "bicubic", cwd=tmp_path)[0] == 0
@@ -292,7 +294,7 @@ def _bench_data(tmp_path: Path) -> Path:
 
 
 def test_benchmark_report_path_checked_before_the_first_image(tmp_path, monkeypatch):
-    from gsprestore import benchmark
+    from gsprestore.evaluation import benchmark
 
     data = _bench_data(tmp_path)
     ran = []
@@ -314,7 +316,7 @@ def test_benchmark_report_path_checked_before_the_first_image(tmp_path, monkeypa
 
 
 def test_benchmark_rows_survive_a_failed_report_write(tmp_path, monkeypatch):
-    from gsprestore import benchmark
+    from gsprestore.evaluation import benchmark
 
     data = _bench_data(tmp_path)
 

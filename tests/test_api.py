@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import gsprestore
-from gsprestore.baselines import demosaic_menon, upscale_bicubic
-from gsprestore.errors import GspError, UsageError
-from gsprestore.restorers import get_restorer
-from gsprestore.sampling import mosaic
+from gsprestore.methods.classical_methods import demosaic_menon, upscale_bicubic
+from gsprestore.core.errors import GspError, UsageError
+from gsprestore.methods.registry import get_restorer
+from gsprestore.physics.sampling import mosaic
 
 
 def _mosaic(h: int = 16, w: int = 16, pattern: str = "RGGB", seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +107,7 @@ def test_errors():
 
 
 def test_restore_file_is_the_commands_per_file_work(tmp_path):
-    from gsprestore.io import read_image, write_image
+    from gsprestore.imageio.images import read_image, write_image
 
     rgb, raw = _mosaic(10, 12)
     src = write_image(tmp_path / "raw.png", raw, 16)

@@ -1,10 +1,10 @@
-"""gsprestore.atomic: a failed write leaves the old file (or none) and no temporary file."""
+"""gsprestore.core.atomic: a failed write leaves the old file (or none) and no temporary file."""
 
 import os
 
 import pytest
 
-from gsprestore.atomic import UMASK, atomic_file
+from gsprestore.core.atomic import UMASK, atomic_file
 
 
 def test_clean_exit_replaces_the_target_with_usual_permissions(tmp_path):

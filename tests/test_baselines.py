@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import baselines
-from gsprestore.errors import UsageError
-from gsprestore.restorers import Restorer, get_restorer
-from gsprestore.sampling import PATTERNS, mosaic
+from gsprestore.methods import classical_methods as baselines
+from gsprestore.core.errors import UsageError
+from gsprestore.methods.registry import Restorer, get_restorer
+from gsprestore.physics.sampling import PATTERNS, mosaic
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)  # scipy.ndimage.filters in colour-demosaicing
 cd = pytest.importorskip("colour_demosaicing")

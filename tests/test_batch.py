@@ -1,4 +1,4 @@
-"""gsprestore.batch as a library: discover (files, folders, globs, hidden and non-image files,
+"""gsprestore.runtime.folders as a library: discover (files, folders, globs, hidden and non-image files,
 sub-folders, the output folder), plan_jobs (output names and folders, collisions), drop_own_outputs
 and run_jobs (skip / overwrite / continue-on-error, exit codes). No images are decoded here."""
 
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gsprestore.batch import (EXIT_FAILURE, EXIT_OK, EXIT_PARTIAL, Job, Source, discover, drop_own_outputs,
-                              output_suffix, plan_jobs, run_jobs)
-from gsprestore.errors import GspError, UsageError
+from gsprestore.runtime.folders import (
+    EXIT_FAILURE, EXIT_OK, EXIT_PARTIAL, Job, Source, discover, drop_own_outputs, output_suffix, plan_jobs,
+    run_jobs,
+)
+from gsprestore.core.errors import GspError, UsageError
 
 
 def _touch(path: Path, data: bytes = b"x") -> Path:
@@ -168,7 +170,7 @@ def test_run_jobs_stops_or_continues_after_a_failure(tmp_path):
 
 
 def test_run_jobs_earlier_failures_stop_before_any_work(tmp_path):
-    from gsprestore.batch import Result
+    from gsprestore.runtime.folders import Result
 
     jobs = _jobs(tmp_path, 1)
     work, done = _writer()

@@ -13,8 +13,9 @@ import torch
 from PIL import Image
 from skimage.metrics import structural_similarity
 
-from gsprestore import benchmark, datasets, restorers
-from gsprestore.errors import GspError, UsageError
+from gsprestore.evaluation import benchmark, datasets
+from gsprestore.methods import registry as restorers
+from gsprestore.core.errors import GspError, UsageError
 
 FILL = 0.5037  # not on the 8-bit grid, so rounding matters
 GAIN = 1.1037  # pushes bright pixels above 1 (clipping matters); k * GAIN is never a rounding tie
@@ -245,7 +246,7 @@ def test_noise_levels_give_one_row_per_method_and_level(tiny_kodak):
 
 
 def test_learned_without_weights_is_skipped(tiny_kodak, monkeypatch):
-    from gsprestore.errors import WeightsError
+    from gsprestore.core.errors import WeightsError
 
     parent, _ = tiny_kodak
 
@@ -431,7 +432,7 @@ def test_make_results_noise_table():
 
 def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsys, tmp_path):
     from gsprestore.models import build_model
-    from gsprestore.weights import save_weights, sha256_file, weights_dir
+    from gsprestore.methods.weights import save_weights, sha256_file, weights_dir
 
     parent, _ = tiny_kodak
     torch.manual_seed(0)
@@ -470,8 +471,8 @@ def test_cli_weights_option_scores_a_weights_file(tiny_kodak, monkeypatch, capsy
 
 
 def test_paper_numbers_have_one_source():
-    """make_results.py and the benchmark's paper columns read the same tables (gsprestore.paper)."""
-    from gsprestore import paper
+    """make_results.py and the benchmark's paper columns read the same tables (gsprestore.evaluation.paper)."""
+    from gsprestore.evaluation import paper
 
     mr = _load_script("make_results")
     assert mr.PAPER_TABLES is paper.PAPER_TABLES and mr.PAPER_TABLE2 is paper.PAPER_TABLE2
@@ -560,7 +561,7 @@ def test_per_image_scores_in_json_and_csv(tiny_kodak, monkeypatch, capsys, tmp_p
 
 
 def test_save_outputs_writes_each_methods_images(tiny_kodak, monkeypatch, capsys, tmp_path):
-    from gsprestore.metrics import quantize
+    from gsprestore.physics.metrics import quantize
 
     parent, arrays = tiny_kodak
     out = tmp_path / "outs"
@@ -609,7 +610,7 @@ def test_time_estimate_from_recorded_speeds(tiny_kodak, monkeypatch, capsys):
     assert est["seconds"] == 14 + 7 and est["unrecorded"] == ["fake-fill"]
     # the command prints it before a long run (fake-fill recorded at 1e-5 MP/s: (mp + mp / 3) / 1e-5 = 294 s),
     # not before a short one
-    from gsprestore import defaults
+    from gsprestore.methods import defaults
 
     real = defaults.recorded_speed
     monkeypatch.setattr(defaults, "recorded_speed",

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from gsprestore import datasets
+from gsprestore.evaluation import datasets
 from gsprestore.cli.benchmark_cmd import plan_tasks
-from gsprestore.errors import UsageError
+from gsprestore.core.errors import UsageError
 from test_benchmark import _cli, fake_methods, tiny_kodak  # noqa: F401  (fixtures)
 
 

@@ -10,7 +10,7 @@ from cli_runner import cli
 from PIL import Image as PILImage
 from PIL.TiffImagePlugin import IFDRational
 
-from gsprestore.io import read_image, tool_tag
+from gsprestore.imageio.images import read_image, tool_tag
 
 XMP = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
        b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" xmlns:exif="http://ns.adobe.com/exif/1.0/" '
@@ -207,7 +207,7 @@ def test_a_raw_container_tifffile_cannot_read_gives_its_previews_exif(tmp_path, 
 
     import rawpy
 
-    from gsprestore.metadata import raw_metadata
+    from gsprestore.imageio.metadata import raw_metadata
 
     preview = io.BytesIO()
     PILImage.open(canon_jpeg(tmp_path / "preview.jpg")).save(preview, "JPEG", exif=PILImage.open(

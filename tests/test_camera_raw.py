@@ -1,4 +1,4 @@
-"""Camera RAW in (gsprestore.camera_raw): DNG files the tests make with our own writer, developed
+"""Camera RAW in (gsprestore.imageio.camera_raw): DNG files the tests make with our own writer, developed
 by our pipeline and checked against LibRaw's own pipeline (rawpy ``postprocess``, the oracle) with
 the same white balance, colour space, curve and orientation, on all four Bayer phases."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import camera_raw as cr
-from gsprestore.engine import restore
-from gsprestore.errors import GspError
-from gsprestore.restorers import get_restorer
+from gsprestore.imageio import camera_raw as cr
+from gsprestore.runtime.tiling import restore
+from gsprestore.core.errors import GspError
+from gsprestore.methods.registry import get_restorer
 
 rawpy = pytest.importorskip("rawpy")
 
@@ -160,12 +160,12 @@ def test_auto_brightness_matches_libraw_default_and_clips_highlights(tmp_path):
     assert np.allclose(twice, np.clip(none * 2, 0, 1), atol=1e-5)
     assert float(np.percentile(auto, 99)) > float(np.percentile(cr.srgb_encode(none), 99)) + 0.1
     assert cr.parse_bright("AUTO") == "auto" and cr.parse_bright("1.5") == 1.5
-    from gsprestore.errors import UsageError
+    from gsprestore.core.errors import UsageError
 
     for bad in ("bright", "0", "-1", "nan"):
         with pytest.raises(UsageError, match="--bright"):
             cr.parse_bright(bad)
-    from gsprestore.file_restore import DEFAULT_BRIGHT
+    from gsprestore.runtime.file_restore import DEFAULT_BRIGHT
 
     assert DEFAULT_BRIGHT == cr.DEFAULT_BRIGHT
 
@@ -215,7 +215,7 @@ def test_x_trans_and_non_raw_files_are_refused_in_one_line(tmp_path):
 
 
 def test_unknown_choices_are_usage_errors(tmp_path):
-    from gsprestore.errors import UsageError
+    from gsprestore.core.errors import UsageError
 
     path, _ = _dng(tmp_path)
     with pytest.raises(UsageError, match="--wb"):
@@ -236,7 +236,7 @@ def _cli(args):
 
 
 def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
-    from gsprestore.io import read_image, write_image
+    from gsprestore.imageio.images import read_image, write_image
 
     photo = cr.srgb_encode(_scene(40, 56, seed=7))
     write_image(tmp_path / "photo.png", photo, 16)

@@ -4,8 +4,8 @@ autograd through every step of the same recurrence, and float64 gradcheck."""
 import pytest
 import torch
 
-from gsprestore import backend
-from gsprestore import graph as G
+from gsprestore.core import backend
+from gsprestore.graph.operators import operators as G
 from gsprestore.solvers import cg_adjoint
 from gsprestore.solvers.cg import StencilOperator, cg_unrolled
 
@@ -171,8 +171,8 @@ def test_shipped_models_gradients_equal_reference(name):
     gradient's, by chance on either path (uGTV 2x stage 7: 1.2e-3 new, 4.8e-4 reference, against
     4.4e-4 / 4.3e-4 over all parameters); an unstable recurrence would be off by orders of
     magnitude, and the float64 check above proves the two paths the same recurrence."""
-    from gsprestore.tasks import network_input
-    from gsprestore.weights import load_model
+    from gsprestore.physics.tasks import network_input
+    from gsprestore.methods.weights import load_model
 
     method, task = name.split("_")
     model = load_model(method, task)

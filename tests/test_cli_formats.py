@@ -7,7 +7,7 @@ import numpy as np
 from cli_runner import cli
 from PIL import Image as PILImage
 
-from gsprestore.io import read_image, write_image
+from gsprestore.imageio.images import read_image, write_image
 
 
 def _photo(path, h=24, w=32):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import pngcodec
-from gsprestore.io import read_image, write_image
-from gsprestore.restorers import get_restorer
-from gsprestore.sampling import mosaic
+from gsprestore.imageio import png as pngcodec
+from gsprestore.imageio.images import read_image, write_image
+from gsprestore.methods.registry import get_restorer
+from gsprestore.physics.sampling import mosaic
 
 from cli_runner import cli
 
@@ -347,8 +347,8 @@ def test_missing_or_tampered_weights(tmp_path, content):
 
 
 def test_default_method_without_weights_suggests_another(tmp_path, monkeypatch):
-    from gsprestore import defaults, restorers
-    from gsprestore.errors import WeightsError
+    from gsprestore.methods import defaults, registry as restorers
+    from gsprestore.core.errors import WeightsError
 
     monkeypatch.setattr(defaults, "default_method", lambda task, *a, **k: "ugtv")  # as if its scores made it the default
 
@@ -392,8 +392,8 @@ def test_demo_writes_its_png_and_prints_psnr(tmp_path):
 
 
 def test_demo_falls_back_to_menon_without_weights(tmp_path, monkeypatch):
-    from gsprestore import defaults, restorers
-    from gsprestore.errors import WeightsError
+    from gsprestore.methods import defaults, registry as restorers
+    from gsprestore.core.errors import WeightsError
 
     best = defaults.best_by_quality("demosaic")
     best.method = "ugtv"
@@ -417,7 +417,7 @@ def test_demo_shows_the_best_method_beside_the_classical_one(tmp_path, monkeypat
     """Without -m the demo runs the best method by recorded quality (the manifest's: a learned one
     when its weights beat the classical ones) and prints the classical method's score and time on
     the same mosaic beside it."""
-    from gsprestore import defaults
+    from gsprestore.methods import defaults
 
     best = defaults.best_by_quality("demosaic")
     best.method = "malvar"  # what the manifest would rank first (a fast stand-in for a network)
@@ -429,7 +429,7 @@ def test_demo_shows_the_best_method_beside_the_classical_one(tmp_path, monkeypat
 
 
 def test_bundled_chart_is_the_generated_one():
-    from gsprestore.chart import chart_path, make_chart
+    from gsprestore.imageio.sample_chart import chart_path, make_chart
 
     np.testing.assert_array_equal(np.rint(read_image(chart_path()).array * 255), np.rint(make_chart() * 255))
 
@@ -447,7 +447,7 @@ def test_a_missing_single_input_is_named(tmp_path):
 def test_a_long_file_prints_progress_lines_when_stderr_is_not_a_terminal(tmp_path, slowed):
     """Without a terminal (a log, a pipe) a file that takes long still says, by the clock, that it is
     going: '[1/1] demosaic FILE: 0:01 elapsed' every interval (30 s; shortened here)."""
-    from gsprestore import file_restore
+    from gsprestore.runtime import file_restore
 
     slowed(file_restore, "restore_file")
     raw(tmp_path / "r.png")
@@ -529,7 +529,7 @@ def test_the_eta_column_of_benchmark_and_train_survives_steps_longer_than_30_s()
     from rich.console import Console
     from rich.progress import Progress
 
-    from gsprestore.heartbeat import eta_column
+    from gsprestore.core.heartbeat import eta_column
 
     progress = Progress(eta_column(), console=Console(file=io.StringIO(), width=80))
     task = progress.add_task("x", total=24, completed=0)

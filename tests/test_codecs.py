@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-from gsprestore import pngcodec, tiffcodec
+from gsprestore.imageio import png as pngcodec, tiff as tiffcodec
 
 ICC = b"\0\0\0\x10fake" + b"RGB " + bytes(range(40))
 

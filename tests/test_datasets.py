@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gsprestore import datasets
-from gsprestore.errors import DatasetError, UsageError
+from gsprestore.evaluation import datasets
+from gsprestore.core.errors import DatasetError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,10 @@
-"""The dead-leaves generator (gsprestore/deadleaves.py): deterministic, in range, and with the
+"""The dead-leaves generator (gsprestore/evaluation/deadleaves.py): deterministic, in range, and with the
 statistics the model is chosen for (radius law, 1/f^2-like spectrum)."""
 
 import numpy as np
 import pytest
 
-from gsprestore.deadleaves import dead_leaves, disc_radius
+from gsprestore.evaluation.deadleaves import dead_leaves, disc_radius
 
 
 def test_same_seed_same_image_and_seeds_differ():

@@ -1,4 +1,4 @@
-"""The default method is the best one by the manifest's recorded scores (gsprestore.defaults):
+"""The default method is the best one by the manifest's recorded scores (gsprestore.methods.defaults):
 fake manifests flip it both ways; ``gsprestore models`` and the commands follow it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gsprestore import defaults, weights
+from gsprestore.methods import defaults, weights
 
 
 def _manifest(ugtv=(33.0, 39.0), uglr=None, baselines=True, task="demosaic", speed=5.0):
@@ -186,7 +186,7 @@ def test_shipped_manifest_decides_what_demosaic_runs(tmp_path):
     """With the shipped manifest the command runs whatever choose_default says (no -m given)."""
     from cli_runner import cli
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
 
     write_image(tmp_path / "m.png", np.random.default_rng(0).random((16, 16)), 8)
     code, out, err = cli("demosaic", tmp_path / "m.png", "--json", "--device", "cpu", "-q")
@@ -200,7 +200,7 @@ def test_fast_and_best_choose_and_a_long_file_says_its_expected_time(tmp_path, f
     silently; --fast with --best or --method is a usage error."""
     from cli_runner import cli
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
     from gsprestore.models import build_model
 
     torch = pytest.importorskip("torch")
@@ -250,7 +250,7 @@ def test_weights_without_method_run_the_files_network(tmp_path):
     """The default may be classical; ``--weights FILE`` alone still runs the file's network."""
     from cli_runner import cli
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
     from gsprestore.models import build_model
 
     torch = pytest.importorskip("torch")
@@ -281,7 +281,7 @@ def test_a_cpu_speed_record_is_judged_for_this_machine(fake_weights, monkeypatch
     """A CPU-size network recorded at 0.8 MP/s on a machine whose probe read 50 GFLOP/s is the
     default on a machine probing 100 (1.6 MP/s here), not on one probing 40 (0.64), and a record
     without the probe's figure, or with the calibration turned off, is taken as it is."""
-    from gsprestore import calibration
+    from gsprestore.core import calibration
 
     fake_weights(_lite_manifest({"megapixels_per_second": 0.8, "probe_gflops": 50.0}))
     monkeypatch.setattr(calibration, "cached_probe_gflops", lambda: 100.0)
@@ -300,7 +300,7 @@ def test_a_cpu_speed_record_is_judged_for_this_machine(fake_weights, monkeypatch
 
 
 def test_the_calibration_probe_is_cached_per_machine(tmp_path, monkeypatch):
-    from gsprestore import calibration
+    from gsprestore.core import calibration
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     calls = []
@@ -315,7 +315,7 @@ def test_the_calibration_probe_is_cached_per_machine(tmp_path, monkeypatch):
 
 
 def test_the_calibration_probe_measures_a_convolution():
-    from gsprestore import calibration
+    from gsprestore.core import calibration
 
     assert 0.1 < calibration.probe_gflops(threads=1, repeats=1) < 1e5
 
@@ -324,7 +324,7 @@ def test_the_estimate_names_prior_when_prior_was_typed(tmp_path, fake_weights):
     """upscale2x --prior gtv: the whole job's estimate says how the method was chosen as typed."""
     from cli_runner import cli
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
     from gsprestore.models import build_model
 
     torch = pytest.importorskip("torch")

@@ -20,8 +20,8 @@ import pytest
 import torch
 from PIL import Image
 
-from gsprestore.trainpack import make_pack
-from gsprestore.weights import load_model, save_weights
+from gsprestore.training.trainpack import make_pack
+from gsprestore.methods.weights import load_model, save_weights
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]

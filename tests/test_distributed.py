@@ -23,9 +23,9 @@ import pytest
 import torch
 
 from cli_runner import cli
-from gsprestore import distributed as D
-from gsprestore.batch import Job, shard_jobs
-from gsprestore.errors import UsageError
+from gsprestore.runtime import distributed as D
+from gsprestore.runtime.folders import Job, shard_jobs
+from gsprestore.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "ddp_worker.py"

@@ -61,9 +61,9 @@ def workspace(tmp_path_factory):
     RAW files (DNGs, also under .NEF / .CR2 names: LibRaw goes by content), folders, a RAW+JPEG
     shoot with a sub-folder of TIFF mosaics, a copy of the shipped uGTV weights, data folders
     under a fake home."""
-    from gsprestore.camera_raw import mosaic_for_dng, srgb_decode, write_dng
-    from gsprestore.io import write_image
-    from gsprestore.sampling import mosaic_array
+    from gsprestore.imageio.camera_raw import mosaic_for_dng, srgb_decode, write_dng
+    from gsprestore.imageio.images import write_image
+    from gsprestore.physics.sampling import mosaic_array
 
     ws = tmp_path_factory.mktemp("docs") / "ws"
     ws.mkdir()

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 import gsprestore
-from gsprestore import engine
-from gsprestore.errors import GspError, UsageError
-from gsprestore.restorers import Restorer, get_restorer
-from gsprestore.sampling import mosaic
+from gsprestore.runtime import tiling as engine
+from gsprestore.core.errors import GspError, UsageError
+from gsprestore.methods.registry import Restorer, get_restorer
+from gsprestore.physics.sampling import mosaic
 
 
 def box_demosaic(radius: int = 1, calls: list | None = None) -> Restorer:
@@ -321,7 +321,7 @@ def test_automatic_tiles_follow_available_memory_and_match_one_pass(rng, monkeyp
 def test_cpu_restore_keeps_freed_memory_in_the_heap(rng, monkeypatch):
     """The CPU engine asks glibc once to keep freed memory (the learned models' time halves);
     ``CPU_KEEP_FREED_MEMORY`` off (GSPRESTORE_KEEP_FREED_MEMORY=0) leaves the allocator alone."""
-    from gsprestore import memory
+    from gsprestore.core import memory
 
     assert memory.keep_freed_heap_memory() is memory.keep_freed_heap_memory()  # once per process
     calls = []

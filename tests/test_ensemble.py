@@ -1,6 +1,6 @@
-"""The ensemble method (gsprestore.ensemble): the mean of uGTV's and uGLR's outputs, checked against
+"""The ensemble method (gsprestore.methods.ensemble): the mean of uGTV's and uGLR's outputs, checked against
 the two networks run on their own; its recorded scores count only for the member weights they were
-measured with (gsprestore.defaults.current_ensembles, tools/record_ensemble.py)."""
+measured with (gsprestore.methods.defaults.current_ensembles, tools/record_ensemble.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import defaults, weights
-from gsprestore.errors import UsageError
-from gsprestore.restorers import get_restorer, methods_for
+from gsprestore.methods import defaults, weights
+from gsprestore.core.errors import UsageError
+from gsprestore.methods.registry import get_restorer, methods_for
 
 
 def _tool():
@@ -116,7 +116,7 @@ def test_best_runs_the_ensemble_when_its_record_matches_the_shipped_members(fake
     assert c.method == "uglr" and "ensemble is better by quality" in c.reason
     # a record measured with other uGLR weights counts for nothing
     fake_weights(_manifest(members={"ugtv": SHA["ugtv"], "uglr": "0" * 64}))
-    assert defaults.current_ensembles("demosaic", defaults._shipped_manifest()) == {}
+    assert defaults.current_ensembles("demosaic", defaults.shipped_manifest()) == {}
     assert defaults.choose_default("demosaic", prefer="best").method == "uglr"
     # and an ensemble that does not beat the classical methods on both sets is not chosen
     fake_weights(_manifest(ens=(36.0, 38.0)))
@@ -149,7 +149,7 @@ def test_benchmark_weights_for_members_reach_the_ensemble(tmp_path):
 def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to_them(tmp_path):
     from PIL import Image
 
-    from gsprestore.benchmark import run_benchmark
+    from gsprestore.evaluation.benchmark import run_benchmark
 
     data = tmp_path / "imgs"
     data.mkdir()

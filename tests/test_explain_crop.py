@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gsprestore.errors import UsageError
-from gsprestore.explain import explain, weight_scale
+from gsprestore.core.errors import UsageError
+from gsprestore.viz.explain import explain, weight_scale
 
 
 def test_pixel_far_from_the_centre_of_a_large_photo_gets_its_own_crop():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import backend
-from gsprestore import graph as G
+from gsprestore.core import backend
+from gsprestore.graph.operators import operators as G
 
 from dense_graphs import dense_adjacency, dense_incidence
 
@@ -307,7 +307,7 @@ def test_gradcheck_edge_weights_projected(either_backend, gen, hw):
 def test_projected_edge_weights_equal_metric_form_and_backends(gen):
     """d(A^T f) with metric None == d(f) with M = A A^T, values and gradients of f and A, and the
     native backward equals the PyTorch one."""
-    from gsprestore import backend as BK
+    from gsprestore.core import backend as BK
 
     f = (0.5 * rand(gen, 2, 2, 3, 6, 7)).requires_grad_()
     A = rand(gen, 2, 3, 3).requires_grad_()

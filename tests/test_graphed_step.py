@@ -1,4 +1,4 @@
-"""The CUDA-graph training step's check (gsprestore/graphed_step.py), on the CPU: which gradient
+"""The CUDA-graph training step's check (gsprestore/training/graphed_step.py), on the CPU: which gradient
 differences between a replayed and an eager step count as a mismatch. The first GPU window
 rejected the 2x models' graphs 3 times in 4 (relative differences up to 1.29) because tensors
 whose gradient is zero but for rounding were compared at their own, rounding-size scale."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from gsprestore.graphed_step import GRAD_SCALE_FLOOR, grad_mismatch
+from gsprestore.training.graphed_step import GRAD_SCALE_FLOOR, grad_mismatch
 from gsprestore.training import observe
-from gsprestore.weights import load_model
+from gsprestore.methods.weights import load_model
 
 
 def _shipped_grads(method: str) -> list[torch.Tensor]:

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore import engine, memory
-from gsprestore.errors import GspError, WeightsError
-from gsprestore.io import read_image
+from gsprestore.runtime import tiling as engine
+from gsprestore.core import memory
+from gsprestore.core.errors import GspError, WeightsError
+from gsprestore.imageio.images import read_image
 
 from cli_runner import GSPRESTORE, ROOT, cli, gray, lock_holder, rgb
 
@@ -130,7 +131,7 @@ def test_jpeg_declaring_30000x30000_in_2_kb_is_refused_before_decoding(tmp_path)
     path = tmp_path / "huge.jpg"
     path.write_bytes(with_jpeg_size(small, 30000, 30000))
     assert path.stat().st_size < 4096
-    proc = in_limited_process(f"from gsprestore.io import read_image\nread_image({str(path)!r})")
+    proc = in_limited_process(f"from gsprestore.imageio.images import read_image\nread_image({str(path)!r})")
     assert proc.returncode == 1 and "Traceback" in proc.stderr  # the GspError, raised
     last = proc.stderr.strip().splitlines()[-1]
     assert "truncated JPEG (the header declares 30000x30000 pixels" in last, last
@@ -141,7 +142,7 @@ def test_tiff_of_1x1_tiles_is_refused_before_anything_is_allocated(tmp_path):
     path = tmp_path / "tiles.tif"
     path.write_bytes(tiff_bytes(4000, 4000, 16, 3, [b"\0" * 6], tile=1))  # 16 M tiles declared, one given
     t0 = time.monotonic()
-    proc = in_limited_process(f"from gsprestore.io import read_image\nread_image({str(path)!r})", limit=1 << 30)
+    proc = in_limited_process(f"from gsprestore.imageio.images import read_image\nread_image({str(path)!r})", limit=1 << 30)
     assert proc.returncode == 1 and time.monotonic() - t0 < 30
     last = proc.stderr.strip().splitlines()[-1]
     assert "tiles" in last and "not enough memory" not in last and "MemoryError" not in proc.stderr, last
@@ -163,7 +164,7 @@ def _tiny_weights(tmp_path: Path, **config) -> Path:
     import torch
 
     from gsprestore.models import build_model
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     torch.manual_seed(0)
     path = save_weights(tmp_path / "small.pt", build_model("ugtv", "demosaic", blocks=1, heads=2, features=3,
@@ -181,7 +182,7 @@ def _tiny_weights(tmp_path: Path, **config) -> Path:
     (dict(admm_iters=3), "blocks.0.alpha is (1, 2, 2) in the file but (3, 2, 2)"),  # in bounds, not these tensors
 ])
 def test_weights_config_is_bounded_before_the_network_is_built(tmp_path, monkeypatch, config, needle):
-    from gsprestore import weights as W
+    from gsprestore.methods import weights as W
     from gsprestore.models import unrolled
 
     path = _tiny_weights(tmp_path, **config)
@@ -205,7 +206,7 @@ def test_weights_config_is_bounded_before_the_network_is_built(tmp_path, monkeyp
 def test_job_that_cannot_fit_is_refused_from_the_header_naming_both_numbers(tmp_path, monkeypatch):
     """Decoding alone fits; decoding, the 2x output, its written copy and a tile do not: the file
     is refused before its pixels are decoded, in one line with what is needed and what there is."""
-    from gsprestore import io as gio
+    from gsprestore.imageio import images as gio
 
     src = rgb(tmp_path / "a.png", 256, 256)
     decoded = []
@@ -225,8 +226,8 @@ def test_mosaic_job_is_checked_from_the_header_and_makes_no_masks(tmp_path, monk
     Bayer masks and their product. The job is now checked from the header, the mosaic picked by stride."""
     import torch
 
-    from gsprestore import io as gio
-    from gsprestore.sampling import mosaic
+    from gsprestore.imageio import images as gio
+    from gsprestore.physics.sampling import mosaic
 
     src = rgb(tmp_path / "a.png", 256, 256)
     code, _, err = cli("mosaic", src, "-o", tmp_path / "m.tif", "--bit-depth", "16")
@@ -245,7 +246,7 @@ def test_mosaic_job_is_checked_from_the_header_and_makes_no_masks(tmp_path, monk
 def test_automatic_tiles_are_sized_from_what_the_output_leaves(monkeypatch):
     import torch
 
-    from gsprestore.restorers import get_restorer
+    from gsprestore.methods.registry import get_restorer
 
     r = get_restorer("bicubic", "upscale2x")
     y = torch.rand(3, 1024, 1024)
@@ -265,7 +266,7 @@ def test_automatic_tiles_are_sized_from_what_the_output_leaves(monkeypatch):
 def test_reading_and_developing_make_no_full_size_temporaries(tmp_path):
     """The probes' peaks came from whole-image temporaries: a float division after the integer
     copy (read), a clip, a matrix product and five arrays of the sRGB curve (camera RAW)."""
-    from gsprestore import camera_raw as cr
+    from gsprestore.imageio import camera_raw as cr
 
     src = rgb(tmp_path / "a.png", 1024, 256)
     floats = 1024 * 256 * 3 * 4
@@ -289,7 +290,7 @@ def test_reading_and_developing_make_no_full_size_temporaries(tmp_path):
 
 
 def test_camera_raw_that_cannot_fit_is_refused_from_its_header(tmp_path, monkeypatch):
-    from gsprestore import camera_raw as cr
+    from gsprestore.imageio import camera_raw as cr
 
     cfa = cr.mosaic_for_dng(np.full((64, 96, 3), 0.5, np.float32), "RGGB")
     path = cr.write_dng(tmp_path / "x.dng", cfa, "RGGB")
@@ -370,7 +371,7 @@ def test_animated_png_and_webp_say_only_the_first_frame_is_read(tmp_path, fmt):
 
 
 def test_truncated_dng_is_one_line_with_libraws_words(tmp_path):
-    from gsprestore import camera_raw as cr
+    from gsprestore.imageio import camera_raw as cr
 
     cfa = cr.mosaic_for_dng(np.random.default_rng(0).random((128, 128, 3)), "RGGB")
     whole = cr.write_dng(tmp_path / "whole.dng", cfa, "RGGB").read_bytes()
@@ -413,7 +414,7 @@ def test_a_newline_in_a_file_name_stays_on_one_line(tmp_path):
 
 
 def test_no_free_inodes_for_the_claim_is_one_line(tmp_path, monkeypatch):
-    from gsprestore import batch
+    from gsprestore.runtime import folders as batch
 
     src = gray(tmp_path / "m.png")
     real = os.open
@@ -439,7 +440,7 @@ def test_json_to_a_full_device_is_one_line(tmp_path):
 
 
 def test_unexpected_exceptions_are_one_line(monkeypatch, capsys, tmp_path):
-    from gsprestore import file_restore
+    from gsprestore.runtime import file_restore
 
     def broken(*a, **k):
         raise RuntimeError("something inside\nwent wrong")
@@ -506,7 +507,7 @@ def test_benchmark_and_compare_on_an_image_smaller_than_the_ssim_window(tmp_path
 
 
 def test_unreadable_manifest_is_an_error_not_another_default(tmp_path, monkeypatch):
-    from gsprestore import weights as W
+    from gsprestore.methods import weights as W
 
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / W.MANIFEST).write_text("{not json")
@@ -567,7 +568,7 @@ def test_suffix_cannot_leave_the_output_folder(tmp_path, with_output):
 
 
 def test_killed_run_leftovers_are_swept_by_the_next_run(tmp_path):
-    from gsprestore.atomic import temp_name
+    from gsprestore.core.atomic import temp_name
 
     for k in range(2):
         gray(tmp_path / "in" / f"m{k}.png", seed=k)

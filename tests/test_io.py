@@ -12,9 +12,9 @@ import zlib
 import numpy as np
 import pytest
 
-from gsprestore import pngcodec, tiffcodec
-from gsprestore.errors import GspError
-from gsprestore.io import read_image, write_image
+from gsprestore.imageio import png as pngcodec, tiff as tiffcodec
+from gsprestore.core.errors import GspError
+from gsprestore.imageio.images import read_image, write_image
 
 cv2 = pytest.importorskip("cv2")
 tifffile = pytest.importorskip("tifffile")
@@ -340,7 +340,7 @@ def test_jpeg_and_webp_round_trip_with_quality(tmp_path, suffix):
 
 
 def test_jpeg_exif_orientation_is_read_and_applied_on_request(tmp_path):
-    from gsprestore.io import apply_orientation
+    from gsprestore.imageio.images import apply_orientation
 
     from PIL import Image as PILImage
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gsprestore.weights import manifest_entry
+from gsprestore.methods.weights import manifest_entry
 
 
 def _make_results():

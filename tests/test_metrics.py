@@ -6,8 +6,8 @@ import torch
 from skimage.color import rgb2ycbcr
 from skimage.metrics import structural_similarity
 
-from gsprestore import metrics
-from gsprestore.io import to_integer
+from gsprestore.physics import metrics
+from gsprestore.imageio.images import to_integer
 
 
 @pytest.fixture

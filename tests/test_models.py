@@ -13,18 +13,11 @@ import math
 import pytest
 import torch
 
-from gsprestore import sampling
-from gsprestore.errors import UsageError, WeightsError
-from gsprestore.models import (
-    PAPER_PARAMS,
-    UnrolledNet,
-    build_interpolator,
-    build_model,
-    initial_estimate,
-    make_restorer,
-    to_rggb,
-)
-from gsprestore.restorers import get_restorer, observation
+from gsprestore.physics import sampling
+from gsprestore.core.errors import UsageError, WeightsError
+from gsprestore.methods.graph_methods import make_restorer
+from gsprestore.models import PAPER_PARAMS, UnrolledNet, build_interpolator, build_model, initial_estimate, to_rggb
+from gsprestore.methods.registry import get_restorer, observation
 
 TINY = dict(blocks=1, heads=2, features=3, width=6, cg_iters=3)
 
@@ -104,7 +97,7 @@ def test_initial_estimate_is_bilinear_on_the_2x_grid(gen):
 def test_initial_estimate_is_bilinear_demosaicking(pattern, gen):
     """Oracle: the classical bilinear demosaicker (baselines, checked against colour-demosaicing)
     away from the one-pixel rim where its reflected border differs from our in-image average."""
-    from gsprestore.baselines import demosaic_bilinear
+    from gsprestore.methods.classical_methods import demosaic_bilinear
 
     raw = torch.rand(1, 1, 9, 12, generator=gen, dtype=torch.float64)
     x0 = initial_estimate(*observation("demosaic", raw, pattern))
@@ -230,7 +223,7 @@ def _dense_laplacian(w2d):
 
     import numpy as np
 
-    from gsprestore.graph import OFFSETS
+    from gsprestore.graph.operators.operators import OFFSETS
 
     _, h, wd = w2d.shape
     A = np.zeros((h * wd, h * wd))
@@ -296,7 +289,7 @@ def test_graph_interpolators_lower_their_objective(cg, task):
     long enough (20 iterations; the paper's 5 stop early, see docs/architecture.md). Both keep
     H x = y exactly, have no parameters, and stay close to the estimate in MSE (sane; on this
     smooth image neither beats bilinear, like the paper's iGLR on McM and Kodak)."""
-    from gsprestore import graph
+    from gsprestore.graph.operators import operators as graph
 
     gt = smooth_image(16, 16)
     y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)
@@ -349,7 +342,7 @@ def test_pattern_alignment_is_exact(pattern, size, gen):
 
 
 def _save_tiny(tmp_path, method, task, **cfg):
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     torch.manual_seed(3)
     model = build_model(method, task, **cfg)
@@ -459,7 +452,7 @@ def test_green_difference_is_for_colour_demosaicking_only():
 def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen, monkeypatch):
     """A whole network forward without autograd (fused CG and the other forward-only kernels)
     equals the PyTorch path, and the autograd forward; odd size, float64 and float32."""
-    from gsprestore import backend
+    from gsprestore.core import backend
 
     if not backend.available():
         pytest.skip(f"native kernels unavailable: {backend.error()}")
@@ -640,7 +633,7 @@ def test_lite_config_is_the_cpu_size_network():
 
 
 def test_lite_weights_round_trip_and_refuse_the_paper_size_method(tmp_path):
-    from gsprestore.weights import load_model, save_weights
+    from gsprestore.methods.weights import load_model, save_weights
 
     model = build_model("ugtv-lite", "demosaic", **TINY, admm_iters=1)
     path = tmp_path / "lite.pt"
@@ -653,7 +646,7 @@ def test_lite_weights_round_trip_and_refuse_the_paper_size_method(tmp_path):
 
 
 def test_menon_initial_estimate_is_menons_demosaicking_with_the_samples_kept(gen):
-    from gsprestore.baselines import demosaic_menon
+    from gsprestore.methods.classical_methods import demosaic_menon
 
     model = build_model("ugtv-lite", "demosaic", **TINY, admm_iters=1, initial_estimate="menon")
     gt = torch.rand(1, 3, 12, 14, generator=gen)
@@ -670,7 +663,7 @@ def test_menon_initial_estimate_is_menons_demosaicking_with_the_samples_kept(gen
 
 
 def test_bicubic_initial_estimate_is_the_aligned_bicubic(gen):
-    from gsprestore.upscale_classical import upscale_bicubic
+    from gsprestore.classical.upscale import upscale_bicubic
 
     model = build_model("uglr-lite", "upscale2x", **TINY, initial_estimate="bicubic")
     lr = torch.rand(1, 3, 6, 7, generator=gen)

@@ -12,11 +12,12 @@ import os
 import pytest
 import torch
 
-from gsprestore import backend
-from gsprestore import graph as G
-from gsprestore import native, sampling
+from gsprestore.core import backend
+from gsprestore.graph.operators import operators as G
+from gsprestore import native
+from gsprestore.physics import sampling
 from gsprestore.models import build_model
-from gsprestore.restorers import observation
+from gsprestore.methods.registry import observation
 
 @pytest.fixture
 def gen():

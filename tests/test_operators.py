@@ -10,8 +10,8 @@ from typing import Callable
 import pytest
 import torch
 
-from gsprestore import graph as G
-from gsprestore import sampling
+from gsprestore.graph.operators import operators as G
+from gsprestore.physics import sampling
 
 H, W = 7, 9
 

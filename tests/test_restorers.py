@@ -1,4 +1,4 @@
-"""The method registry (gsprestore.restorers): every METHODS entry builds through get_restorer for
+"""The method registry (gsprestore.methods.registry): every METHODS entry builds through get_restorer for
 each of its tasks and restores a tiny input of that task to the right shape; names and tasks it does
 not know are usage errors that list the choices."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsprestore import restorers
-from gsprestore.errors import UsageError
-from gsprestore.method import Restorer
-from gsprestore.sampling import mosaic
+from gsprestore.methods import registry as restorers
+from gsprestore.core.errors import UsageError
+from gsprestore.methods.interface import Restorer
+from gsprestore.physics.sampling import mosaic
 
 CASES = [(name, task) for name, spec in restorers.METHODS.items() for task in spec.tasks]
 

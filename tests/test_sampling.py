@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import sampling as S
-from gsprestore.sampling import PATTERNS, mosaic, mosaic_array
-from gsprestore.errors import UsageError
+from gsprestore.physics import sampling as S
+from gsprestore.physics.sampling import PATTERNS, mosaic, mosaic_array
+from gsprestore.core.errors import UsageError
 
 DT = torch.float64
 
@@ -82,7 +82,7 @@ def test_mosaic_command_does_not_import_torch(tmp_path):
     import subprocess
     import sys
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
 
     write_image(tmp_path / "p.png", np.random.default_rng(0).random((24, 28, 3)), 8)  # a DNG needs 22x22
     code = ("import sys; from gsprestore.cli.app import main\n"

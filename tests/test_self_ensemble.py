@@ -1,4 +1,4 @@
-"""Self-ensemble (gsprestore.self_ensemble): the transposed pass sees the same observation, the
+"""Self-ensemble (gsprestore.methods.self_ensemble): the transposed pass sees the same observation, the
 average is exactly the two passes' mean, and it reaches the commands, the API and the benchmark."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gsprestore import api, benchmark  # noqa: E402
-from gsprestore.method import Restorer  # noqa: E402
-from gsprestore.restorers import get_restorer  # noqa: E402
-from gsprestore.sampling import mosaic  # noqa: E402
-from gsprestore.self_ensemble import PASSES, TRANSPOSED_PATTERN, self_ensemble  # noqa: E402
+from gsprestore import api  # noqa: E402
+from gsprestore.evaluation import benchmark  # noqa: E402
+from gsprestore.methods.interface import Restorer  # noqa: E402
+from gsprestore.methods.registry import get_restorer  # noqa: E402
+from gsprestore.physics.sampling import mosaic  # noqa: E402
+from gsprestore.methods.self_ensemble import PASSES, TRANSPOSED_PATTERN, self_ensemble  # noqa: E402
 
 PATTERNS = ("RGGB", "BGGR", "GRBG", "GBRG")
 
@@ -72,7 +73,7 @@ def test_a_transpose_equivariant_method_is_unchanged(pattern):
 @pytest.fixture(scope="module")
 def small_network(tmp_path_factory):
     from gsprestore.models import build_model
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("w") / "ugtv.pt"
@@ -100,7 +101,7 @@ def test_a_learned_network_ensembled_through_the_tiled_engine(small_network):
 def test_the_benchmark_scores_a_learned_network_ensembled(small_network, tmp_path):
     """The benchmark runs methods under no_grad, where a network's (inference-mode) output must not
     be written in place: the ensembled row scores, and better than a shuffled ensemble would."""
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
 
     rng = np.random.default_rng(5)
     for i in range(2):
@@ -116,7 +117,7 @@ def test_the_benchmark_scores_a_learned_network_ensembled(small_network, tmp_pat
 def test_the_command_runs_a_learned_network_ensembled(small_network, tmp_path):
     from cli_runner import cli
 
-    from gsprestore.io import read_image, write_image
+    from gsprestore.imageio.images import read_image, write_image
 
     write_image(tmp_path / "m.png", np.random.default_rng(6).random((20, 18)), 16)
     for flag, name in (("--self-ensemble", "se.png"), ("--quiet", "plain.png")):
@@ -130,7 +131,7 @@ def test_the_command_runs_a_learned_network_ensembled(small_network, tmp_path):
 def test_commands_and_benchmark_say_when_they_ensemble(tmp_path):
     from cli_runner import cli
 
-    from gsprestore.io import read_image, write_image
+    from gsprestore.imageio.images import read_image, write_image
 
     rng = np.random.default_rng(4)
     write_image(tmp_path / "m.png", rng.random((24, 20)), 8)
@@ -163,7 +164,7 @@ def test_compare_shows_a_method_beside_its_self_ensemble(small_network, tmp_path
     """``compare --methods ugtv,ugtv+se``: both panels, one weights file, the ensemble's scores its own."""
     from cli_runner import cli
 
-    from gsprestore.io import write_image
+    from gsprestore.imageio.images import write_image
 
     write_image(tmp_path / "photo.png", np.random.default_rng(7).random((24, 24, 3)), 8)
     code, out, err = cli("compare", tmp_path / "photo.png", "--methods", "ugtv,ugtv+se,bilinear+se", "--weights",

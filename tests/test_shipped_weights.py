@@ -5,7 +5,7 @@ recorded in the manifest when it was shipped, so a code change that alters what 
 weights compute fails here. The recorded classical baseline on the same chart is recomputed too.
 
 Issue 4's bar, "clearly beats Malvar (demosaicking) or the grid-aligned bicubic (2x) on a small
-image the test makes", is checked on generated dead-leaves images (gsprestore/deadleaves.py: the
+image the test makes", is checked on generated dead-leaves images (gsprestore/evaluation/deadleaves.py: the
 occlusion model of natural photographs that camera texture charts use). The chart itself is not
 that image: its zone plate, Siemens star and saturated two-colour edges are aliasing stress tests,
 and there the CPU-trained weights lose to Malvar (the manifest records both scores).
@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gsprestore import sampling, weights
-from gsprestore.benchmark import restored_psnr
-from gsprestore.chart import CHART_BASELINE, chart_psnr, load_chart
-from gsprestore.deadleaves import dead_leaves
-from gsprestore.restorers import get_restorer
+from gsprestore.physics import sampling
+from gsprestore.methods import weights
+from gsprestore.evaluation.benchmark import restored_psnr
+from gsprestore.imageio.sample_chart import CHART_BASELINE, chart_psnr, load_chart
+from gsprestore.evaluation.deadleaves import dead_leaves
+from gsprestore.methods.registry import get_restorer
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((ROOT / "gsprestore" / "weights" / "manifest.json").read_text())

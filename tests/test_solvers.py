@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore import backend
-from gsprestore import graph as G
+from gsprestore.core import backend
+from gsprestore.graph.operators import operators as G
 from gsprestore import solvers as S
 from gsprestore.solvers import admm_edge, admm_reference, gtv
 

@@ -20,9 +20,9 @@ from PIL import Image as PILImage
 from torch import nn
 from typer.testing import CliRunner
 
-from gsprestore import patches as P
+from gsprestore.training import patches as P
 from gsprestore import training as T
-from gsprestore.errors import GspError, UsageError
+from gsprestore.core.errors import GspError, UsageError
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -238,7 +238,7 @@ def test_test_sets_are_refused(tmp_path, monkeypatch):
     hidden.mkdir()
     (hidden / "x.png").write_bytes((kodak / "kodim01.png").read_bytes())
     PILImage.fromarray(_coord_image(20, 20, 1)).save(hidden / "y.png")
-    from gsprestore import datasets
+    from gsprestore.evaluation import datasets
 
     digest = datasets.sha256_file(kodak / "kodim01.png")
     real = P._test_set_digests
@@ -429,7 +429,7 @@ def test_init_adopts_the_weights_own_configuration(photos, tmp_path):
     """--init W builds W's network (not the default one), says so in one line, and starts from W's
     validation PSNR exactly; options override single keys."""
     from cli_runner import cli
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     src = _small_ugtv()
     save_weights(tmp_path / "src.pt", src)
@@ -490,8 +490,8 @@ def test_init_into_a_deeper_unrolling_starts_as_the_shallow_network(tmp_path, me
     added ones are no-ops (alpha 0), so the deeper network returns the shallow one's output (to
     float rounding, through the training path and the no-grad one) and still has a gradient for
     the added alphas; fewer iterations keep the leading steps."""
-    from gsprestore.tasks import observation, observe
-    from gsprestore.weights import save_weights
+    from gsprestore.physics.tasks import observation, observe
+    from gsprestore.methods.weights import save_weights
 
     a = _small(method, **shallow)
     save_weights(tmp_path / "a.pt", a)
@@ -562,7 +562,7 @@ def test_step_sizes_are_regrown_only_where_they_correspond():
 
 
 def test_init_from_the_shipped_ugtv_builds_its_2x5_network(photos):
-    from gsprestore.weights import weights_dir
+    from gsprestore.methods.weights import weights_dir
 
     cfg = _cfg(photos, init=str(weights_dir() / "ugtv_demosaic.pt"))
     info = T.adopt_init_config(cfg)
@@ -572,7 +572,7 @@ def test_init_from_the_shipped_ugtv_builds_its_2x5_network(photos):
 
 
 def test_init_of_another_prior_adopts_nothing(photos, tmp_path):
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     save_weights(tmp_path / "src.pt", _small_ugtv())
     cfg = _cfg(photos, prior="glr", init=str(tmp_path / "src.pt"), model={"blocks": 1})
@@ -639,7 +639,7 @@ def test_cli_smoke_run_with_the_real_model(photos, tmp_path):
                 "--log-every", "1", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert "max-steps" in res.output and "best val PSNR" in res.output
-    from gsprestore import weights
+    from gsprestore.methods import weights
 
     model = weights.load_model("ugtv", "demosaic", run / "model.pt", verify=False)
     assert model.config["blocks"] == 1 and model.config["admm_iters"] == 1
@@ -684,7 +684,7 @@ def test_real_uglr_upscale2x_trains_and_exports(photos, tmp_path):
                model={"blocks": 1, "heads": 1, "width": 8, "features": 8, "cg_iters": 2})
     res = _run(cfg, tmp_path / "run")
     assert res.status == "finished" and res.step == 2 and np.isfinite(res.best_psnr)
-    from gsprestore import weights
+    from gsprestore.methods import weights
 
     model = weights.load_model("uglr", "upscale2x", tmp_path / "run/model.pt", verify=False)
     assert model.config["cg_iters"] == 2
@@ -842,7 +842,7 @@ def test_time_budget_budgets_the_first_step_too(photos, tmp_path, monkeypatch):
 def test_log_has_a_record_at_least_every_interval(photos, tmp_path, monkeypatch):
     """log.jsonl gets a step record at least every LOG_INTERVAL_S (not only every --log-every steps)
     and an "alive" record when a single step (or validation) is longer than that."""
-    from gsprestore import heartbeat
+    from gsprestore.core import heartbeat
 
     monkeypatch.setattr(heartbeat, "LOG_INTERVAL_S", 0.5)
     monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
@@ -862,7 +862,7 @@ def test_progress_lines_by_the_clock_when_stderr_is_not_a_terminal(photos, tmp_p
 
     from rich.console import Console
 
-    from gsprestore import heartbeat
+    from gsprestore.core import heartbeat
 
     monkeypatch.setattr(heartbeat, "PROGRESS_INTERVAL_S", 0.3)
     monkeypatch.setattr(T, "model_factory", lambda: SlowStand)
@@ -912,7 +912,7 @@ def test_python_dash_m_runs_the_cli():
 
 
 def test_cuda_graph_needs_a_cuda_device(photos, stand, tmp_path):
-    from gsprestore.graphed_step import capture_training_step
+    from gsprestore.training.graphed_step import capture_training_step
 
     with pytest.raises(UsageError, match="needs a CUDA device"):
         _run(_cfg(photos), tmp_path / "run", cuda_graph=True)
@@ -922,7 +922,7 @@ def test_cuda_graph_needs_a_cuda_device(photos, stand, tmp_path):
 
 
 def test_replayed_step_tolerates_the_eager_steps_own_noise_only():
-    from gsprestore.graphed_step import MAX_RTOL, replay_matches
+    from gsprestore.training.graphed_step import MAX_RTOL, replay_matches
 
     assert replay_matches(0.02, 0.02, 1e-3, 0.0)
     # the H100 case: identical losses, gradients 2.2e-3 apart, two eager steps 1e-3 apart (atomics)
@@ -936,7 +936,7 @@ def test_replayed_step_tolerates_the_eager_steps_own_noise_only():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graph_step_matches_eager_and_trains(photos, tmp_path):
-    from gsprestore.graphed_step import capture_training_step
+    from gsprestore.training.graphed_step import capture_training_step
     from gsprestore.models import build_model
 
     model = build_model("ugtv", "demosaic", blocks=1, heads=1, width=8, cg_iters=2, admm_iters=2).cuda()
@@ -1021,7 +1021,7 @@ def test_resume_of_an_ended_run_says_what_is_left_or_refuses(photos, stand, tmp_
     what is left and about how long at its recorded pace; refused when that is long (it used to
     train on silently toward the recipe's epochs); a complete run needs --epochs."""
     from gsprestore.cli.train_cmd import RESUME_QUIET_S, resume_plan
-    from gsprestore.errors import UsageError
+    from gsprestore.core.errors import UsageError
 
     run = tmp_path / "r"
     _run(_cfg(photos, epochs=30), run, max_steps=2)

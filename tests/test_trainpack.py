@@ -1,4 +1,4 @@
-"""Training packs (gsprestore/trainpack.py): photo-level split, texture weighting, byte budget,
+"""Training packs (gsprestore/training/trainpack.py): photo-level split, texture weighting, byte budget,
 lossless crops, determinism, and ``gsprestore train --data PACK`` using the recorded split."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gsprestore import trainpack as TP
-from gsprestore.errors import UsageError
+from gsprestore.training import trainpack as TP
+from gsprestore.core.errors import UsageError
 
 
 def _photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The fused Triton kernels, run by Triton's interpreter on CPU tensors (no GPU needed): the
 unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence, the learned graphs
-(gsprestore/graph_triton.py) against the PyTorch formulas of eqs. 27-28, the replayed ADMM edge
+(gsprestore/graph/triton_kernels.py) against the PyTorch formulas of eqs. 27-28, the replayed ADMM edge
 term (gsprestore/solvers/admm_triton.py) against the stateful edge steps, and whole uGTV / uGLR
 forwards in which every CG solve, graph and edge term goes through them (the dispatch a CUDA
 forward takes).
@@ -25,7 +25,7 @@ import json, torch
 from gsprestore import backend, graph as G, graph_triton as GT, sampling
 from gsprestore.models import build_model
 from gsprestore.solvers import admm_edge, admm_triton, cg, cg_triton
-from gsprestore.tasks import observation
+from gsprestore.physics.tasks import observation
 
 torch.manual_seed(0)
 res = {"kernel": []}
@@ -158,7 +158,7 @@ def test_triton_kernels_equal_the_pytorch_path_and_serve_the_models():
 
 
 #: random undirected weights (B, K, 12, H, W) in [0.1, 1.1), 0 on edges that leave the image (for
-#: the child scripts below; needs torch and gsprestore.graph as G)
+#: the child scripts below; needs torch and gsprestore.graph.operators as G)
 WEIGHTS = r"""
 def weights(B, K, H, W):
     w = torch.rand(B, K, 12, H, W) + 0.1
@@ -246,7 +246,7 @@ def test_triton_training_kernels_give_the_adjoint_gradients():
 def test_gpu_fused_path_is_refused_for_cpu_tensors_without_the_interpreter(monkeypatch):
     import torch
 
-    from gsprestore import backend
+    from gsprestore.core import backend
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     t = torch.zeros(2)
@@ -408,7 +408,7 @@ print("RESULT" + json.dumps({"calls": calls_fused, "errors": out, "fallback": fa
 
 @pytest.mark.slow
 def test_triton_graph_training_kernels_give_the_pytorch_gradients():
-    """The learned graphs' training form on a GPU (:func:`gsprestore.graph_triton.trained_or_none`:
+    """The learned graphs' training form on a GPU (:func:`gsprestore.graph.triton_kernels.trained_or_none`:
     uGLR's edge weights, eq. 27, and uGTV's random-walk weights, eq. 28, forward by the inference
     kernels, backward by two more), run in Triton's interpreter: used for every graph (counted),
     the weights and the features' gradient as close to the PyTorch formulas in float64 as those
@@ -429,7 +429,8 @@ def test_gpu_training_ops_follow_the_setting(monkeypatch):
     ops; without autograd, or where the native CPU kernels run, they are never chosen."""
     import torch
 
-    from gsprestore import backend, graph_triton
+    from gsprestore.core import backend
+    from gsprestore.graph.operators import triton_kernels as graph_triton
     from gsprestore.solvers import admm_adjoint_triton
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -533,7 +534,7 @@ print("RESULT" + json.dumps({"errors": out, "calls": calls}))
 @pytest.mark.slow
 def test_triton_stencil_operator_and_its_weight_gradient():
     """``a x - W x`` (uGLR's right-hand side, eq. 9) and its backward on a GPU
-    (:func:`gsprestore.graph_triton.diag_minus_adjacency`, :func:`~gsprestore.graph_triton.adjacency_grad_w_accumulate`),
+    (:func:`gsprestore.graph.triton_kernels.diag_minus_adjacency`, :func:`~gsprestore.graph.triton_kernels.adjacency_grad_w_accumulate`),
     run in Triton's interpreter: the value and the gradients of w, a and x as close to float64 as
     the PyTorch formulas' in float32, for shared graphs and iterates shared by the heads."""
     proc, res = _interpreted(STENCIL_SCRIPT)

@@ -88,7 +88,8 @@ def test_launch_grids_of_a_24_megapixel_tile_keep_within_cuda_limits(monkeypatch
     16.8 MP would not launch. Shapes only (tensors on the meta device), nothing runs."""
     import torch
 
-    from gsprestore import backend, graph_triton
+    from gsprestore.core import backend
+    from gsprestore.graph.operators import triton_kernels as graph_triton
     from gsprestore.solvers import admm_triton, cg_triton
 
     B, K, C, H, W = 1, 4, 2, 4000, 6000

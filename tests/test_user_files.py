@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gsprestore.io import read_image
+from gsprestore.imageio.images import read_image
 
 from cli_runner import GSPRESTORE, ROOT, checkout_env, cli, gray, rgb, run_cli
 
@@ -70,7 +70,7 @@ def test_a_file_named_as_an_input_is_never_another_inputs_output(tmp_path):
 def test_case_insensitive_names_are_one_file(tmp_path, monkeypatch):
     """On a case-insensitive file system (macOS, Windows) ``IMG.png`` and ``img.png`` are one
     file: two inputs that would write them are refused (asked of the output folder)."""
-    from gsprestore import fileid
+    from gsprestore.core import fileid
 
     rgb(tmp_path / "in" / "A" / "x.png")
     rgb(tmp_path / "in" / "a" / "X.png", seed=1)
@@ -81,7 +81,7 @@ def test_case_insensitive_names_are_one_file(tmp_path, monkeypatch):
 
 
 def test_case_insensitive_detection(tmp_path):
-    from gsprestore.fileid import case_insensitive, path_key
+    from gsprestore.core.fileid import case_insensitive, path_key
 
     (tmp_path / "Folder").mkdir()
     assert case_insensitive(tmp_path / "Folder") is os.path.exists(tmp_path / "fOLDER")
@@ -140,7 +140,7 @@ def test_train_pack_overwrite_replaces_only_a_pack(tmp_path):
 
 
 def test_a_failed_train_pack_removes_only_its_own_staging(tmp_path, monkeypatch):
-    from gsprestore import trainpack
+    from gsprestore.training import trainpack
 
     _photos(tmp_path / "photos")
 
@@ -179,10 +179,10 @@ def test_a_claim_whose_pid_was_reused_does_not_block(tmp_path):
 
 
 def test_a_killed_runs_claim_is_free_at_once(tmp_path):
-    from gsprestore.claims import claim_output, release_output
+    from gsprestore.core.claims import claim_output, release_output
 
     out = tmp_path / "o.png"
-    code = ("import sys, time; from pathlib import Path; from gsprestore.claims import claim_output\n"
+    code = ("import sys, time; from pathlib import Path; from gsprestore.core.claims import claim_output\n"
             "assert claim_output(Path(sys.argv[1])) is None; print('held', flush=True); time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -242,7 +242,7 @@ def test_a_second_train_into_one_out_is_refused(tmp_path):
 def test_upscale2x_keeps_the_known_pixels_on_the_even_grid_of_the_oriented_output(tmp_path, orientation):
     from PIL import Image
 
-    from gsprestore.io import apply_orientation
+    from gsprestore.imageio.images import apply_orientation
 
     rng = np.random.default_rng(orientation)
     stored = rng.integers(0, 256, size=(12, 18, 3), dtype=np.uint8)
@@ -280,7 +280,7 @@ def test_tiff_output_drops_an_image_description_of_the_inputs_shape(tmp_path):
 
 
 def test_describes_layout():
-    from gsprestore.metadata import describes_layout
+    from gsprestore.imageio.metadata import describes_layout
 
     assert describes_layout('{"shape": [64, 80, 3]}') and describes_layout(b'{"shape": [1, 2]}')
     assert describes_layout("ImageJ=1.11a\nimages=3\nchannels=3\n")
@@ -345,7 +345,7 @@ def _scores_whole(out, gt, space):
     """The scores as computed before issue 41: whole-image float64 temporaries."""
     import torch.nn.functional as F
 
-    from gsprestore.metrics import gaussian_window, quantize, to_space
+    from gsprestore.physics.metrics import gaussian_window, quantize, to_space
 
     def mse(a, b):
         d = a.double() - b.double()
@@ -375,7 +375,7 @@ def _scores_whole(out, gt, space):
 def test_scores_over_row_strips_equal_the_whole_image_formulas(monkeypatch, space):
     import torch
 
-    from gsprestore import metrics
+    from gsprestore.physics import metrics
 
     g = torch.Generator().manual_seed(0)
     gt = torch.rand(1, 3, 70, 90, generator=g)
@@ -389,7 +389,7 @@ def test_scores_over_row_strips_equal_the_whole_image_formulas(monkeypatch, spac
 
 
 def test_compare_window_over_row_blocks_is_the_same_window(monkeypatch):
-    from gsprestore import visualize
+    from gsprestore.viz import drawing as visualize
 
     rng = np.random.default_rng(0)
     err = rng.random((90, 70)).astype(np.float32)
@@ -405,7 +405,7 @@ def test_scoring_a_large_image_needs_strips_not_whole_image_copies(tmp_path):
     """Scores of a 2-MP image: the float64 temporaries of a whole-image SSIM took ~0.5 GB more
     than the images themselves; over row strips, tens of MB."""
     code = ("import resource, torch\n"
-            "from gsprestore.metrics import image_scores\n"
+            "from gsprestore.physics.metrics import image_scores\n"
             "gt = torch.rand(1, 3, 1000, 2000); out = (gt + 0.01).clamp(0, 1)\n"
             "image_scores(out[..., :64, :64], gt[..., :64, :64], 'rgb')\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -583,7 +583,7 @@ def test_train_patches_that_cannot_fit_in_memory_are_refused_up_front(tmp_path):
 
 
 def test_benchmark_outputs_and_demo_never_replace_their_inputs(tmp_path):
-    from gsprestore.chart import chart_path
+    from gsprestore.imageio.sample_chart import chart_path
 
     ds = tmp_path / "save" / "demosaic" / "bilinear"  # the data set lies where --save-outputs writes
     src = rgb(ds / "a.png", 32, 32)

@@ -11,18 +11,11 @@ import pytest
 import torch
 from PIL import Image
 
-from gsprestore import visualize as V
-from gsprestore.errors import GspError, UsageError, WeightsError
-from gsprestore.explain import (
-    cg_trace,
-    crop_pattern,
-    explain,
-    glr_residuals,
-    window_attention,
-    write_explanation,
-)
-from gsprestore.io import read_image, write_image
-from gsprestore.sampling import PATTERNS, mosaic
+from gsprestore.viz import drawing as V
+from gsprestore.core.errors import GspError, UsageError, WeightsError
+from gsprestore.viz.explain import cg_trace, crop_pattern, explain, glr_residuals, window_attention, write_explanation
+from gsprestore.imageio.images import read_image, write_image
+from gsprestore.physics.sampling import PATTERNS, mosaic
 
 from cli_runner import cli
 
@@ -143,7 +136,7 @@ def test_compare_cli_errors(rgb_file: Path, tmp_path: Path):
 
 
 def test_compare_learned_without_weights_names_the_method(rgb_file: Path, tmp_path: Path, monkeypatch):
-    import gsprestore.weights as W
+    import gsprestore.methods.weights as W
 
     monkeypatch.setattr(W, "manifest_entry", lambda *a, **k: None)
     out = tmp_path / "c.png"
@@ -208,7 +201,7 @@ def _numpy_attention(features: np.ndarray, metric: np.ndarray, y: int, x: int) -
 
 def test_explain_igtv_32x32_writes_files_and_attention_sums_to_one(tmp_path: Path):
     from gsprestore.models import build_interpolator, initial_estimate
-    from gsprestore.restorers import observation
+    from gsprestore.methods.registry import observation
 
     img = scene(32, 32)
     ex = explain(img, "igtv", "demosaic", crop=(0, 0, 32, 32), pixel=(1, 30))
@@ -241,7 +234,7 @@ def test_explain_igtv_32x32_writes_files_and_attention_sums_to_one(tmp_path: Pat
 
 
 def test_window_attention_is_a_random_walk_row():
-    from gsprestore.graph import random_walk_weights_from_distances
+    from gsprestore.graph.operators.operators import random_walk_weights_from_distances
 
     d = torch.rand(1, 1, 12, 9, 9, dtype=torch.float64) * 3
     wbar = random_walk_weights_from_distances(d)[0, 0]
@@ -278,7 +271,7 @@ def test_cg_trace_matches_the_solvers():
 def test_glr_residuals_end_at_the_iglr_solution():
     """Exact CG on the iGLR system: the traced residual falls to the tolerance."""
     from gsprestore.models import build_interpolator, initial_estimate
-    from gsprestore.restorers import observation
+    from gsprestore.methods.registry import observation
 
     img = scene(16, 16)
     y = mosaic(torch.from_numpy(img).permute(2, 0, 1)[None].double(), "RGGB")
@@ -291,9 +284,9 @@ def test_glr_residuals_end_at_the_iglr_solution():
 
 
 def test_explain_learned_with_and_without_weights(tmp_path: Path, monkeypatch):
-    import gsprestore.weights as W
+    import gsprestore.methods.weights as W
     from gsprestore.models import build_model
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     monkeypatch.setattr(W, "manifest_entry", lambda *a, **k: None)
     img = scene(24, 24)
@@ -338,8 +331,8 @@ def test_explain_cli_errors(rgb_file: Path, tmp_path: Path):
 
 
 def test_gtv_trace_matches_the_reference_admm():
-    from gsprestore.explain import gtv_trace
-    from gsprestore.graph import random_walk_weights_from_distances
+    from gsprestore.viz.explain import gtv_trace
+    from gsprestore.graph.operators.operators import random_walk_weights_from_distances
     from gsprestore.solvers import gtv_admm_reference
 
     torch.manual_seed(0)
@@ -366,9 +359,9 @@ def test_explain_follows_the_model_green_difference_and_jacobi(tmp_path: Path, m
     """explain's estimates are the model's own iterates (its green-difference x^0 included), and the
     residual traces follow its solver (Jacobi-scaled for uGTV): finite, and CG lowers them."""
     from gsprestore.models import build_model
-    from gsprestore.restorers import observation
-    from gsprestore.sampling import mosaic
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.registry import observation
+    from gsprestore.physics.sampling import mosaic
+    from gsprestore.methods.weights import save_weights
 
     torch.manual_seed(0)
     extra = dict(admm_iters=2) if method == "ugtv" else {}
@@ -392,7 +385,7 @@ def test_explain_follows_the_model_green_difference_and_jacobi(tmp_path: Path, m
 
 def test_a_long_explain_prints_progress_lines_when_stderr_is_not_a_terminal(rgb_file: Path, tmp_path: Path,
                                                                              slowed):
-    from gsprestore import explain as explain_module
+    from gsprestore.viz import explain as explain_module
 
     slowed(explain_module, "explain")
     code, _, err = cli("explain", rgb_file, "-m", "igtv", "-o", tmp_path / "e", "--crop", "0,0,16,16")

@@ -11,9 +11,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gsprestore import weights as W
-from gsprestore.defaults import recorded_speed
-from gsprestore.errors import WeightsError
+from gsprestore.methods import weights as W
+from gsprestore.methods.defaults import recorded_speed
+from gsprestore.core.errors import WeightsError
 from gsprestore.models import build_model
 
 TINY_GLR = dict(blocks=1, heads=2, features=3, width=6, cg_iters=2)
@@ -146,7 +146,7 @@ def test_weights_dir_finds_installed_data_files(tmp_path, monkeypatch):
 
 def test_models_command_table_and_json(shipped):
     from gsprestore.cli.app import _register, app
-    from gsprestore.restorers import METHODS
+    from gsprestore.methods.registry import METHODS
 
     _register()
     runner = CliRunner()

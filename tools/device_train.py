@@ -236,7 +236,7 @@ def changed(model, name: str, **changes):
 def shipped(name: str):
     """The model this job starts from (CPU, eval; the shipped weights, or ``INIT``'s file) and its
     weight file."""
-    from gsprestore.weights import load_model
+    from gsprestore.methods.weights import load_model
 
     model = load_model(*split_name(name), init_file(name))
     return model, Path(model.weights_file)
@@ -251,7 +251,7 @@ def shipped(name: str):
 def fused_calls():
     """Counts the fused Triton kernels' completed calls by name while active (a fallback to the
     PyTorch path counts nothing)."""
-    from gsprestore import graph_triton
+    from gsprestore.graph.operators import triton_kernels as graph_triton
     from gsprestore.solvers import admm_triton, cg_triton
 
     calls: dict[str, int] = {}
@@ -418,11 +418,11 @@ def infer(dev, out: dict, save, until: float) -> None:
     from benchmarks.bench_engine import synthetic_mosaic  # the repository root is on PYTHONPATH (device-train.sh)
     from benchmarks.precision_psnr import load_images, score
 
-    from gsprestore import backend
-    from gsprestore.engine import restore
-    from gsprestore.ensemble import MEMBERS
-    from gsprestore.ensemble import NAME as ENSEMBLE
-    from gsprestore.restorers import get_restorer
+    from gsprestore.core import backend
+    from gsprestore.runtime.tiling import restore
+    from gsprestore.methods.ensemble import MEMBERS
+    from gsprestore.methods.ensemble import NAME as ENSEMBLE
+    from gsprestore.methods.registry import get_restorer
 
     fault("infer")
     out.update({"method": "ugtv", "task": "demosaic", "tile": INFER_TILE, "overlap": INFER_OVERLAP})
@@ -493,7 +493,7 @@ def infer(dev, out: dict, save, until: float) -> None:
     # 2x networks on an RGB image of a quarter of INFER_MP upscaled to INFER_MP; fp32, fused
     # kernels; each block names its method and task (for tools/ship_weights.py --speed, and
     # tools/record_ensemble.py --speed for the ensembles' blocks).
-    # And the ensemble of each task whose two networks are here (gsprestore.ensemble: both networks
+    # And the ensemble of each task whose two networks are here (gsprestore.methods.ensemble: both networks
     # on every tile; best by quality where its scores are recorded, a default only with a speed).
     ensembles = [f"{ENSEMBLE}_{t}" for t in ("demosaic", "upscale2x") if {f"{m}_{t}" for m in MEMBERS} <= set(MODELS)]
     for name in [m for m in MODELS if m == "uglr_demosaic" or m.endswith("_upscale2x")] + ensembles:
@@ -734,7 +734,7 @@ def stage_plan(pre: dict) -> dict:
 
 
 def train_command(name: str, plan: dict, budget: float) -> list[str]:
-    from gsprestore.weights import manifest_entry, weights_dir
+    from gsprestore.methods.weights import manifest_entry, weights_dir
 
     method, task = split_name(name)
     entry = manifest_entry(method, task)  # the shipped weights (the driver does not load torch for this)
@@ -781,7 +781,7 @@ def export_best(run: Path, status: str) -> dict:
     from gsprestore.training.checkpoints import load_checkpoint, load_run_config
     from gsprestore.training.evaluation import score_space
     from gsprestore.training.recipe import without_init
-    from gsprestore.weights import save_weights
+    from gsprestore.methods.weights import save_weights
 
     cfg = load_run_config(run)
     ck = load_checkpoint(run / "best.pt")

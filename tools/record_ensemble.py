@@ -1,4 +1,4 @@
-"""Record the ensemble's scores (``gsprestore.ensemble``: the mean of uGTV and uGLR) in the weights
+"""Record the ensemble's scores (``gsprestore.methods.ensemble``: the mean of uGTV and uGLR) in the weights
 manifest, bound to the member weights they were measured with.
 
 Usage (from the repository root)::
@@ -16,7 +16,7 @@ refused. The manifest's ``ensembles`` list gets one entry per task (replacing th
 "command"}}, "speed": {device: record}, "notes"}``. ``--speed DEVICE=FILE:KEY`` records a measured
 speed as ``tools/ship_weights.py`` does (the GPU job's ``ensemble_<task>_fp32_fused`` blocks); the
 task's earlier speed records are kept otherwise. Shipping new weights for a member later makes
-the entry stale (``gsprestore.defaults.current_ensembles``) until this is run again on new scores.
+the entry stale (``gsprestore.methods.defaults.current_ensembles``) until this is run again on new scores.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import argparse
 import json
 import os
 
-from gsprestore.atomic import atomic_file
-from gsprestore.ensemble import MEMBERS, NAME
-from gsprestore.weights import MANIFEST, manifest_entry, read_manifest, weights_dir
+from gsprestore.core.atomic import atomic_file
+from gsprestore.methods.ensemble import MEMBERS, NAME
+from gsprestore.methods.weights import MANIFEST, manifest_entry, read_manifest, weights_dir
 from ship_weights import ROW_KEYS, pairs, measured_speed
 
 

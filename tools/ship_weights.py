@@ -26,7 +26,7 @@ import argparse
 import json
 import os
 
-from gsprestore.weights import _read_file, sha256_file, ship_weights
+from gsprestore.methods.weights import _read_file, sha256_file, ship_weights
 
 ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
             "seconds_per_image", "megapixels_per_second")
@@ -35,8 +35,8 @@ ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean",
 def chart_scores(model: str) -> dict:
     """The model's and its task's classical baseline's PSNR on the bundled chart (the shipped-weights
     test recomputes both, so a code change that alters what the shipped weights do is caught)."""
-    from gsprestore.chart import CHART_BASELINE, chart_psnr
-    from gsprestore.restorers import get_restorer
+    from gsprestore.imageio.sample_chart import CHART_BASELINE, chart_psnr
+    from gsprestore.methods.registry import get_restorer
 
     obj = _read_file(model)
     method, task = obj["method"], obj["task"]
@@ -49,16 +49,16 @@ def chart_scores(model: str) -> dict:
 def dead_leaves_scores(model: str, seeds=(0, 1, 2), size: int = 128) -> dict:
     """PSNR of the model and of its task's classical baseline on generated dead-leaves images (what
     tests/test_shipped_weights.py uses for "clearly beats the baseline")."""
-    from gsprestore.benchmark import restored_psnr
-    from gsprestore.chart import CHART_BASELINE
-    from gsprestore.deadleaves import dead_leaves
-    from gsprestore.restorers import get_restorer
+    from gsprestore.evaluation.benchmark import restored_psnr
+    from gsprestore.imageio.sample_chart import CHART_BASELINE
+    from gsprestore.evaluation.deadleaves import dead_leaves
+    from gsprestore.methods.registry import get_restorer
 
     obj = _read_file(model)
     method, task = obj["method"], obj["task"]
     ours, base = get_restorer(method, task, weights=model), get_restorer(CHART_BASELINE[task], task)
     images = [dead_leaves(size, seed=s) for s in seeds]
-    return {"image": f"gsprestore.deadleaves.dead_leaves({size}, seed=s)", "seeds": list(seeds),
+    return {"image": f"gsprestore.evaluation.deadleaves.dead_leaves({size}, seed=s)", "seeds": list(seeds),
             "space": "rgb" if task == "demosaic" else "y",
             "psnr": [round(restored_psnr(ours, task, im), 3) for im in images],
             "baseline": CHART_BASELINE[task],
@@ -97,7 +97,7 @@ def measured_speed(spec: str, method: str, task: str) -> dict:
 
 def _shipped_entry(folder: str | None, method: str, task: str) -> dict:
     """The manifest entry of the weights shipped now for ``method`` and ``task`` ({} if none)."""
-    from gsprestore.weights import manifest_entry, manifest_path, read_manifest
+    from gsprestore.methods.weights import manifest_entry, manifest_path, read_manifest
 
     path = os.path.join(folder, "manifest.json") if folder else manifest_path()
     return (manifest_entry(method, task, read_manifest(path)) if os.path.exists(path) else None) or {}

@@ -1,7 +1,7 @@
 """Compile every fused Triton kernel that the GPU job launches for an H100 / H200 (sm_90) with
 Triton's real compiler, on a machine without a GPU, and time each compile.
 
-The kernels (gsprestore/graph_triton.py, gsprestore/solvers/cg_triton.py,
+The kernels (gsprestore/graph/triton_kernels.py, gsprestore/solvers/cg_triton.py,
 gsprestore/solvers/admm_triton.py) compile at their first launch on the GPU, inside the job's
 short window. This tool finds the variants that launch would compile and compiles them here:
 
@@ -55,9 +55,9 @@ def record(shapes: list[tuple[int, int]]) -> list[dict]:
 
     import torch
 
-    from gsprestore import backend
+    from gsprestore.core import backend
     from gsprestore.training import observe
-    from gsprestore.weights import load_model
+    from gsprestore.methods.weights import load_model
 
     if os.environ.get("TRITON_INTERPRET") != "1" or backend.usable(torch.zeros(1)):
         raise SystemExit("record runs under TRITON_INTERPRET=1 with GSPRESTORE_NATIVE=0")

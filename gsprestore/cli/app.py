@@ -1,5 +1,5 @@
 """The ``gsprestore`` Typer app: a version callback and thin commands registered from one module
-per command family. Domain errors (:class:`gsprestore.errors.GspError`) become one line on stderr
+per command family. Domain errors (:class:`gsprestore.core.errors.GspError`) become one line on stderr
 and the error's exit code (1, or 2 for usage); so does anything else that escapes a command (a
 failed system call such as a full disk or a standard output that takes nothing, exit code 1; any
 other exception, exit code 1, its traceback shown only with ``GSPRESTORE_TRACEBACK=1``). SIGTERM
@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from .._version import __version__
-from ..errors import GspError, one_line
+from ..core.errors import GspError, one_line
 
 app = typer.Typer(
     name="gsprestore",
@@ -311,6 +311,6 @@ def main() -> None:
 if __name__ == "__main__":  # pragma: no cover
     # Run as ``python -m gsprestore.cli.app``: this file is then ``__main__``, a second copy of the
     # module whose ``app`` the commands never register on; call the package's own entry point.
-    from gsprestore.cli.app import main as _package_main
+    from .app import main as _package_main
 
     _package_main()

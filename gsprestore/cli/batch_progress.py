@@ -7,17 +7,17 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import one_line
+from ..core.errors import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..batch import Job, Result
+    from ..runtime.folders import Job, Result
 
 
 class JobClock:
     """The time left of a whole batch, by pixels: ``pixels`` per file (from the headers; a file
     whose header could not be read counts as the mean of the others), the current file's share
     done from its tiles. Left = elapsed x (1 - done) / done once any part is done; before that,
-    ``expected`` seconds (the method's recorded speed, :func:`gsprestore.defaults.expected_seconds`)
+    ``expected`` seconds (the method's recorded speed, :func:`gsprestore.methods.defaults.expected_seconds`)
     less the elapsed time, so a first step longer than Rich's 30-s speed window (one image, one
     tile) still has an ETA. None: nothing to go by (no part done, and no expected time left)."""
 
@@ -62,7 +62,7 @@ def _eta_column(reporter: "Reporter") -> Any:
     from rich.progress import ProgressColumn
     from rich.text import Text
 
-    from ..heartbeat import clock
+    from ..core.heartbeat import clock
 
     class Eta(ProgressColumn):
         def render(self, task: Any) -> Text:
@@ -77,7 +77,7 @@ def _eta_column(reporter: "Reporter") -> Any:
 class Reporter:
     """Progress and messages on stderr: a Rich progress display (files, and tiles of the current
     image) on a terminal; otherwise one line per file, and while a file takes long a line every
-    :func:`gsprestore.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
+    :func:`gsprestore.core.heartbeat.progress_interval` seconds (30: elapsed time, tiles done, ETA);
     ``quiet`` keeps only errors."""
 
     def __init__(self, quiet: bool, total: int, verb: str, method: str | None = None):
@@ -135,7 +135,7 @@ class Reporter:
         if self.progress is not None:
             self.progress.update(self._files_task, description=f"{self.verb} {job.input.name}{with_method}")
         elif not self.quiet:  # no live display: say by the clock that a long file is still going
-            from ..heartbeat import Heartbeat, progress_interval
+            from ..core.heartbeat import Heartbeat, progress_interval
 
             self._stop_beat()
             self._tiles = None
@@ -143,7 +143,7 @@ class Reporter:
             self._beat = Heartbeat(progress_interval(), lambda t: self._still(head, t)).start()
 
     def _still(self, head: str, elapsed: float) -> None:
-        from ..heartbeat import clock
+        from ..core.heartbeat import clock
 
         text = f"{head}: {clock(elapsed)} elapsed"
         if self._tiles is not None and self._tiles[1] > 1:
@@ -177,7 +177,7 @@ class Reporter:
         if res.status == "failed":
             self.error(res.error or "failed")
         elif not self.quiet and self.progress is None:
-            from ..heartbeat import clock
+            from ..core.heartbeat import clock
 
             what = (f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped"
                     else f"{self.method + ', ' if self.method else ''}{res.seconds:.2f} s")

@@ -1,6 +1,6 @@
 """``gsprestore benchmark``: score methods on a data set under the paper's protocol.
 
-Thin wrapper over :func:`gsprestore.benchmark.run_benchmark`; no torch import at module level."""
+Thin wrapper over :func:`gsprestore.evaluation.benchmark.run_benchmark`; no torch import at module level."""
 
 from __future__ import annotations
 
@@ -90,10 +90,10 @@ def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, 
     ensemble, when benchmarked, takes its members' files: ``{"ensemble": {"weights": {"ugtv": ...}}}``."""
     from pathlib import Path
 
-    from ..ensemble import MEMBERS, NAME
-    from ..errors import GspError, UsageError
-    from ..restorers import METHODS
-    from ..weights import file_method
+    from ..methods.ensemble import MEMBERS, NAME
+    from ..core.errors import GspError, UsageError
+    from ..methods.registry import METHODS
+    from ..methods.weights import file_method
 
     options: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -122,7 +122,7 @@ def _weights_options(items: list[str], names: list[str]) -> dict[str, dict[str, 
 def plan_tasks(task: str | None, methods: str | None) -> list[tuple[str, str | None]]:
     """``[(task, methods)]`` to run: the given ``--task``, else the tasks the ``--methods`` imply
     (each task with the named methods that do it), else both tasks with all their methods."""
-    from ..restorers import TASKS, check_task, method_spec
+    from ..methods.registry import TASKS, check_task, method_spec
 
     if task is not None:
         return [(check_task(task), methods)]
@@ -218,13 +218,15 @@ def benchmark(
     """
     from rich.console import Console
 
-    from ..benchmark import (check_limit, check_output_paths, check_report_path, dataset_megapixels,
-                             estimate_seconds, limit_dataset, parse_methods, parse_sigmas, row_label, run_benchmark,
-                             weights_record, write_csv, write_json, write_markdown)
-    from ..datasets import find_dataset, get_spec
-    from ..errors import GspError, UsageError
-    from ..sampling import check_pattern
-    from ..self_ensemble import PASSES
+    from ..evaluation.benchmark import (
+        check_limit, check_output_paths, check_report_path, dataset_megapixels, estimate_seconds,
+        limit_dataset, parse_methods, parse_sigmas, row_label, run_benchmark, weights_record, write_csv,
+        write_json, write_markdown,
+    )
+    from ..evaluation.datasets import find_dataset, get_spec
+    from ..core.errors import GspError, UsageError
+    from ..physics.sampling import check_pattern
+    from ..methods.self_ensemble import PASSES
 
     # Argument errors first (exit 2), before any data is touched.
     plan = plan_tasks(task, methods)
@@ -248,14 +250,14 @@ def benchmark(
     targets = [_per_task(out, t, several) for out, _ in outputs for t, _names in plan]
     for target in targets:  # every report path is checked before the first image
         check_report_path(target, overwrite=overwrite)
-    from ..fileid import path_key
+    from ..core.fileid import path_key
 
     if len({path_key(t) for t in targets}) < len(targets):  # by identity: a link reaches the same file
         raise UsageError("--json, --csv and --markdown name the same file")
 
     all_names = [n for _t, names in plan for n in names]
     restorer_options = _weights_options(weights or [], all_names)
-    from ..engine import resolve_device
+    from ..runtime.tiling import resolve_device
 
     dev = resolve_device(device)
 
@@ -336,7 +338,7 @@ class BenchmarkProgress:
         if self.console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from ..heartbeat import eta_column
+            from ..core.heartbeat import eta_column
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("images"),
                                 TimeElapsedColumn(), eta_column(), console=self.console, transient=True)

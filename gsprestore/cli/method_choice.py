@@ -1,6 +1,6 @@
 """Which method ``gsprestore demosaic`` / ``upscale2x`` run and what it will cost: ``--method``, the
 ``--weights`` file's network, or the task's default on the device (``--fast`` / ``--best``;
-:mod:`gsprestore.defaults`), the one line on stderr that says how long the whole job will take
+:mod:`gsprestore.methods.defaults`), the one line on stderr that says how long the whole job will take
 when that is long (from the method's recorded speed), and the line on how to get the best result
 when this run is not it. No torch import at module level."""
 
@@ -18,9 +18,9 @@ LONG_FILE_S = 10.0
 def chosen_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
                   prefer: str | None = None) -> str:
     """``--method``, else the method of the ``--weights`` file, else the task's default on this kind
-    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.defaults.choose_default`)."""
-    from ..file_restore import default_method  # an unreadable manifest is an error, not a silent fallback
-    from ..weights import file_method
+    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.methods.defaults.choose_default`)."""
+    from ..runtime.file_restore import default_method  # an unreadable manifest is an error, not a silent fallback
+    from ..methods.weights import file_method
 
     if method is not None:
         return method
@@ -29,7 +29,7 @@ def chosen_method(method: str | None, weights: str | None, task: str, device: st
 
 def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None) -> str | None:
     """``--fast`` / ``--best`` as ``choose_default``'s ``prefer``, refused beside a named method."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
 
     if fast and best:
         raise UsageError("--fast and --best exclude each other")
@@ -49,9 +49,9 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     files take and what is faster (``estimate`` False: no such line, e.g. with ``--weights``). The
     line on how to get the best result, when this is not it, goes to ``reporter.closing``
     (:func:`best_hint`)."""
-    from ..defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
-    from ..heartbeat import about, clock
-    from ..file_restore import header_pixels
+    from ..methods.defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
+    from ..core.heartbeat import about, clock
+    from ..runtime.file_restore import header_pixels
     from .batch_progress import JobClock
 
     scale = 4 if task == "upscale2x" else 1  # megapixels of output, as the speeds are recorded
@@ -81,10 +81,10 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
 def best_help(task: str) -> str:
     """``--best``'s help for ``task``: what it runs today and its time per megapixel on a CPU, from
     the manifest's recorded speed (two passes: it runs the self-ensemble), with a 24-MP photo's."""
-    from ..defaults import best_by_quality, recorded_speed, speed_conditions
-    from ..heartbeat import clock
-    from ..self_ensemble import PASSES
-    from ..weights import read_manifest
+    from ..methods.defaults import best_by_quality, recorded_speed, speed_conditions
+    from ..core.heartbeat import clock
+    from ..methods.self_ensemble import PASSES
+    from ..methods.weights import read_manifest
 
     text = "Run the best method by recorded quality whatever its time, with --self-ensemble"
     try:
@@ -103,7 +103,7 @@ def best_help(task: str) -> str:
 
 def self_ensemble_help() -> str:
     """``--self-ensemble``'s help, its gain from the manifest's recorded self-ensemble scores."""
-    from ..defaults import self_ensemble_gains
+    from ..methods.defaults import self_ensemble_gains
 
     gains = self_ensemble_gains()
     figure = f", {gains[0]:+.2f} to {gains[1]:+.2f} dB for the learned models on McM / Kodak (recorded)" if gains else ""
@@ -114,17 +114,17 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
               how: str = "the default", manifest: dict[str, Any] | None = None) -> str | None:
     """One line on how to get the best result by recorded quality when ``method`` (with or
     without ``self_ensemble``) is not it: ``--best`` (the best by quality,
-    :func:`gsprestore.defaults.best_by_quality`, with its self-ensemble), the recorded scores of
+    :func:`gsprestore.methods.defaults.best_by_quality`, with its self-ensemble), the recorded scores of
     both, and about how long ``megapixels`` of
     output take that way on ``device`` (its recorded speed, two passes). None when this run is
     the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
     ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
     comes from the manifest."""
-    from ..defaults import best_by_quality, recorded_speed
-    from ..errors import WeightsError
-    from ..heartbeat import about
-    from ..self_ensemble import PASSES
-    from ..weights import read_manifest
+    from ..methods.defaults import best_by_quality, recorded_speed
+    from ..core.errors import WeightsError
+    from ..core.heartbeat import about
+    from ..methods.self_ensemble import PASSES
+    from ..methods.weights import read_manifest
 
     if manifest is None:
         try:
@@ -159,10 +159,10 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
 def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:
     """How many network passes a run of ``method`` makes per tile: one per member of an ensemble
     (its manifest record's ``members``), times two with the self-ensemble."""
-    from ..defaults import current_ensembles
-    from ..errors import WeightsError
-    from ..self_ensemble import PASSES
-    from ..weights import read_manifest
+    from ..methods.defaults import current_ensembles
+    from ..core.errors import WeightsError
+    from ..methods.self_ensemble import PASSES
+    from ..methods.weights import read_manifest
 
     if manifest is None:
         try:

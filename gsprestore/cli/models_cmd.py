@@ -1,6 +1,6 @@
 """``gsprestore models``: every method with its tasks, kind, parameter count, weights status, the
 McM / Kodak scores recorded in the weights manifest, and which method is each task's default and
-why (:mod:`gsprestore.defaults`).
+why (:mod:`gsprestore.methods.defaults`).
 
 A learned method's parameter count and unrolling are those of the weights that ship (recorded in
 the manifest from the file when it was shipped, or read from the file), not the paper-size
@@ -26,19 +26,19 @@ MIN_DESCRIPTION = 24
 def default_choices(device: str = "cpu") -> dict[str, Any]:
     """``{task: DefaultChoice}`` for every task on ``device`` (a kind), from the weights manifest's
     recorded scores and speeds."""
-    from ..defaults import choose_default
-    from ..restorers import TASKS
+    from ..methods.defaults import choose_default
+    from ..methods.registry import TASKS
 
     return {task: choose_default(task, device=device) for task in TASKS}
 
 
 def device_kind(device: str) -> str:
     """``--device`` of ``gsprestore models`` as a kind: auto -> this machine's (cuda if available)."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
 
     name = device.strip().lower()
     if name == "auto":
-        from ..engine import resolve_device
+        from ..runtime.tiling import resolve_device
 
         return resolve_device("auto").type
     kind = name.split(":")[0]
@@ -68,8 +68,8 @@ def learned_network(method: str, task: str) -> tuple[int, dict[str, Any], str]:
     the manifest's ``params`` and ``config``, recorded from the file by ``ship_weights``, else the
     file itself, SHA-256 checked), or the paper-size default configuration (``source`` "default")
     when no weights ship."""
-    from ..errors import WeightsError
-    from ..weights import manifest_entry, weights_status
+    from ..core.errors import WeightsError
+    from ..methods.weights import manifest_entry, weights_status
 
     if weights_status(method, task) == "shipped":
         try:
@@ -80,7 +80,7 @@ def learned_network(method: str, task: str) -> tuple[int, dict[str, Any], str]:
         if isinstance(params, int) and isinstance(config, dict):
             return params, dict(config), "shipped"
         try:
-            from ..weights import load_model
+            from ..methods.weights import load_model
 
             model = load_model(method, task)
             return model.num_params(), dict(model.config), "shipped"
@@ -99,8 +99,8 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
     choices' kind of device, or None), ``default``, ``summary``; learned
     rows also ``config`` and ``unrolling`` (:func:`learned_network`: the shipped network's, or the
     default configuration's when ``config_source`` is "default")."""
-    from ..restorers import METHODS
-    from ..weights import weights_status
+    from ..methods.registry import METHODS
+    from ..methods.weights import weights_status
 
     choices = default_choices() if choices is None else choices
     rows = []
@@ -127,8 +127,8 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
                            summary=f"unrolled {kind} network: {unrolling(spec.name, config)}"
                                    + ("" if source == "shipped" else " (default configuration; no weights)"))
             if spec.kind == "ensemble":
-                from ..defaults import members_shipped
-                from ..ensemble import MEMBERS
+                from ..methods.defaults import members_shipped
+                from ..methods.ensemble import MEMBERS
 
                 row.update(params=sum(learned_network(m, task)[0] for m in MEMBERS),
                            weights="shipped" if members_shipped(MEMBERS, task) else "missing")
@@ -192,8 +192,8 @@ def models(
     """List every method: task, kind, parameter count and unrolling of the shipped weights, weights
     status, the recorded McM / Kodak PSNR and speed, and each task's default method on this kind
     of device, the rule that chose it and why."""
-    from ..defaults import RULE, speed_conditions
-    from ..weights import weights_dir
+    from ..methods.defaults import RULE, speed_conditions
+    from ..methods.weights import weights_dir
 
     kind = device_kind(device)
     choices = default_choices(kind)

@@ -1,7 +1,7 @@
 """``gsprestore mosaic | demosaic | upscale2x``: files and folders through the tiled engine.
 
-Thin commands: they parse and check options, run :mod:`gsprestore.batch` (inputs, outputs,
-skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.file_restore` (read,
+Thin commands: they parse and check options, run :mod:`gsprestore.runtime.folders` (inputs, outputs,
+skip/overwrite, exit codes) with the per-file work of :mod:`gsprestore.runtime.file_restore` (read,
 orientation, alpha, ICC, checks, restore, write; camera RAW development), and print (``demo``:
 :mod:`.visual_cmds`).
 Nothing heavy is imported at module level (``gsprestore --help`` stays fast and torch-free).
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import one_line
-from ..self_ensemble import PASSES
+from ..core.errors import one_line
+from ..methods.self_ensemble import PASSES
 from .batch_progress import Reporter
 from .method_choice import best_help, chosen_method, fast_or_best, plan_job, self_ensemble_help
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..batch import Job
+    from ..runtime.folders import Job
 
 # ----------------------------------------------------------------------------------------------
 # Options shared by the commands
@@ -97,7 +97,7 @@ Shard = Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="Do
 
 def _check_common(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
                   quality: int | None = None, *, dng: bool = False) -> None:
-    from ..errors import UsageError
+    from ..core.errors import UsageError
 
     formats = ("png", "tiff", "tif", "jpg", "jpeg", "webp", "same") + (("dng",) if dng else ())
     e = ext.lower().lstrip(".")
@@ -140,16 +140,16 @@ def _run_batch(
     """Discover inputs, plan outputs, build the worker (``setup``, e.g. loading a model), run.
     ``lossless``: an output that ``--ext same`` would make JPEG / WebP is written as PNG (a note
     says so). ``shard`` (``--shard K/N``) and the ranks of torchrun (``ranks``,
-    :class:`gsprestore.distributed.Ranks`) each take their share of the planned jobs
-    (:func:`gsprestore.batch.shard_jobs`); with several ranks, rank 0 alone shows progress and
+    :class:`gsprestore.runtime.distributed.Ranks`) each take their share of the planned jobs
+    (:func:`gsprestore.runtime.folders.shard_jobs`); with several ranks, rank 0 alone shows progress and
     the summary of all of them, and every rank exits with the job's exit code (the highest).
     ``method``: what the per-file and summary lines name (``menon (the default)``); ``setup`` may
     read ``reporter.jobs`` (their time estimate) and add to ``reporter.closing``, lines printed
     after the summary."""
-    from .. import distributed as D
-    from ..batch import Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
-    from ..errors import GspError
-    from ..io import TOOL_TAG
+    from ..runtime import distributed as D
+    from ..runtime.folders import Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
+    from ..core.errors import GspError
+    from ..imageio.images import TOOL_TAG
 
     share = D.parse_shard(shard)
     if ranks is None and (ranks := D.ranks_from_env()).active:
@@ -186,7 +186,7 @@ def _run_batch(
         jobs = shard_jobs(jobs, group.ranks.rank, group.ranks.world)
     reporter = Reporter(quiet, len(jobs), verb, method=method.split(" (")[0] if method else None)
     if lossless:
-        from ..batch import Job
+        from ..runtime.folders import Job
 
         lossy = [j for j in jobs if j.output.suffix.lower() in (".jpg", ".jpeg", ".webp")]
         if lossy:
@@ -216,7 +216,7 @@ def _run_batch(
     sweep = share is None
     if group is not None:
         if group.ranks.main and sweep:
-            from ..claims import sweep_stale
+            from ..core.claims import sweep_stale
 
             sweep_stale({folder for folder in {j.output.parent for j in planned} if folder.is_dir()})
         D.barrier(group.ranks, "the start of the batch")
@@ -262,8 +262,8 @@ def _finish_ranks(group: _Joined, summary: Any, *, command: str, meta: dict, as_
     """The end of a batch under torchrun: rank 0 gathers every rank's results and prints the
     job's summary (and ``--json``); every rank exits with the job's exit code, the highest of the
     ranks' (so any rank's failure is the job's)."""
-    from .. import distributed as D
-    from ..batch import Summary
+    from ..runtime import distributed as D
+    from ..runtime.folders import Summary
 
     ranks = group.ranks
     code = int(D.all_max(ranks, [summary.exit_code], what="the exit codes")[0])
@@ -330,9 +330,9 @@ def mosaic_cmd(
 
     Example: gsprestore mosaic photo.png -o raw_bayer.png --pattern RGGB
     """
-    from ..sampling import check_pattern
+    from ..physics.sampling import check_pattern
 
-    from ..errors import UsageError
+    from ..core.errors import UsageError
 
     pattern = check_pattern(pattern)
     _check_common(ext, bit_depth, overwrite, skip_existing, dng=True)
@@ -342,7 +342,7 @@ def mosaic_cmd(
                          "37.3 dB after demosaicking); write .png, .tif or .dng")
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
-        from ..file_restore import mosaic_file
+        from ..runtime.file_restore import mosaic_file
 
         def work(job: "Job", k: int) -> dict:
             return mosaic_file(job.input, job.output, pattern, bit_depth=bit_depth, overwrite=overwrite,
@@ -394,12 +394,12 @@ def _restore_batch(
 ) -> None:
     """``method`` None: the method of the ``weights`` file, else the task's default on the resolved
     device (``prefer``: ``"fast"`` / ``"best"`` from ``--fast`` / ``--best``; ``--best`` also
-    turns on ``self_ensemble``, :mod:`gsprestore.self_ensemble`). ``how``: how the user named the
+    turns on ``self_ensemble``, :mod:`gsprestore.methods.self_ensemble`). ``how``: how the user named the
     method when not by ``--method`` (``--prior gtv``)."""
-    from ..camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
-    from ..engine import check_precision, check_tiling, resolve_device
-    from ..errors import UsageError
-    from ..restorers import method_spec
+    from ..imageio.camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
+    from ..runtime.tiling import check_precision, check_tiling, resolve_device
+    from ..core.errors import UsageError
+    from ..methods.registry import method_spec
 
     # argument errors first (exit 2), then the environment (device), before touching files
     _check_common(ext, bit_depth, overwrite, skip_existing, quality)
@@ -420,7 +420,7 @@ def _restore_batch(
     if method_given:
         method_spec(method, task)
     check_tiling(tile, overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
-    from ..distributed import parse_shard, rank_device, ranks_from_env
+    from ..runtime.distributed import parse_shard, rank_device, ranks_from_env
 
     parse_shard(shard)  # a bad --shard is a usage error before anything else runs
     dev = resolve_device(rank_device(device, ranks_from_env()))  # under torchrun: cuda:LOCAL_RANK
@@ -431,8 +431,8 @@ def _restore_batch(
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}{why}")
 
     def setup(reporter: Reporter) -> Callable[["Job", int], dict]:
-        from ..file_restore import load_restorer, restore_file
-        from ..restorers import get_restorer
+        from ..runtime.file_restore import load_restorer, restore_file
+        from ..methods.registry import get_restorer
 
         restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best",
                                  self_ensemble=self_ensemble)
@@ -460,7 +460,7 @@ def _restore_batch(
 
 def _prior_method(prior: str | None, method: str | None) -> str | None:
     """``--prior glr|gtv``: the learned network of that prior (``--method uglr`` / ``ugtv``)."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
 
     if prior is None:
         return method
@@ -511,7 +511,7 @@ def demosaic_cmd(
 
     Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
-    from ..sampling import check_pattern
+    from ..physics.sampling import check_pattern
 
     method = _prior_method(prior, method)
     _restore_batch("demosaic", inputs=inputs, output=output, method=method,

@@ -30,7 +30,7 @@ def smoke_sets(max_steps: int, batch_size: int, patches: int, val_patches: int |
     if "patches" not in given:
         new_patches = max(batch_size, min(patches, max_steps * batch_size))
     if "val_patches" not in given and val_patches is None and val_fraction > 0:
-        before = int(round(patches * val_fraction))  # the default of gsprestore.patches
+        before = int(round(patches * val_fraction))  # the default of gsprestore.training.patches
         new_val = min(before, max(8, int(round(new_patches * val_fraction))))
         if new_val == before:
             new_val = None
@@ -45,8 +45,8 @@ def smoke_sets(max_steps: int, batch_size: int, patches: int, val_patches: int |
 
 
 def _parse_model_opts(items: list[str]) -> dict[str, Any]:
-    from ..errors import UsageError
-    from ..jsontext import loads
+    from ..core.errors import UsageError
+    from ..core.jsontext import loads
 
     out: dict[str, Any] = {}
     for item in items:
@@ -175,8 +175,8 @@ def train(
     Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130 / 143: then --resume RUN_DIR."""
     from rich.console import Console
 
-    from ..distributed import ranks_from_env
-    from ..errors import UsageError
+    from ..runtime.distributed import ranks_from_env
+    from ..core.errors import UsageError
     from ..models.unrolled import check_config
     from ..training import TrainConfig
     from ..training import train as run_training
@@ -277,8 +277,8 @@ def resume_plan(run_dir: Path, *, epochs_given: bool, steps_given: bool) -> str 
     ``--epochs`` or ``--max-steps`` says how far; a complete run without ``--epochs`` too."""
     import math
 
-    from ..errors import UsageError
-    from ..heartbeat import clock
+    from ..core.errors import UsageError
+    from ..core.heartbeat import clock
     from ..training.checkpoints import read_run_config
 
     try:
@@ -334,8 +334,8 @@ def train_pack(
     `gsprestore train --data PACK` reads it. See docs/training.md."""
     from rich.console import Console
 
-    from ..errors import one_line
-    from ..trainpack import make_pack
+    from ..core.errors import one_line
+    from ..training.trainpack import make_pack
 
     console = Console(stderr=True)
     last = {"t": 0.0}

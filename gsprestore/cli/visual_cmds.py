@@ -1,5 +1,5 @@
 """``gsprestore compare | explain | demo``: montages of methods side by side, pictures of what a
-graph model uses on an image (library: :mod:`gsprestore.visualize`, :mod:`gsprestore.explain`),
+graph model uses on an image (library: :mod:`gsprestore.viz.drawing`, :mod:`gsprestore.viz.explain`),
 and the bundled chart demosaicked by the best method beside the classical one. Nothing heavy is
 imported at module level."""
 
@@ -27,12 +27,12 @@ NoReference = Annotated[bool, typer.Option("--no-reference", help="IMAGE is the 
 
 def _working(text: str):
     """Feedback on stderr while ``text`` runs: a spinner on a terminal; otherwise, once it has run
-    :func:`gsprestore.heartbeat.progress_interval` seconds (30), the text with the elapsed time
+    :func:`gsprestore.core.heartbeat.progress_interval` seconds (30), the text with the elapsed time
     every such interval, so a log file or a pipe shows that a minutes-long ``explain`` or
     ``compare`` is still going (a quick one prints nothing)."""
     from rich.console import Console
 
-    from ..heartbeat import Heartbeat, clock, progress_interval
+    from ..core.heartbeat import Heartbeat, clock, progress_interval
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if console.is_terminal:
@@ -44,9 +44,9 @@ def _read_input(image: str, task: str, pattern: str, no_reference: bool, notice)
     """``(float (H, W, C) array, Bayer pattern, reference?)`` of IMAGE. A camera RAW file (by its
     suffix, as ``demosaic`` takes it) is its white-balanced sensor mosaic in stored order, with the
     file's own Bayer pattern: an observation, never a ground truth, and for ``--task demosaic`` only."""
-    from ..camera_raw import balanced_mosaic, is_raw_name, read_raw
-    from ..errors import GspError
-    from ..io import read_image
+    from ..imageio.camera_raw import balanced_mosaic, is_raw_name, read_raw
+    from ..core.errors import GspError
+    from ..imageio.images import read_image
 
     if not is_raw_name(image):
         return read_image(image).array, pattern, not no_reference
@@ -64,8 +64,8 @@ def _read_input(image: str, task: str, pattern: str, no_reference: bool, notice)
 
 def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]:
     """``--weights PATH`` (one learned method) or ``--weights METHOD=PATH`` (repeatable)."""
-    from ..errors import UsageError
-    from ..restorers import METHODS
+    from ..core.errors import UsageError
+    from ..methods.registry import METHODS
 
     out: dict[str, str] = {}
     learned = [m for m in methods if METHODS[m].kind == "learned"]
@@ -83,10 +83,10 @@ def _weights_map(values: list[str] | None, methods: list[str]) -> dict[str, str]
 def _compare_default(task: str) -> list[str]:
     """What ``compare`` shows by default: the task's first classical method in the registry (the
     simplest), its classical default, and the shipped networks that beat the best classical method
-    on both sets, best first (:func:`gsprestore.defaults.best_by_quality`'s ranking, from the
+    on both sets, best first (:func:`gsprestore.methods.defaults.best_by_quality`'s ranking, from the
     manifest; an ensemble of them is left out: its members are there)."""
-    from ..defaults import CLASSICAL_DEFAULT, best_by_quality
-    from ..restorers import METHODS, methods_for
+    from ..methods.defaults import CLASSICAL_DEFAULT, best_by_quality
+    from ..methods.registry import METHODS, methods_for
 
     classical = [m for m in methods_for(task) if METHODS[m].kind == "classical"]
     ranked = [m for m in best_by_quality(task).ranked if m in METHODS and METHODS[m].kind == "learned"]
@@ -124,13 +124,13 @@ def compare(
     import json
     from pathlib import Path
 
-    from ..errors import GspError
-    from ..explain import parse_box
-    from ..io import check_writable
-    from ..restorers import check_task, method_spec
-    from ..self_ensemble import split_label
-    from ..visualize import compare as run_compare
-    from ..visualize import save_png
+    from ..core.errors import GspError
+    from ..viz.explain import parse_box
+    from ..imageio.images import check_writable
+    from ..methods.registry import check_task, method_spec
+    from ..methods.self_ensemble import split_label
+    from ..viz.drawing import compare as run_compare
+    from ..viz.drawing import save_png
 
     check_task(task)
     if methods is None:
@@ -140,9 +140,9 @@ def compare(
     for m in bases:
         method_spec(m, task)
     box = parse_box(crop)
-    from ..engine import check_tiling
-    from ..errors import UsageError
-    from ..fileid import same_file
+    from ..runtime.tiling import check_tiling
+    from ..core.errors import UsageError
+    from ..core.fileid import same_file
 
     check_tiling(tile, None, tile_name="--tile", strict=True)
     if same_file(output, image):  # by identity: a link or a bind mount reaches the input too
@@ -195,18 +195,18 @@ def explain(
     """
     from pathlib import Path
 
-    from ..errors import GspError
-    from ..explain import explain as run_explain
-    from ..explain import parse_box, parse_point, write_explanation
-    from ..restorers import check_task
+    from ..core.errors import GspError
+    from ..viz.explain import explain as run_explain
+    from ..viz.explain import parse_box, parse_point, write_explanation
+    from ..methods.registry import check_task
 
     check_task(task)
     box, point = parse_box(crop), parse_point(pixel)
     out = Path(output)
-    from ..fileid import file_id
+    from ..core.fileid import file_id
 
     if overwrite and file_id(out) is not None and file_id(out) == file_id(Path(image).parent):
-        from ..errors import UsageError
+        from ..core.errors import UsageError
 
         raise UsageError(f"-o {output} is the folder of the input {image}: --overwrite would replace files "
                          "there; choose another -o")
@@ -250,13 +250,13 @@ def demo_cmd(
     import time
     from pathlib import Path
 
-    from ..defaults import best_by_quality
-    from ..errors import GspError, WeightsError
-    from ..file_restore import FALLBACK_METHOD
-    from ..restorers import get_restorer, method_spec
-    from ..sampling import check_pattern
+    from ..methods.defaults import best_by_quality
+    from ..core.errors import GspError, WeightsError
+    from ..runtime.file_restore import FALLBACK_METHOD
+    from ..methods.registry import get_restorer, method_spec
+    from ..physics.sampling import check_pattern
 
-    from ..engine import resolve_device
+    from ..runtime.tiling import resolve_device
 
     pattern = check_pattern(pattern)
     dev = resolve_device(device)
@@ -266,15 +266,15 @@ def demo_cmd(
         name = FALLBACK_METHOD["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
-    from ..chart import chart_path
-    from ..errors import UsageError
-    from ..fileid import same_file
+    from ..imageio.sample_chart import chart_path
+    from ..core.errors import UsageError
+    from ..core.fileid import same_file
 
     if same_file(out_path, chart_path()):  # by identity, whatever the path
         raise UsageError(f"-o {output} is the bundled test chart itself; choose another -o")
     replace = overwrite
     if out_path.exists() and not overwrite:
-        from ..io import read_image
+        from ..imageio.images import read_image
 
         try:
             ours = read_image(out_path).meta.get("text", {}).get("Software") == DEMO_TAG
@@ -284,9 +284,9 @@ def demo_cmd(
             raise GspError("exists and is not an earlier demo output (pass --overwrite or -o another file)", out_path)
         replace = True
 
-    from ..chart import chart_path
-    from ..io import write_image
-    from ..file_restore import chart_psnr, load_restorer, restore_chart
+    from ..imageio.sample_chart import chart_path
+    from ..imageio.images import write_image
+    from ..runtime.file_restore import chart_psnr, load_restorer, restore_chart
 
     restorer = load_restorer(name, "demosaic", method_given=bool(method),
                              fall_back=lambda message: print(f"note: {message}", file=sys.stderr))

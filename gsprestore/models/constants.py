@@ -2,7 +2,7 @@
 
 Building them with ``torch.tensor(..., device=...)`` inside a forward pass copies from host memory
 on every call: a synchronous copy per call on a GPU, and an operation that CUDA-graph capture of a
-training step refuses (:mod:`gsprestore.graphed_step`). Callers must not modify the returned tensor
+training step refuses (:mod:`gsprestore.training.graphed_step`). Callers must not modify the returned tensor
 in place (views are fine)."""
 
 from __future__ import annotations

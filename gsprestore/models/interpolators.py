@@ -96,7 +96,7 @@ class GraphInterpolator(nn.Module):
     def graph_weights(self, x: Tensor) -> Tensor:
         """The graph built from ``x`` with M = 1.5 I: iGLR, undirected weights ``(B, 1, 12, H, W)``
         (eq. 27); iGTV, random-walk normalized directed weights ``(B, 1, 24, H, W)`` (eq. 28)."""
-        from .. import graph
+        from ..graph import operators as graph
 
         f = self.features(x)
         n = f.shape[2]

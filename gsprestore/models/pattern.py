@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..sampling import check_pattern
+from ..physics.sampling import check_pattern
 
 
 def red_phase(pattern: str) -> tuple[int, int]:

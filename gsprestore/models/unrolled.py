@@ -76,9 +76,9 @@ CNN_INPUTS: tuple[str, ...] = ("estimate", "luma")
 FEATURE_TRUNKS: tuple[str, ...] = ("per-block", "packed")
 #: The initial estimate x^0: the tent interpolation of :mod:`.estimate` (``"bilinear"``; in colour
 #: differences with ``signal="green-difference"``), or Menon et al. 2007's demosaicking
-#: (``"menon"``, :func:`gsprestore.demosaic_classical.demosaic_menon`; RGGB demosaicking only),
+#: (``"menon"``, :func:`gsprestore.classical.demosaic.demosaic_menon`; RGGB demosaicking only),
 #: which the blocks then refine (issue 39: a better start for the CPU-size networks); for 2x the
-#: grid-aligned bicubic (``"bicubic"``, :func:`gsprestore.upscale_classical.upscale_bicubic`).
+#: grid-aligned bicubic (``"bicubic"``, :func:`gsprestore.classical.upscale.upscale_bicubic`).
 INITIAL_ESTIMATES: tuple[str, ...] = ("bilinear", "menon", "bicubic")
 #: Smallest learned GLR edge weight (exp(-18.4)): keeps every degree >= ~1e-7, so the normalised
 #: Laplacian's D^-1/2 and its gradient stay finite when a sharp metric makes exp(-d) underflow.
@@ -248,7 +248,7 @@ class UnrolledBlock(nn.Module):
         reads the CNN's channels-last output in place and writes the planar layout the distance
         kernel reads: no separate layout change, no M f product. ``workspace``: the output
         buffer is kept there (see :meth:`graph_weights`)."""
-        from .. import graph
+        from ..graph import operators as graph
 
         g = graph.project_features(self.feature_maps(x, trunk), self.metric_factor, workspace=workspace)
         # under autocast (bf16 / fp16 on a GPU) only the CNN runs in reduced precision: the graph
@@ -262,7 +262,7 @@ class UnrolledBlock(nn.Module):
         window (same value, but it cannot underflow to 0/0 when all distances are large).
         ``workspace`` (inference): a dict kept across the blocks of one forward, whose output
         buffers the graph functions reuse."""
-        from .. import graph
+        from ..graph import operators as graph
 
         # the metric applied as its factor: g = A_k^T f, d = |g_p - g_q|^2 (the same d as
         # (f_p - f_q)^T M_k (f_p - f_q)); under autograd A_k's gradient comes through the
@@ -421,13 +421,13 @@ class UnrolledNet(nn.Module):
         green-difference signal), or Menon's demosaicking of the RGGB mosaic (not differentiated:
         it depends on the observation only); the known samples exact either way."""
         if self.config.get("initial_estimate", "bilinear") == "menon":
-            from ..demosaic_classical import demosaic_menon
+            from ..classical.demosaic import demosaic_menon
 
             with torch.no_grad():
                 x = demosaic_menon(known.sum(dim=1, keepdim=True), "RGGB")
             return torch.where(mask > 0, known, x)
         if self.config.get("initial_estimate") == "bicubic":
-            from ..upscale_classical import upscale_bicubic
+            from ..classical.upscale import upscale_bicubic
 
             with torch.no_grad():  # known = H^T y (y = known[0::2, 0::2]); the aligned bicubic keeps y
                 x = upscale_bicubic(known[..., 0::2, 0::2])[..., : known.shape[-2], : known.shape[-1]]

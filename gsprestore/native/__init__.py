@@ -1,4 +1,4 @@
-"""The native CPU kernels of :mod:`gsprestore.graph` and :mod:`gsprestore.solvers`: plain C++
+"""The native CPU kernels of :mod:`gsprestore.graph.operators` and :mod:`gsprestore.solvers`: plain C++
 (``kernels.cpp`` beside this file, no PyTorch headers) compiled into a shared library when the
 package is built (``setup.py``) and called through :mod:`ctypes` - no compiler, ninja or build
 folder at run time.

@@ -20,15 +20,14 @@ Signals are ``(B, K, C, H, W)`` (K heads sharing nothing, C channels sharing the
 observations ``known``/``mask`` are ``(B, C, H, W)`` (broadcast over heads) or ``(B, K, C, H, W)``
 with ``mask == 1`` where a sample is observed (``H^T H = diag(mask)``, ``H^T y = mask * known``).
 Every system is independent per (batch, head): CG reductions run over (C, H, W) only.
-:mod:`gsprestore.backend` chooses between the PyTorch formulas and the native kernels.
+:mod:`gsprestore.core.backend` chooses between the PyTorch formulas and the native kernels.
 ``python -m gsprestore.solvers`` times the operators and one solver block (:mod:`.__main__`).
 """
 
 from __future__ import annotations
 
 from .admm_edge import admm_edge_step
-from .admm_reference import (AdmmState, gtv_admm_reference, multiplier_update, q_update, qtilde_update,
-                             x_update_rhs, z_update)
+from .admm_reference import AdmmState, gtv_admm_reference, multiplier_update, q_update, qtilde_update, x_update_rhs, z_update
 from .cg import CGSpec, Operator, StencilOperator, cg_exact, cg_unrolled
 from .glr import GLR_LAPLACIANS, GlrGraph, glr_graph, glr_interpolate, glr_solve
 from .gtv import gtv_interpolate, gtv_laplacian

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import backend
-from .. import graph as G
+from ..core import backend
+from ..graph import operators as G
 from .admm_edge import admm_edge_step
 from .glr import glr_interpolate
 from .gtv import gtv_interpolate

@@ -41,7 +41,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .. import backend, window
+from ..core import backend
+from ..graph import window
 from .admm_triton import BLOCK, MAX_STEPS, edge_term_replayed_triton, triton
 
 __all__ = ["usable", "edge_term", "backward"]
@@ -49,7 +50,7 @@ __all__ = ["usable", "edge_term", "backward"]
 if triton is not None:
     import triton.language as tl
 
-    from ..graph_triton import window_offset
+    from ..graph.triton_kernels import window_offset
 
     @triton.jit
     def _step(D, u, v, r, g, inv, hinv):
@@ -173,7 +174,7 @@ if triton is not None:
 def usable(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     """Whether a training step's edge terms (``steps`` edge steps per solve) take this path:
     autograd records, the tensors are where the fused Triton kernels run
-    (:func:`~gsprestore.backend.gpu_fused_usable`, and not where the native CPU kernels do),
+    (:func:`~gsprestore.core.backend.gpu_fused_usable`, and not where the native CPU kernels do),
     ``backend.settings.gpu_training`` is on and ``steps`` is at most :data:`~.admm_triton.MAX_STEPS`."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):

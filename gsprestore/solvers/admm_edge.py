@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import torch
 from torch import Tensor
 
-from .. import backend, window
-from .. import graph as G
+from ..core import backend
+from ..graph import window
+from ..graph import operators as G
 
 if TYPE_CHECKING:  # pragma: no cover
     from .admm_reference import GtvProblem

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
-from .. import graph as G
+from ..graph import operators as G
 from .cg import CGSpec, Operator, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["gtv_laplacian", "AdmmState", "z_update", "x_update_rhs", "q_update", "qtilde_update", "multiplier_update",
@@ -186,7 +186,7 @@ def gtv_admm_reference(
     ``||B [z; x; q] - [b; q~]||_2``, ``constraint`` ``||H x - y||_2``, ``objective``
     ``||C x||_1`` (the GTV of the iterate) and ``lp_objective`` ``1^T z``. ``x_solver(apply_A, b,
     x0, cg_spec) -> x`` replaces the x-update's CG (e.g. one that traces its residuals, as
-    :func:`gsprestore.explain.gtv_trace` does). ``trace(t, state, residuals)``, if given, sees the
+    :func:`gsprestore.viz.explain.gtv_trace` does). ``trace(t, state, residuals)``, if given, sees the
     state after every iteration t = 1..admm_iters (the iterate is ``state.x``) and the residual
     blocks ``(z - r - q1, z + r - q2, Hx - y, q1 - q~1, q2 - q~2)`` of eq. 18 (``r = C x``)."""
     pb, shape, x, mu_c, (kind, alphas, betas) = admm_start(wbar, known, mask, cg, mu_init, x0)

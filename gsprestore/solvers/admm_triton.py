@@ -20,13 +20,13 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .. import backend
+from ..core import backend
 
 try:  # optional, as in cg_triton.py
     import triton
     import triton.language as tl
 
-    from ..graph_triton import window_offset
+    from ..graph.triton_kernels import window_offset
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None

@@ -7,7 +7,7 @@
 Each is written once as the autograd form (plain PyTorch ops, differentiable). Without autograd
 (``torch.no_grad``/``inference_mode``) the same recurrence updates its buffers in place, and
 unrolled CG on a :class:`StencilOperator` runs as one fused native kernel (each step one pass
-over memory: ``A v`` and the three vector updates), where :mod:`gsprestore.backend` has the
+over memory: ``A v`` and the three vector updates), where :mod:`gsprestore.core.backend` has the
 native kernels; on a GPU with Triton, as one fused Triton kernel per step
 (:mod:`.cg_triton`). All forms are tested equal.
 """
@@ -19,8 +19,8 @@ from typing import Callable, Optional, Sequence, TypeGuard, Union
 import torch
 from torch import Tensor
 
-from .. import backend
-from .. import graph as G
+from ..core import backend
+from ..graph import operators as G
 from .cg_adjoint import full_rows, step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]

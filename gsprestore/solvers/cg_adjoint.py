@@ -22,7 +22,7 @@ Its adjoint runs the same recurrence backwards. With ``x_bar`` the gradient of t
 and at the start ``b_bar = -g_bar^0``, ``x0_bar = x_bar + A^T g_bar^0``, ``A_bar += g_bar^0 (x^0)^T``.
 ``A_bar`` reaches the operator's tensors as per-edge products (the undirected weights' gradient,
 accumulated in one buffer over all steps by the same kernel as
-:func:`gsprestore.graph.diag_minus_adjacency_apply`'s backward), ``diag_bar += keep * sum of
+:func:`gsprestore.graph.operators.diag_minus_adjacency_apply`'s backward), ``diag_bar += keep * sum of
 the products`` and ``keep_bar``. ``A^T u = diag * (keep u) - W (keep u)`` (W symmetric).
 
 The forward pass runs the in-place inference recurrence (the native stencil on the CPU) and keeps
@@ -39,9 +39,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import backend
-from .. import graph as G
-from ..window import sum_to
+from ..core import backend
+from ..graph import operators as G
+from ..graph.window import sum_to
 
 __all__ = ["cg_unrolled_adjoint"]
 

@@ -38,8 +38,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import backend
-from ..graph_triton import dense
+from ..core import backend
+from ..graph.triton_kernels import dense
 from .cg_triton import cg_unrolled_triton, triton
 
 #: pixels per program of the backward's kernels: 256 keeps the step kernel at 72-90 registers a
@@ -49,7 +49,7 @@ BLOCK = 256
 if triton is not None:
     import triton.language as tl
 
-    from ..graph_triton import edge_of, edge_product
+    from ..graph.triton_kernels import edge_of, edge_product
     from .cg_triton import adjacency_stencil
 
     # the step index and the shapes are run-time values (no recompilation per step or tile shape)

@@ -27,8 +27,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import backend
-from ..graph_triton import dense
+from ..core import backend
+from ..graph.triton_kernels import dense
 
 try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
     import triton
@@ -50,7 +50,7 @@ def available() -> bool:
 
 if triton is not None:
 
-    from ..graph_triton import adjacency_stencil  # W v over the 5x5 window (the training kernels use it too)
+    from ..graph.triton_kernels import adjacency_stencil  # W v over the 5x5 window (the training kernels use it too)
 
     # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
     # and each new tile shape would compile the kernel again

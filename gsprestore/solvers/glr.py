@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .. import graph as G
+from ..graph import operators as G
 from .cg import CGSpec, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["GLR_LAPLACIANS", "GlrGraph", "glr_graph", "glr_interpolate", "glr_solve"]

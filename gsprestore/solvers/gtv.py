@@ -10,7 +10,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from .. import graph as G
+from ..graph import operators as G
 from . import admm_adjoint_triton
 from .admm_edge import admm_edge_step, can_replay, gamma_tensor
 from .admm_reference import admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian

@@ -8,13 +8,13 @@ One run lives in a folder ``RUN_DIR``::
                   "stop", "end" records; a resumed run appends to it
     last.pt       the latest checkpoint: model, optimizer, schedule, RNG states, epoch/batch/step
     best.pt       the model with the best validation PSNR so far (never overwritten by a worse one)
-    model.pt      the exported best weights (:func:`gsprestore.weights.save_weights`), full recipe
+    model.pt      the exported best weights (:func:`gsprestore.methods.weights.save_weights`), full recipe
                   in its ``meta``
     summary.json  the final figures (also printed as a table)
 
-A training step: ground-truth RGB patches ``x`` (already augmented, :mod:`gsprestore.patches`),
+A training step: ground-truth RGB patches ``x`` (already augmented, :mod:`gsprestore.training.patches`),
 the observation ``y = H x`` (RGGB mosaic, or ``x[..., ::2, ::2]`` for 2x), the network input
-``(known, mask) = (H^T y, H^T 1)`` (:func:`gsprestore.tasks.network_input`), the loss between the
+``(known, mask) = (H^T y, H^T 1)`` (:func:`gsprestore.physics.tasks.network_input`), the loss between the
 network's output and ``x``, one Adam step. Validation after every epoch is the dataset-MSE PSNR
 (docs/protocol.md; RGB for demosaicking, BT.601 luma Y for 2x) of the reconstruction of held-out
 patches (photos never used for training).
@@ -26,7 +26,7 @@ Adam state, RNG states, step, position in the epoch) resumes a run exactly where
 two CPU runs with the same seed and thread count give identical weights.
 
 Under ``torchrun`` every rank calls :func:`train` and they train one model with
-DistributedDataParallel (:mod:`gsprestore.distributed`; docs/training.md, "More than one GPU"):
+DistributedDataParallel (:mod:`gsprestore.runtime.distributed`; docs/training.md, "More than one GPU"):
 ``batch_size`` is the global batch, each rank takes its share of every step's batch, rank 0 alone
 writes the run folder, and every stop (``max_steps``, the time budget, a signal) is agreed so that
 all ranks stop at the same step.
@@ -42,11 +42,15 @@ Rich display and summary table). ``model_factory``, ``make_loss``, ``evaluate`` 
 
 from __future__ import annotations
 
-from ..memory import keep_freed_memory, set_mmap_threshold  # the trainer's allocator settings
-from .build import (adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, optimizer_groups,
-                    pick_device)
-from .checkpoints import (CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint,
-                          load_run_config, read_log, write_json)
+from ..core.memory import keep_freed_memory, set_mmap_threshold  # the trainer's allocator settings
+from .build import (
+    adopt_init_config, build_network, build_patch_sets, epoch_order, model_factory, optimizer_groups,
+    pick_device,
+)
+from .checkpoints import (
+    CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint, load_run_config,
+    read_log, write_json,
+)
 from .evaluation import evaluate, observe, score_space
 from .launch import train
 from .loop import MAX_BAD_STEPS

@@ -1,4 +1,4 @@
-"""What a training run is built from: the device, the patches (:mod:`gsprestore.patches`, training
+"""What a training run is built from: the device, the patches (:mod:`gsprestore.training.patches`, training
 packs included), their order in each epoch, and the network of the recipe (seeded, optionally
 started from ``--init`` weights)."""
 
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine import resolve_device
-from ..errors import GspError, UsageError
+from ..runtime.tiling import resolve_device
+from ..core.errors import GspError, UsageError
 from .checkpoints import init_config, init_from
 from .recipe import TrainConfig
 
@@ -18,7 +18,7 @@ IDENTITY_KEYS = ("prior", "task", "method")
 
 
 def pick_device(device: str = "auto"):
-    """``--device`` of ``gsprestore train``: :func:`gsprestore.engine.resolve_device` (auto, cpu,
+    """``--device`` of ``gsprestore train``: :func:`gsprestore.runtime.tiling.resolve_device` (auto, cpu,
     cuda, cuda:N), any refusal a usage error (exit code 2)."""
     try:
         return resolve_device(device)
@@ -136,10 +136,10 @@ def model_config(model) -> dict[str, Any]:
 
 
 def build_patch_sets(cfg: TrainConfig, *, workers: int = 0):
-    """The training/validation patches of a recipe (see :mod:`gsprestore.patches`); a training
-    pack among the folders (:mod:`gsprestore.trainpack`) brings its own photo-level split."""
-    from .. import patches
-    from ..trainpack import is_pack, pack_folders
+    """The training/validation patches of a recipe (see :mod:`gsprestore.training.patches`); a training
+    pack among the folders (:mod:`gsprestore.training.trainpack`) brings its own photo-level split."""
+    from . import patches
+    from .trainpack import is_pack, pack_folders
 
     packs = [pack_folders(f) for f in cfg.data if is_pack(f)]
     return patches.build_patch_sets(

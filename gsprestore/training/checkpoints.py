@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_file
-from ..errors import GspError, UsageError
-from ..jsontext import loads
+from ..core.atomic import atomic_file
+from ..core.errors import GspError, UsageError
+from ..core.jsontext import loads
 from .recipe import TrainConfig
 
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
@@ -22,7 +22,7 @@ RUN_FORMAT = "gsprestore-train-run/1"
 
 def atomic_save(obj: Any, path: Path) -> None:
     """``torch.save`` (bytes) or, for a ``str``, the text in UTF-8, to a temporary file in the
-    same folder, fsync, then rename over ``path`` (:func:`gsprestore.atomic.atomic_file`): a crash
+    same folder, fsync, then rename over ``path`` (:func:`gsprestore.core.atomic.atomic_file`): a crash
     leaves either the old or the new file, never a truncated one."""
     if isinstance(obj, str):
         with atomic_file(path, "w", encoding="utf-8") as f:
@@ -217,8 +217,8 @@ def init_config(path: Path) -> dict[str, Any] | None:
 
 
 def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:
-    """Write the shipped-weights file through :func:`gsprestore.weights.save_weights`."""
-    from ..weights import save_weights
+    """Write the shipped-weights file through :func:`gsprestore.methods.weights.save_weights`."""
+    from ..methods.weights import save_weights
 
     save_weights(path, model, meta)
     return path

@@ -4,7 +4,7 @@ the task's protocol space (:func:`evaluate`; RGB for demosaicking, BT.601 luma Y
 
 from __future__ import annotations
 
-from ..tasks import score_space
+from ..physics.tasks import score_space
 
 __all__ = ["observe", "evaluate", "score_space"]
 
@@ -12,8 +12,8 @@ __all__ = ["observe", "evaluate", "score_space"]
 def observe(task: str, gt):
     """The network input for ground-truth RGB patches ``gt`` ``(B, 3, P, P)`` in [0, 1]:
     ``y = H gt`` (RGGB mosaic, or plain 2x decimation), then ``(known, mask) = (H^T y, H^T 1)``
-    (:func:`gsprestore.tasks.network_input`)."""
-    from ..tasks import network_input
+    (:func:`gsprestore.physics.tasks.network_input`)."""
+    from ..physics.tasks import network_input
 
     return network_input(task, gt, "RGGB")
 
@@ -24,7 +24,7 @@ def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) ->
     space (``psnr``) and in RGB (``psnr_rgb``)."""
     import torch
 
-    from .. import metrics
+    from ..physics import metrics
 
     space = score_space(task)
     was_training = model.training

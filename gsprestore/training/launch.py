@@ -1,5 +1,5 @@
 """Starting a training run (:func:`train`): check the options, join the ranks under ``torchrun``
-(:mod:`gsprestore.distributed`), read or check the recipe, cut the patches, then hand the run to
+(:mod:`gsprestore.runtime.distributed`), read or check the recipe, cut the patches, then hand the run to
 the loop (:class:`gsprestore.training.loop.TrainingRun`: steps, validation, checkpoints, export)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from .. import distributed as D
-from ..claims import run_lock
-from ..errors import GspError, UsageError
+from ..runtime import distributed as D
+from ..core.claims import run_lock
+from ..core.errors import GspError, UsageError
 from .build import adopt_init_config, build_network, build_patch_sets, pick_device
 from .checkpoints import open_recipe
 from .loop import TrainingRun
@@ -49,7 +49,7 @@ def train(
     validation than the one it started from.
 
     ``cuda_graph`` (CUDA only) replays each full-size batch's forward + backward from a CUDA graph
-    captured at the first step and checked against an eager step (:mod:`gsprestore.graphed_step`);
+    captured at the first step and checked against an eager step (:mod:`gsprestore.training.graphed_step`);
     if capture fails or differs, the run logs why and continues eagerly.
 
     ``progress`` receives the run's progress (:class:`TrainProgress`); None or False: nothing.
@@ -130,7 +130,7 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
                  resume: bool, epochs, workers: int, max_steps, grad_checkpoint: bool, time_budget,
                  cuda_graph: bool, lock: ExitStack) -> TrainResult:
     """:func:`train` once the ranks (if several) have joined: rank 0 takes the run folder's lock
-    (:func:`gsprestore.claims.run_lock`, held until the run ends: a second run into the same
+    (:func:`gsprestore.core.claims.run_lock`, held until the run ends: a second run into the same
     folder, new or resumed, is refused in one line), reads or checks the recipe (and adopts the
     ``--init`` configuration) for everyone, each rank cuts the same patches."""
 
@@ -153,8 +153,8 @@ def _train_ranks(cfg, run_dir: Path, ranks: D.Ranks, dev, progress: TrainProgres
         raise UsageError(f"--cuda-graph needs a CUDA device (--device is {dev})")
 
     # ---- patches (a pure function of the recipe; every rank cuts the same ones)
-    from ..patches import check_patch_memory, list_images
-    from ..trainpack import is_pack
+    from .patches import check_patch_memory, list_images
+    from .trainpack import is_pack
 
     for folder in cfg.data:  # a missing or empty folder is its one-line error before any progress line
         if not is_pack(folder):

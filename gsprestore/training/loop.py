@@ -17,12 +17,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import distributed as D
-from ..errors import GspError
-from ..heartbeat import Heartbeat
+from ..runtime import distributed as D
+from ..core.errors import GspError
+from ..core.heartbeat import Heartbeat
 from .build import build_network, epoch_order, model_config, optimizer_groups
-from .checkpoints import (CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint,
-                          rng_state, set_rng_state, write_json)
+from .checkpoints import (
+    CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint, rng_state,
+    set_rng_state, write_json,
+)
 from .evaluation import observe, score_space
 from .recipe import LRSchedule, TrainConfig, without_init
 from .report import TrainProgress, TrainResult
@@ -33,8 +35,8 @@ MAX_BAD_STEPS = 10
 
 
 def _heartbeat():
-    """:mod:`gsprestore.heartbeat`, whose intervals are read at run time (tests shorten them)."""
-    from .. import heartbeat
+    """:mod:`gsprestore.core.heartbeat`, whose intervals are read at run time (tests shorten them)."""
+    from ..core import heartbeat
 
     return heartbeat
 
@@ -193,7 +195,7 @@ class TrainingRun:
             self.alive.stop()
 
     def _alive(self, elapsed: float) -> None:
-        """A ``log.jsonl`` record after :data:`gsprestore.heartbeat.LOG_INTERVAL_S` of silence."""
+        """A ``log.jsonl`` record after :data:`gsprestore.core.heartbeat.LOG_INTERVAL_S` of silence."""
         self.log.write("alive", phase=self.phase, epoch=self.state["epoch"] + 1, step=self.state["step"],
                        elapsed_s=round(elapsed, 1))
 
@@ -447,7 +449,7 @@ class TrainingRun:
         captured for this batch shape, else eagerly (the first full-size batch tries the capture)."""
         cfg = self.cfg
         if self.cuda_graph and not self.graph_tried and gt.shape[0] == cfg.batch_size:
-            from ..graphed_step import capture_training_step
+            from .graphed_step import capture_training_step
 
             self.graph_tried = True
             self.graphed, ginfo = capture_training_step(self.model, cfg.task, self.loss_fn, gt, observe)

@@ -18,7 +18,7 @@ class RichProgress(TrainProgress):
 
     On a terminal: a spinner, then a live bar. Otherwise (a log file, a pipe, a job scheduler),
     where a live display would print nothing until the end: one line every
-    :func:`gsprestore.heartbeat.progress_interval` seconds (30) with the step, epoch, loss,
+    :func:`gsprestore.core.heartbeat.progress_interval` seconds (30) with the step, epoch, loss,
     patches/s, elapsed time and ETA, whether or not a step ended in between, and the epoch lines."""
 
     def __init__(self, console=None, *, enabled: bool = True):
@@ -41,7 +41,7 @@ class RichProgress(TrainProgress):
             return nullcontext()
         if self.live:
             return self.console.status(text, spinner="dots")
-        from ..heartbeat import Heartbeat, clock, progress_interval
+        from ..core.heartbeat import Heartbeat, clock, progress_interval
 
         self._say(text)
         return Heartbeat(progress_interval(), lambda t: self._say(f"{text} ({clock(t)} elapsed)"))
@@ -50,7 +50,7 @@ class RichProgress(TrainProgress):
         if not self.enabled:
             return
         if not self.live:
-            from ..heartbeat import Heartbeat, progress_interval
+            from ..core.heartbeat import Heartbeat, progress_interval
 
             self._state = {"total": total, "first": completed, "step": completed, "epoch": "-", "epochs": "-",
                            "loss": None, "pps": None}
@@ -58,7 +58,7 @@ class RichProgress(TrainProgress):
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..heartbeat import eta_column
+        from ..core.heartbeat import eta_column
 
         self.progress = Progress(
             TextColumn("[bold]epoch {task.fields[epoch]}/{task.fields[epochs]}"), BarColumn(),
@@ -71,7 +71,7 @@ class RichProgress(TrainProgress):
 
     def _line(self, elapsed: float) -> None:
         """The time-based progress line (not a terminal)."""
-        from ..heartbeat import clock
+        from ..core.heartbeat import clock
 
         st = self._state
         done = st["step"] - st["first"]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from ..models.unrolled import PRIORS
 
 SCHEDULES = ("cosine", "cosine-time", "step", "none")
@@ -68,7 +68,7 @@ class TrainConfig:
 
     def check(self) -> "TrainConfig":
         """Raise :class:`UsageError` for an impossible recipe (message shows the value)."""
-        from ..tasks import check_task
+        from ..physics.tasks import check_task
 
         check_task(self.task)
         if self.prior not in PRIORS:

@@ -1,0 +1,2 @@
+"""Running methods on real inputs: the tiled engine, one file, files and folders, more than one
+process."""

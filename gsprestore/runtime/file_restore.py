@@ -1,0 +1,387 @@
+"""Restore one image file with a method: the per-file work of ``gsprestore demosaic`` / ``upscale2x``.
+
+One home for what happens to a file between reading and writing it:
+
+* :func:`load_restorer` builds the method (with the hint to choose another when its weights are
+  missing and the method was not asked for by name);
+* :func:`restore_file` reads an image (first TIFF page, its orientation, alpha, ICC profile),
+  checks it against the task (:func:`gsprestore.runtime.tiling.check_channels`), restores it through the
+  tiled engine, upscales alpha with bicubic, applies the orientation and writes the result;
+* :func:`develop_raw_file` develops a camera RAW file (its own Bayer phase, levels, white balance,
+  colour space) with the demosaicker;
+* :func:`restore_chart` demosaicks the bundled test chart and scores it (``gsprestore demo``);
+* :func:`header_pixels` reads an input's size from its header (a batch's time estimate).
+
+The command line (:mod:`gsprestore.cli.restore_cmds`) parses options, calls these over the batch
+(:mod:`gsprestore.runtime.folders`) and prints; :func:`gsprestore.api.restore_file` is the same function
+for Python callers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import torch
+
+    from ..methods.interface import Restorer
+
+Notice = Callable[[str], None]
+Progress = Callable[[int, int], None]
+#: Told the output's megapixels just before the restorer runs (``gsprestore demosaic`` / ``upscale2x``
+#: say the expected time of a long file there).
+Expect = Callable[[float], None]
+
+#: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
+#: method's weights are not available.
+FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
+#: A camera RAW file's default brightness (:data:`gsprestore.imageio.camera_raw.DEFAULT_BRIGHT`, repeated
+#: here so that this module imports nothing heavy; a test checks they agree).
+DEFAULT_BRIGHT = "auto"
+
+
+def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
+    """The method a command uses when none is named on ``device`` (:func:`gsprestore.methods.registry.default_method`,
+    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``).
+    A manifest that exists but cannot be read is a :class:`~gsprestore.core.errors.WeightsError`: a damaged install must not silently change
+    the method (the classical fallback would be chosen without a word)."""
+    from ..core.errors import WeightsError
+    from ..methods.registry import default_method as chosen
+    from ..methods.weights import read_manifest
+
+    try:
+        read_manifest()
+    except WeightsError as exc:
+        raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
+                           f"method (e.g. --method {FALLBACK_METHOD[task]})", exc.path) from None
+    return chosen(task, device, prefer)
+
+
+def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
+                  fall_back: Notice | None = None, self_ensemble: bool = False) -> "Restorer":
+    """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
+    method; ``self_ensemble``: :mod:`gsprestore.methods.self_ensemble`). When the weights are missing and
+    the method was the default (``method_given`` False): with ``fall_back``, it is told why and
+    the task's classical :data:`FALLBACK_METHOD` is returned instead; without, the error says which
+    method to choose instead."""
+    from ..core.errors import WeightsError
+    from ..methods.registry import get_restorer
+
+    options = {"weights": weights} if weights is not None else {}
+    try:
+        return get_restorer(name, task, self_ensemble=self_ensemble, **options)
+    except WeightsError as exc:
+        if method_given:
+            raise
+        other = FALLBACK_METHOD[task]
+        if fall_back is None:
+            raise WeightsError(f"{exc.reason} (or choose another method, e.g. --method {other})", exc.path) from None
+        fall_back(f"{name} weights are not available ({exc.reason}); using {other} instead")
+        return get_restorer(other, task)
+
+
+def rgb_icc(icc: bytes | None) -> bytes | None:
+    """An ICC profile only if it describes RGB data (a gray profile cannot go on an RGB image)."""
+    return icc if icc and len(icc) >= 20 and icc[16:20] == b"RGB " else None
+
+
+def written_depth(path: str | Path, depth: int) -> int:
+    """The bit depth actually written (JPEG and WebP are 8-bit)."""
+    return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
+
+
+def _tensor(array: "np.ndarray") -> "torch.Tensor":
+    import torch
+
+    return torch.from_numpy(array).permute(2, 0, 1)
+
+
+def _say(notice: Notice | None, message: str) -> None:
+    if notice is not None:
+        notice(message)
+
+
+#: The longest side a WebP (14-bit size fields) and a JPEG (libjpeg's limit) hold; PNG, TIFF: any.
+FORMAT_MAX_SIDE = {"webp": 16383, "jpeg": 65500}
+
+
+def check_output_size(path: str | Path, width: int, height: int) -> None:
+    """Refuse an output its format cannot hold (:data:`FORMAT_MAX_SIDE`): called from the input's
+    header, before any work (Pillow would fail only at the end, in its encoder)."""
+    from ..core.errors import GspError
+    from ..imageio.images import output_format
+
+    limit = FORMAT_MAX_SIDE.get(fmt := output_format(path))
+    if limit is not None and max(width, height) > limit:
+        raise GspError(f"the output would be {width}x{height} pixels, and a {'JPEG' if fmt == 'jpeg' else 'WebP'} "
+                       f"image is at most {limit:,} pixels on a side; write PNG or TIFF (--ext png or tiff)", path)
+
+
+def restore_file(
+    restorer: "Restorer",
+    source: str | Path,
+    output: str | Path,
+    *,
+    pattern: str = "RGGB",
+    pattern_given: bool = False,
+    tile: int = 0,
+    overlap: int | None = None,
+    device: "str | torch.device" = "auto",
+    precision: str = "fp32",
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
+    software: str | None = None,
+    alpha_restorer: "Restorer | None" = None,
+    notice: Notice | None = None,
+    progress: Progress | None = None,
+    expect: Expect | None = None,
+) -> dict:
+    """Restore the image file ``source`` with ``restorer`` and write ``output`` (atomically).
+
+    A camera RAW ``source`` (demosaic only) is developed by :func:`develop_raw_file`. Otherwise:
+    page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
+    by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
+    demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
+    ``notice`` gets one-line messages (several pages or frames, odd size, tiles), ``progress`` (done,
+    total) tiles, ``expect`` the output's megapixels before the restorer runs.
+    Returns what was written: width, height, bit_depth (and orientation when not 1)."""
+    from ..imageio.camera_raw import RAW_SUFFIXES
+    from .tiling import check_channels, job_bytes, resolve_device, restore
+    from ..core.errors import GspError, UsageError
+    from ..imageio.images import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from ..imageio.metadata import for_output
+
+    source, task = Path(source), restorer.task
+    software = software or TOOL_TAG.format(command=task)
+    run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
+    if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
+        return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
+                                output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
+                                overwrite=overwrite, software=software, notice=notice, progress=progress,
+                                expect=expect, **run)
+
+    def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
+        f = 2 if task == "upscale2x" else 1
+        check_output_size(output, f * width, f * height)  # the format's size limit, before any work
+        return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
+                         device=resolve_device(device))
+
+    img = read_image(source, reserve=reserve)
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
+        _say(notice, f"{source}: {note}")
+    try:
+        check_channels(task, img.channels)
+    except UsageError as exc:  # a property of this file, not of the arguments: the file fails
+        raise GspError(exc.reason, source) from None
+    if task == "demosaic" and (img.width % 2 or img.height % 2):
+        _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
+    if expect is not None:
+        expect(img.width * img.height * (4 if task == "upscale2x" else 1) / 1e6)
+    # A mosaic is demosaicked in stored (sensor) order: its Bayer phase is the sensor's, and the
+    # file's Orientation is applied to the result. A 2x upscale is oriented first: its known pixels
+    # land on the even grid (out[0::2, 0::2]) of the picture as displayed, whatever the Orientation
+    # (upscaling in stored order and then rotating would put them at out[1::2, 1::2] for 3, say).
+    orientation = img.meta.get("orientation", 1)
+    if task == "upscale2x" and orientation != 1:
+        img.array = apply_orientation(img.array, orientation)
+        if img.alpha is not None:
+            img.alpha = apply_orientation(img.alpha, orientation)
+        orientation_after = 1
+    else:
+        orientation_after = orientation
+    out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
+    alpha = img.alpha
+    if alpha is not None and task == "upscale2x":
+        if alpha_restorer is None:
+            from ..methods.registry import get_restorer
+
+            alpha_restorer = get_restorer("bicubic", "upscale2x")
+        alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
+    depth = bit_depth or img.bit_depth
+    icc = rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
+    result = apply_orientation(out.numpy(), orientation_after)
+    if alpha is not None:
+        alpha = apply_orientation(alpha, orientation_after)
+    metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software)
+    written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
+                          software=software, quality=quality, metadata=metadata)
+    info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": written_depth(written, depth)}
+    if bit_depth and info["bit_depth"] < bit_depth:
+        _say(notice, f"{written}: {Path(written).suffix.lstrip('.').upper()} is 8-bit; --bit-depth {bit_depth} "
+                     "needs --ext png or tiff")
+    return info | ({"orientation": orientation} if orientation != 1 else {})
+
+
+def develop_raw_file(
+    restorer: "Restorer",
+    source: str | Path,
+    output: str | Path,
+    *,
+    pattern: str | None = None,
+    wb: str = "camera",
+    output_space: str = "srgb",
+    bright: str | float = DEFAULT_BRIGHT,
+    bit_depth: int | None = None,
+    quality: int | None = None,
+    overwrite: bool = False,
+    software: str | None = None,
+    notice: Notice | None = None,
+    progress: Progress | None = None,
+    expect: Expect | None = None,
+    **run: Any,
+) -> dict:
+    """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
+    (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
+    with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
+    brightness ``bright`` (:func:`gsprestore.imageio.camera_raw.develop`). ``run``: the engine's tile,
+    overlap, device, precision."""
+    import torch
+
+    from ..imageio.camera_raw import develop, read_raw
+    from .tiling import job_bytes, resolve_device, restore
+    from ..imageio.images import TOOL_TAG, write_image
+    from ..imageio.metadata import for_output, raw_metadata
+
+    def reserve(height: int, width: int, channels: int) -> int:  # develop and write, checked from the header
+        check_output_size(output, width, height)
+        # the white-balanced copy of the mosaic and the oriented copy of the result, then the engine's job
+        return height * width * (4 + 12) + job_bytes(restorer, height, width, 1, tile=run.get("tile", 0),
+                                                      overlap=run.get("overlap"),
+                                                      device=resolve_device(run.get("device", "auto")))
+
+    frame = read_raw(source, reserve=reserve)
+    if pattern is not None and pattern != frame.pattern:
+        _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+
+    def demosaic(mosaic: Any, bayer: str) -> Any:
+        if expect is not None:
+            expect(mosaic.shape[0] * mosaic.shape[1] / 1e6)
+        return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
+                       **run).numpy()
+
+    out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
+                  notice=lambda message: _say(notice, f"{source}: {message}"))
+    depth = bit_depth or 16
+    software = software or TOOL_TAG.format(command="demosaic")
+    metadata = for_output(raw_metadata(str(source)), out.shape[1], out.shape[0], software)
+    written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
+                          metadata=metadata)
+    return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
+            "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
+
+
+def restore_chart(restorer: "Restorer", pattern: str = "RGGB", *,
+                  device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float, "torch.Tensor"]:
+    """Demosaic the bundled test chart's ``pattern`` mosaic: ``(restored (H, W, 3), PSNR in dB of
+    its 8-bit quantisation against the chart, the mosaic)``. Pass the mosaic's restorers to
+    :func:`chart_psnr` to score another method on the same mosaic."""
+    from ..imageio.sample_chart import load_chart
+    from ..physics.sampling import mosaic
+
+    raw = mosaic(_tensor(load_chart()), pattern)
+    out, score = chart_psnr(restorer, raw, pattern, device=device)
+    return out, score, raw
+
+
+def chart_psnr(restorer: "Restorer", raw: "torch.Tensor", pattern: str, *,
+               device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float]:
+    """Demosaic the chart mosaic ``raw`` with ``restorer``: ``(restored (H, W, 3), 8-bit PSNR vs the chart)``."""
+    from ..imageio.sample_chart import load_chart
+    from .tiling import restore
+    from ..physics.metrics import psnr, quantize
+
+    gt = _tensor(load_chart())
+    out = restore(restorer, raw, pattern, device=device)
+    return out, float(psnr(quantize(out.permute(2, 0, 1)[None], 8), gt[None])[0])
+
+
+def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *, bit_depth: int | None = None,
+                overwrite: bool = False, notice: Notice | None = None) -> dict:
+    """Write the single-channel Bayer ``pattern`` mosaic of the RGB image file ``source`` (of the
+    upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
+    camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
+    from ..core.errors import GspError
+    from ..imageio.images import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
+    from ..imageio.metadata import for_output
+    from ..physics.sampling import check_pattern, mosaic_array
+
+    source, output = Path(source), Path(output)
+    pattern = check_pattern(pattern)
+    dng = output.suffix.lower() == ".dng"
+
+    def reserve(height: int, width: int, channels: int) -> int:  # checked from the header, before decoding
+        if not dng:
+            check_output_size(output, width, height)
+        # an upright copy (when turned), then the float mosaic and its written copy; a DNG's float64
+        # camera-space image and its sRGB-decoding temporaries
+        return height * width * (12 + (120 if dng else 4 + 2))
+
+    img = read_image(source, reserve=reserve)
+    for note in ([frames_note(img)] if frames_note(img) else []) + img.meta.get("notes", []):
+        _say(notice, f"{source}: {note}")
+    if img.channels != 3:
+        raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
+    if img.alpha is not None:
+        _say(notice, f"{source}: alpha channel not kept in the mosaic")
+    # the mosaic of the upright picture: its sensor order is the display order
+    upright = apply_orientation(img.array, img.meta.get("orientation", 1))
+    if dng:
+        from ..imageio.camera_raw import DNG_MIN_SIDE, mosaic_for_dng, srgb_decode, write_dng
+
+        if min(upright.shape[:2]) < DNG_MIN_SIDE:
+            raise GspError(f"{upright.shape[1]}x{upright.shape[0]} is too small for a DNG: LibRaw (and so "
+                           f"`gsprestore demosaic`) opens camera files of at least {DNG_MIN_SIDE}x{DNG_MIN_SIDE} "
+                           "pixels; write .png or .tif", source)
+
+        write_dng(output, mosaic_for_dng(srgb_decode(upright), pattern), pattern, overwrite=overwrite,
+                  metadata=img.meta.get("metadata"))
+        return {"width": upright.shape[1], "height": upright.shape[0], "bit_depth": 14, "pattern": pattern}
+    raw = mosaic_array(upright, pattern)  # numpy: `gsprestore mosaic` never imports torch
+    depth = bit_depth or img.bit_depth
+    software = TOOL_TAG.format(command="mosaic")
+    write_image(output, raw, depth, overwrite=overwrite, software=software,
+                metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software))
+    return {"width": img.width, "height": img.height,
+            "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}
+
+
+def header_pixels(path: str | Path) -> int | None:
+    """Width x height from the file's header, without decoding the pixels (Pillow's lazy open,
+    tifffile's first page, LibRaw's header for a camera RAW file): what a batch's time estimate
+    needs. None when the header cannot be read (the file then fails when it is restored)."""
+    path = Path(path)
+    try:
+        import os
+        import stat
+
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device is never opened here
+            return None
+        if path.suffix.lower() in (".tif", ".tiff"):
+            import tifffile
+
+            with tifffile.TiffFile(path) as tf:
+                shape = tf.pages[0].shape
+                return int(shape[0]) * int(shape[1])
+        from ..imageio.camera_raw import is_raw_name
+
+        if is_raw_name(path):
+            import rawpy
+
+            raw = rawpy.RawPy()
+            try:
+                raw.open_file(str(path))
+                return int(raw.sizes.width) * int(raw.sizes.height)
+            finally:
+                raw.close()
+        from PIL import Image as PILImage
+
+        with PILImage.open(path) as im:
+            return int(im.width) * int(im.height)
+    except Exception:  # noqa: BLE001 - any unreadable header: no estimate for this file
+        return None
