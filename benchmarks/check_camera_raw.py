@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from gsprestore.runtime.tiling import restore
-    from gsprestore.methods.registry import default_method, get_restorer
+    from gsprestore.methods.defaults import default_method
+    from gsprestore.methods.registry import get_restorer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("image", nargs="+", help="camera RAW files, or one test image")

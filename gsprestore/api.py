@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .core.errors import UsageError
-from .methods.registry import Restorer, default_method, get_restorer
+from .methods.registry import Restorer, get_restorer
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -32,15 +32,13 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
         if method.task != task:
             raise UsageError(f"restorer {method.name!r} does {method.task}, not {task}")
         return method
+    from .methods.defaults import choose_method
+    from .runtime.tiling import resolve_device
+
     if weights is not None:
-        from .methods.weights import file_method
-
         options = {**options, "weights": weights}
-        method = method or file_method(weights)  # the file's network, whatever the default
-    if not method:
-        from .runtime.tiling import resolve_device
-
-        method = default_method(task, resolve_device(device).type)  # the default worth its time there
+    # the named method, else the file's network, else the default worth its time on this device
+    method = choose_method(method or None, weights, task, resolve_device(device).type)
     return get_restorer(method, task, **options)
 
 
@@ -83,7 +81,7 @@ def demosaic(
 ) -> Any:
     """Demosaic a Bayer ``mosaic`` (numpy ``(H, W)`` / ``(H, W, 1)``, or torch ``(1, H, W)`` /
     ``(B, 1, H, W)``) with ``method`` (default: the best worth its time on the device,
-    :func:`gsprestore.methods.registry.default_method`; any name from ``gsprestore models`` or a
+    :func:`gsprestore.methods.defaults.default_method`; any name from ``gsprestore models`` or a
     :class:`Restorer`). ``pattern`` is the CFA's top-left 2x2 block. Odd sizes are handled by
     mirroring one row/column and cropping back. ``device`` None = the tensor's device, else auto.
     ``options`` go to :func:`gsprestore.methods.registry.get_restorer` (``self_ensemble=True``: the mean of
@@ -116,7 +114,7 @@ def upscale2x(
     """Upscale ``image`` 2x (numpy ``(h, w)`` / ``(h, w, C)``, or torch ``(C, h, w)`` /
     ``(B, C, h, w)``): the input pixels land on the even coordinates of the output (the paper's
     ``HR[0::2, 0::2]`` sampling). ``method`` default: the best worth its time on the device
-    (:func:`gsprestore.methods.registry.default_method`);
+    (:func:`gsprestore.methods.defaults.default_method`);
     ``bicubic`` needs no weights. ``options`` as for :func:`demosaic` (``self_ensemble=True``)."""
     from .runtime.tiling import restore_array
 

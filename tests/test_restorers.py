@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gsprestore.methods import defaults
 from gsprestore.methods import registry as restorers
 from gsprestore.core.errors import UsageError
 from gsprestore.methods.interface import Restorer
@@ -28,7 +29,7 @@ def test_every_task_has_methods_and_a_registered_default():
     for task in restorers.TASKS:
         names = restorers.methods_for(task)
         assert names and all(task in restorers.METHODS[n].tasks for n in names)
-        assert restorers.default_method(task) in names
+        assert defaults.default_method(task) in names
     assert restorers.methods_for("demosaic")[:3] == ["bilinear", "malvar", "menon"]
     assert "menon" not in restorers.methods_for("upscale2x") and "bicubic" in restorers.methods_for("upscale2x")
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..physics.tasks import score_space
 from .registry import command
 
 
@@ -18,7 +19,7 @@ def results_table(result: dict[str, Any]) -> "rich.table.Table":  # noqa: F821
     from rich.table import Table
 
     p = result["protocol"]
-    space = "RGB" if p["task"] == "demosaic" else "Y (BT.601)"
+    space = {"rgb": "RGB", "y": "Y (BT.601)"}[score_space(p["task"])]
     bits = [p["task"], f"{p['dataset']} ({p['images']} images)", space]
     if p["pattern"]:
         bits.append(p["pattern"])

@@ -7,24 +7,13 @@ when this run is not it. No torch import at module level."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from ..physics.tasks import task_scale
 
 if TYPE_CHECKING:  # pragma: no cover
     from .batch_progress import Reporter
 
 #: A job expected to take longer than this (seconds, by the method's recorded speed) gets a note.
 LONG_FILE_S = 10.0
-
-
-def chosen_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
-                  prefer: str | None = None) -> str:
-    """``--method``, else the method of the ``--weights`` file, else the task's default on this kind
-    of device (``prefer``: ``--fast`` / ``--best``; :func:`gsprestore.methods.defaults.choose_default`)."""
-    from ..runtime.file_restore import default_method  # an unreadable manifest is an error, not a silent fallback
-    from ..methods.weights import file_method
-
-    if method is not None:
-        return method
-    return file_method(weights) if weights is not None else default_method(task, device, prefer)
 
 
 def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None) -> str | None:
@@ -54,7 +43,7 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     from ..runtime.file_restore import header_pixels
     from .batch_progress import JobClock
 
-    scale = 4 if task == "upscale2x" else 1  # megapixels of output, as the speeds are recorded
+    scale = task_scale(task) ** 2  # megapixels of output, as the speeds are recorded
     pixels = [header_pixels(job.input) for job in reporter.jobs]
     pixels = [p * scale if p else None for p in pixels]
     known = [p for p in pixels if p]

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
+from ..physics.tasks import get_task, is_mosaic
 from ..core.errors import one_line
 from ..methods.self_ensemble import PASSES
 from .batch_progress import Reporter
-from .method_choice import best_help, chosen_method, fast_or_best, plan_job, self_ensemble_help
+from .method_choice import best_help, fast_or_best, plan_job, self_ensemble_help
 from .registry import command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -399,6 +400,7 @@ def _restore_batch(
     from ..imageio.camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
     from ..runtime.tiling import check_precision, check_tiling, resolve_device
     from ..core.errors import UsageError
+    from ..methods.defaults import choose_method
     from ..methods.registry import method_spec
 
     # argument errors first (exit 2), then the environment (device), before touching files
@@ -425,7 +427,7 @@ def _restore_batch(
     parse_shard(shard)  # a bad --shard is a usage error before anything else runs
     dev = resolve_device(rank_device(device, ranks_from_env()))  # under torchrun: cuda:LOCAL_RANK
     check_precision(precision, dev)
-    spec = method_spec(chosen_method(method, weights, task, dev.type, prefer), task)
+    spec = method_spec(choose_method(method, weights, task, dev.type, prefer), task)
     if weights is not None and spec.kind != "learned":
         why = " (it averages the shipped uGTV and uGLR weights)" if spec.kind == "ensemble" else ""
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}{why}")
@@ -436,7 +438,7 @@ def _restore_batch(
 
         restorer = load_restorer(spec.name, task, weights=weights, method_given=method_given or prefer == "best",
                                  self_ensemble=self_ensemble)
-        alpha_restorer = get_restorer("bicubic", "upscale2x") if task == "upscale2x" else None
+        alpha_restorer = get_restorer("bicubic", "upscale2x") if not is_mosaic(task) else None
         plan_job(reporter, restorer.name, task, dev.type, how, passes=PASSES if self_ensemble else 1,
                  estimate=weights is None)
 
@@ -450,12 +452,12 @@ def _restore_batch(
         return work
 
     _run_batch(command=task, verb=task, inputs=inputs, output=output, suffix=suffix,
-               default_suffix="-demosaic" if task == "demosaic" else "-2x", ext=ext, recursive=recursive,
+               default_suffix=get_task(task).suffix, ext=ext, recursive=recursive,
                overwrite=overwrite, skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet,
-               as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if task == "demosaic" else (), shard=shard,
+               as_json=as_json, setup=setup, extra_suffixes=RAW_SUFFIXES if is_mosaic(task) else (), shard=shard,
                method=f"{spec.name}{'+se' if self_ensemble else ''} ({how})",
                meta={"method": spec.name, "task": task, "device": str(dev), "precision": precision, "tile": tile,
-                     "self_ensemble": self_ensemble, **({"pattern": pattern} if task == "demosaic" else {})})
+                     "self_ensemble": self_ensemble, **({"pattern": pattern} if is_mosaic(task) else {})})
 
 
 def _prior_method(prior: str | None, method: str | None) -> str | None:

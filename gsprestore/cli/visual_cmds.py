@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..physics.tasks import is_mosaic
 from .registry import command
 
 ImageArg = Annotated[str, typer.Argument(help="PNG, TIFF, JPEG or WebP: the ground truth (RGB), or a 1-channel mosaic / "
@@ -50,7 +51,7 @@ def _read_input(image: str, task: str, pattern: str, no_reference: bool, notice)
 
     if not is_raw_name(image):
         return read_image(image).array, pattern, not no_reference
-    if task != "demosaic":
+    if not is_mosaic(task):
         raise GspError("a camera RAW file is a sensor mosaic: use --task demosaic (or develop it with `gsprestore "
                        "demosaic` first)", image)
     frame = read_raw(image)
@@ -252,7 +253,7 @@ def demo_cmd(
 
     from ..methods.defaults import best_by_quality
     from ..core.errors import GspError, WeightsError
-    from ..runtime.file_restore import FALLBACK_METHOD
+    from ..methods.defaults import CLASSICAL_DEFAULT
     from ..methods.registry import get_restorer, method_spec
     from ..physics.sampling import check_pattern
 
@@ -263,7 +264,7 @@ def demo_cmd(
     try:
         name = method_spec(method, "demosaic").name if method else best_by_quality("demosaic").method
     except WeightsError as exc:  # an unreadable manifest: said, not silent
-        name = FALLBACK_METHOD["demosaic"]
+        name = CLASSICAL_DEFAULT["demosaic"]
         print(f"note: {exc}; using {name}", file=sys.stderr)
     out_path = Path(output)
     from ..imageio.sample_chart import chart_path
@@ -299,7 +300,7 @@ def demo_cmd(
     h, w = out.shape[:2]
     typer.echo(f"demosaicked the bundled {w}x{h} test chart ({chart_path().name}, Bayer {pattern}) with {name} "
                f"on {dev}: PSNR {score:.2f} dB (8-bit output vs chart) in {took:.1f} s -> {written}")
-    reference = FALLBACK_METHOD["demosaic"]
+    reference = CLASSICAL_DEFAULT["demosaic"]
     if name != reference:  # the classical reference on the same mosaic, so the figure can be read
         t0 = time.perf_counter()
         _, ref_score = chart_psnr(get_restorer(reference, "demosaic"), raw, pattern, device=dev)

@@ -44,7 +44,7 @@ from ..runtime.tiling import resolve_device
 from ..core.errors import GspError, UsageError, WeightsError
 from .benchmark_plan import check_limit, check_output_paths, dataset_megapixels, estimate_seconds, limit_dataset, output_path, save_output
 from ..physics.metrics import restored_psnr  # noqa: F401 - part of this module's protocol API
-from ..physics.tasks import TASK_SPECS, observe
+from ..physics.tasks import TASK_SPECS, is_mosaic, observe
 
 CHANNEL_SPACE = {name: task.score_space for name, task in TASK_SPECS.items()}
 
@@ -165,7 +165,7 @@ def protocol(task: str, dataset: Dataset, pattern: str, noise_sigma: float | lis
         "dataset_root": str(dataset.root),
         "images": len(dataset),
         "checksums_verified": dataset.verified,
-        "pattern": pattern if task == "demosaic" else None,
+        "pattern": pattern if is_mosaic(task) else None,
         "observation": _OBSERVATION_TEXT[task].format(pattern=pattern),
         "channel_space": _CHANNEL_SPACE_TEXT[space],
         "crop": "odd sizes cropped to even (last row/column dropped); no border crop",

@@ -12,6 +12,7 @@ rows: (label, our method or None, PSNR for each of :data:`NOISE_SIGMAS`).
 from __future__ import annotations
 
 from typing import Any
+from ..physics.tasks import is_mosaic
 
 CITATION = ("Do et al., Interpretable Lightweight Transformer via Unrolling of Learned Graph Smoothness Priors, "
             "NeurIPS 2024")
@@ -58,10 +59,10 @@ def reference(task: str, dataset: str, method: str, noise_sigma: float = 0.0,
     numbers are the paper's RGGB ones (None for another ``pattern``); noisy ones only Table 2's
     McM demosaicking at sigma 10 / 20 / 30 / 50."""
     base = method.split("@", 1)[0].lower()
-    if task == "demosaic" and pattern not in (None, "RGGB"):
+    if is_mosaic(task) and pattern not in (None, "RGGB"):
         return None
     if noise_sigma:
-        if task != "demosaic" or dataset != "mcm" or float(noise_sigma) not in NOISE_SIGMAS:
+        if not is_mosaic(task) or dataset != "mcm" or float(noise_sigma) not in NOISE_SIGMAS:
             return None
         for label, ours, values in PAPER_TABLE2:
             if ours == base:

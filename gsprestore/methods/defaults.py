@@ -325,8 +325,32 @@ def expected_seconds(method: str, task: str, device: str, megapixels: float,
 
 
 def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
-    """The name of ``task``'s default method on ``device`` (a kind; :func:`choose_default`)."""
+    """The name of ``task``'s default method on ``device`` (a kind; :func:`choose_default`; ``prefer``:
+    ``"best"`` / ``"fast"``). A manifest that exists but cannot be read is a :class:`WeightsError`: a
+    damaged install must not silently change the method (the classical fallback would be chosen
+    without a word)."""
+    from ..physics.tasks import check_task
+    from .weights import read_manifest
+
+    task = check_task(task)
+    try:
+        read_manifest()
+    except WeightsError as exc:
+        raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
+                           f"method (e.g. --method {CLASSICAL_DEFAULT[task]})", exc.path) from None
     return choose_default(task, device=device, prefer=prefer).method
+
+
+def choose_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
+                  prefer: str | None = None) -> str:
+    """The one place a method is chosen, for the commands and the Python API alike: ``method`` when
+    named, else the network of the ``weights`` file, else the task's default on this kind of device
+    (:func:`default_method`)."""
+    from .weights import file_method
+
+    if method is not None:
+        return method
+    return file_method(weights) if weights is not None else default_method(task, device, prefer)
 
 
 def recorded_self_ensembles(task: str, manifest: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:

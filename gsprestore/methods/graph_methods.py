@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..physics.tasks import is_mosaic
 from ..core.errors import UsageError
 from ..models.interpolators import CG_MODES, GRAPH_METHODS, build_interpolator
 from ..models.pattern import to_rggb
@@ -73,11 +74,11 @@ def make_restorer(
     model = model.to(torch.device(device)).eval()
     rf = model.receptive_field()
     info["receptive_field"] = rf
-    align = kind == "learned" and task == "demosaic"
+    align = kind == "learned" and is_mosaic(task)
 
     def fn(y: torch.Tensor, pattern: str = "RGGB") -> torch.Tensor:
         with torch.inference_mode():
-            if task == "demosaic":
+            if is_mosaic(task):
                 pattern = check_pattern(pattern)
                 if align and pattern != "RGGB":
                     y_rggb, undo = to_rggb(y, pattern)

@@ -26,7 +26,7 @@ from ..core.errors import UsageError
 from .interface import MethodSpec, Restorer
 from ..physics.tasks import TASKS, check_task, observation
 
-__all__ = ["METHODS", "MethodSpec", "Restorer", "TASKS", "check_task", "default_method", "get_restorer",
+__all__ = ["METHODS", "MethodSpec", "Restorer", "TASKS", "check_task", "get_restorer",
            "method_spec", "methods_for", "observation"]
 
 
@@ -63,17 +63,10 @@ METHODS: dict[str, MethodSpec] = {
 
 
 
-def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
-    """The method a command uses when none is named on ``device`` (a kind: ``cpu`` / ``cuda``): the
-    best by recorded quality when its recorded speed there is fast enough, else the classical one
-    (:mod:`gsprestore.methods.defaults`; ``prefer`` ``"best"`` / ``"fast"``)."""
-    from .defaults import default_method as _default
-
-    return _default(check_task(task), device, prefer)
-
-
 def __getattr__(name: str) -> Any:
     if name == "DEFAULT_METHOD":  # the former constant, now computed from the manifest
+        from .defaults import default_method
+
         return {task: default_method(task) for task in TASKS}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

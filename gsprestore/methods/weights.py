@@ -28,6 +28,7 @@ import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..physics.tasks import TASKS, is_mosaic
 from ..core.atomic import atomic_file
 from ..core.errors import GspError, WeightsError
 from ..core.fileid import same_file
@@ -327,7 +328,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
         "sha256": sha256_file(target),
         "method": method,
         "task": task,
-        "pattern": "RGGB" if task == "demosaic" else None,
+        "pattern": "RGGB" if is_mosaic(task) else None,
         "params": model.num_params(),
         "config": dict(obj["config"]),
         "training": list(stages) if stages is not None else [dict(obj.get("meta") or {})],
@@ -341,7 +342,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     manifest = read_manifest(manifest_file)
     models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
     models.append(entry)
-    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in ("demosaic", "upscale2x")
+    order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in TASKS
                                                    for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
     models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
     manifest["models"] = models

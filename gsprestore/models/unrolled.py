@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from ..physics.tasks import TASKS, is_mosaic
 from .feature_cnn import LUMA_WEIGHTS, FeatureCNN, luma  # noqa: F401 (LUMA_WEIGHTS: re-exported)
 from ..solvers import GLR_LAPLACIANS, glr_graph, glr_solve, gtv_laplacian
 from .estimate import initial_estimate
@@ -117,7 +118,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
     """The paper-size configuration of ``prior`` ("glr" | "gtv") for ``task``."""
     if prior not in PRIORS:
         raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
-    if task not in ("demosaic", "upscale2x"):
+    if task not in TASKS:
         raise ValueError(f"unknown task {task!r}")
     cfg: dict[str, Any] = {
         "prior": prior,
@@ -129,7 +130,7 @@ def default_config(prior: str, task: str) -> dict[str, Any]:
         "cnn_layers": 4,
         # demosaicking: the CNN sees the RGB estimate; 2x: the luma of the estimate, and the
         # graph it learns is shared by every channel (so any channel count works).
-        "cnn_input": "estimate" if task == "demosaic" else "luma",
+        "cnn_input": "estimate" if is_mosaic(task) else "luma",
         "channels": 3,
         "metric_init": 0.5,
         "alpha_init": 0.5,
@@ -373,14 +374,14 @@ class UnrolledNet(nn.Module):
         cfg.setdefault("signal", "rgb")
         if cfg["signal"] not in SIGNALS:
             raise ValueError(f"unknown signal {cfg['signal']!r}; expected one of {SIGNALS}")
-        if cfg["signal"] != "rgb" and (task != "demosaic" or int(cfg["channels"]) != 3):
+        if cfg["signal"] != "rgb" and (not is_mosaic(task) or int(cfg["channels"]) != 3):
             raise ValueError(f"signal {cfg['signal']!r} is for 3-channel demosaicking only")
         cfg.setdefault("initial_estimate", "bilinear")
         if cfg["initial_estimate"] not in INITIAL_ESTIMATES:
             raise ValueError(f"unknown initial_estimate {cfg['initial_estimate']!r}; expected one of {INITIAL_ESTIMATES}")
-        if cfg["initial_estimate"] == "menon" and (task != "demosaic" or int(cfg["channels"]) != 3):
+        if cfg["initial_estimate"] == "menon" and (not is_mosaic(task) or int(cfg["channels"]) != 3):
             raise ValueError("initial_estimate 'menon' is for 3-channel demosaicking only")
-        if cfg["initial_estimate"] == "bicubic" and task != "upscale2x":
+        if cfg["initial_estimate"] == "bicubic" and is_mosaic(task):
             raise ValueError("initial_estimate 'bicubic' is for 2x interpolation only")
         cnn_in = 1 if cfg["cnn_input"] == "luma" else int(cfg["channels"])
         cfg.setdefault("feature_trunk", "per-block")
@@ -553,7 +554,7 @@ def lite_config(prior: str, task: str) -> dict[str, Any]:
     blocks and heads; the solvers' depth as the shipped paper-size networks use it."""
     cfg: dict[str, Any] = {"feature_trunk": "packed", "blocks": 3, "heads": 2, "features": 12, "width": 64,
                            "cnn_layers": 4}
-    if task == "demosaic":
+    if is_mosaic(task):
         cfg["signal"] = "green-difference"
     cfg.update(cg_iters=15) if prior == "glr" else cfg.update(admm_iters=2, cg_iters=5)
     return cfg

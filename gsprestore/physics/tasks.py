@@ -29,20 +29,21 @@ if TYPE_CHECKING:  # pragma: no cover
 class Task:
     """``name``; ``scale``: output size / input size; ``score_space``: the channel space the
     protocol scores in (:func:`gsprestore.physics.metrics.to_space`); ``takes_pattern``: the observation
-    depends on a Bayer pattern."""
+    is a Bayer mosaic and depends on its pattern; ``suffix``: what an output's name gets by default."""
 
     name: str
     scale: int
     score_space: str
     takes_pattern: bool
     summary: str
+    suffix: str
 
 
 TASK_SPECS: dict[str, Task] = {
     t.name: t
     for t in [
-        Task("demosaic", 1, "rgb", True, "Bayer mosaic (RGGB, BGGR, GRBG, GBRG) -> RGB"),
-        Task("upscale2x", 2, "y", False, "image -> 2x larger (the input is the even grid of the output)"),
+        Task("demosaic", 1, "rgb", True, "Bayer mosaic (RGGB, BGGR, GRBG, GBRG) -> RGB", "-demosaic"),
+        Task("upscale2x", 2, "y", False, "image -> 2x larger (the input is the even grid of the output)", "-2x"),
     ]
 }
 TASKS: tuple[str, ...] = tuple(TASK_SPECS)
@@ -59,6 +60,17 @@ def get_task(task: str) -> Task:
     return TASK_SPECS[check_task(task)]
 
 
+def is_mosaic(task: str) -> bool:
+    """The task observes a Bayer mosaic (one channel, a pattern, RGB out): what the callers that
+    treat demosaicking apart ask, instead of comparing task names."""
+    return get_task(task).takes_pattern
+
+
+def task_scale(task: str) -> int:
+    """Output side / input side."""
+    return get_task(task).scale
+
+
 def score_space(task: str) -> str:
     """The protocol's channel space: RGB for demosaicking, BT.601 luma Y for 2x."""
     return get_task(task).score_space
@@ -68,7 +80,7 @@ def observe(task: str, gt: "Tensor", pattern: str = "RGGB") -> "Tensor":
     """The observation ``y = H gt`` of a ground truth ``(..., 3, H, W)``."""
     from . import sampling
 
-    if check_task(task) == "demosaic":
+    if is_mosaic(task):
         return sampling.mosaic(gt, pattern)
     return sampling.decimate(gt)
 
@@ -79,7 +91,7 @@ def observation(task: str, y: "Tensor", pattern: str = "RGGB") -> tuple["Tensor"
     Demosaicking gives C = 3; 2x interpolation keeps the input's channel count."""
     from . import sampling
 
-    if check_task(task) == "demosaic":
+    if is_mosaic(task):
         known = sampling.mosaic_adjoint(y, pattern)
         mask = sampling.bayer_masks(y.shape[-2], y.shape[-1], pattern, device=y.device, dtype=y.dtype)
         return known, mask.expand_as(known)

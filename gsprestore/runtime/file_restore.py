@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
+from ..physics.tasks import is_mosaic, task_scale
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -36,27 +37,9 @@ Expect = Callable[[float], None]
 
 #: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
 #: method's weights are not available.
-FALLBACK_METHOD = {"demosaic": "menon", "upscale2x": "bicubic"}
 #: A camera RAW file's default brightness (:data:`gsprestore.imageio.camera_raw.DEFAULT_BRIGHT`, repeated
 #: here so that this module imports nothing heavy; a test checks they agree).
 DEFAULT_BRIGHT = "auto"
-
-
-def default_method(task: str, device: str = "cpu", prefer: str | None = None) -> str:
-    """The method a command uses when none is named on ``device`` (:func:`gsprestore.methods.registry.default_method`,
-    chosen from the scores and speeds recorded in the weights manifest; ``prefer``: ``--fast`` / ``--best``).
-    A manifest that exists but cannot be read is a :class:`~gsprestore.core.errors.WeightsError`: a damaged install must not silently change
-    the method (the classical fallback would be chosen without a word)."""
-    from ..core.errors import WeightsError
-    from ..methods.registry import default_method as chosen
-    from ..methods.weights import read_manifest
-
-    try:
-        read_manifest()
-    except WeightsError as exc:
-        raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
-                           f"method (e.g. --method {FALLBACK_METHOD[task]})", exc.path) from None
-    return chosen(task, device, prefer)
 
 
 def load_restorer(name: str, task: str, *, weights: str | None = None, method_given: bool = True,
@@ -64,7 +47,7 @@ def load_restorer(name: str, task: str, *, weights: str | None = None, method_gi
     """The restorer of method ``name`` for ``task`` (``weights``: a weights file for a learned
     method; ``self_ensemble``: :mod:`gsprestore.methods.self_ensemble`). When the weights are missing and
     the method was the default (``method_given`` False): with ``fall_back``, it is told why and
-    the task's classical :data:`FALLBACK_METHOD` is returned instead; without, the error says which
+    the task's classical default (:data:`gsprestore.methods.defaults.CLASSICAL_DEFAULT`) is returned instead; without, the error says which
     method to choose instead."""
     from ..core.errors import WeightsError
     from ..methods.registry import get_restorer
@@ -75,7 +58,9 @@ def load_restorer(name: str, task: str, *, weights: str | None = None, method_gi
     except WeightsError as exc:
         if method_given:
             raise
-        other = FALLBACK_METHOD[task]
+        from ..methods.defaults import CLASSICAL_DEFAULT
+
+        other = CLASSICAL_DEFAULT[task]
         if fall_back is None:
             raise WeightsError(f"{exc.reason} (or choose another method, e.g. --method {other})", exc.path) from None
         fall_back(f"{name} weights are not available ({exc.reason}); using {other} instead")
@@ -160,14 +145,14 @@ def restore_file(
     source, task = Path(source), restorer.task
     software = software or TOOL_TAG.format(command=task)
     run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
-    if task == "demosaic" and source.suffix.lower() in RAW_SUFFIXES:
+    if is_mosaic(task) and source.suffix.lower() in RAW_SUFFIXES:
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
                                 output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
-        f = 2 if task == "upscale2x" else 1
+        f = task_scale(task)
         check_output_size(output, f * width, f * height)  # the format's size limit, before any work
         return job_bytes(restorer, height, width, channels, tile=tile, overlap=overlap,
                          device=resolve_device(device))
@@ -179,16 +164,16 @@ def restore_file(
         check_channels(task, img.channels)
     except UsageError as exc:  # a property of this file, not of the arguments: the file fails
         raise GspError(exc.reason, source) from None
-    if task == "demosaic" and (img.width % 2 or img.height % 2):
+    if is_mosaic(task) and (img.width % 2 or img.height % 2):
         _say(notice, f"{source}: odd size {img.width}x{img.height}, mirrored by one pixel to even and cropped back")
     if expect is not None:
-        expect(img.width * img.height * (4 if task == "upscale2x" else 1) / 1e6)
+        expect(img.width * img.height * (task_scale(task) ** 2) / 1e6)
     # A mosaic is demosaicked in stored (sensor) order: its Bayer phase is the sensor's, and the
     # file's Orientation is applied to the result. A 2x upscale is oriented first: its known pixels
     # land on the even grid (out[0::2, 0::2]) of the picture as displayed, whatever the Orientation
     # (upscaling in stored order and then rotating would put them at out[1::2, 1::2] for 3, say).
     orientation = img.meta.get("orientation", 1)
-    if task == "upscale2x" and orientation != 1:
+    if not is_mosaic(task) and orientation != 1:
         img.array = apply_orientation(img.array, orientation)
         if img.alpha is not None:
             img.alpha = apply_orientation(img.alpha, orientation)
@@ -197,14 +182,14 @@ def restore_file(
         orientation_after = orientation
     out = restore(restorer, _tensor(img.array), pattern, progress=progress, notice=notice, **run)
     alpha = img.alpha
-    if alpha is not None and task == "upscale2x":
+    if alpha is not None and not is_mosaic(task):
         if alpha_restorer is None:
             from ..methods.registry import get_restorer
 
             alpha_restorer = get_restorer("bicubic", "upscale2x")
         alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
     depth = bit_depth or img.bit_depth
-    icc = rgb_icc(img.icc_profile) if task == "demosaic" else img.icc_profile
+    icc = rgb_icc(img.icc_profile) if is_mosaic(task) else img.icc_profile
     result = apply_orientation(out.numpy(), orientation_after)
     if alpha is not None:
         alpha = apply_orientation(alpha, orientation_after)

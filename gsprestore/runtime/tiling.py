@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ..physics.tasks import is_mosaic
 from ..core.errors import GspError, UsageError
 from ..core.memory import available_memory  # noqa: F401 - used here, and part of this module's API
 
@@ -135,7 +136,7 @@ def check_tiling(tile: int, overlap: int | None, *, tile_name: str = "tile size"
 
 def check_channels(task: str, channels: int) -> None:
     """Demosaicking takes a single-channel Bayer mosaic (upscaling takes any number of channels)."""
-    if task == "demosaic" and channels != 1:
+    if is_mosaic(task) and channels != 1:
         raise UsageError(f"has {channels} colour channels but demosaic needs a single-channel Bayer mosaic "
                          "(use `gsprestore mosaic` first or give a single-channel mosaic)")
 
@@ -267,7 +268,7 @@ def job_bytes(restorer: "Restorer", height: int, width: int, channels: int, *, t
 
 
 def _out_channels(restorer: "Restorer", channels: int) -> int:
-    return 3 if restorer.task == "demosaic" else channels
+    return 3 if is_mosaic(restorer.task) else channels
 
 
 def check_output_memory(restorer: "Restorer", height: int, width: int, channels: int, tile: int, overlap: int,
@@ -470,7 +471,7 @@ def restore(
 
     task = restorer.task
     scale = SCALE[task]
-    pattern = check_pattern(pattern) if task == "demosaic" else pattern
+    pattern = check_pattern(pattern) if is_mosaic(task) else pattern
     dev = resolve_device(device)
     autocast = check_precision(precision, dev)
     if y.dim() != 3:
@@ -486,7 +487,7 @@ def restore(
     H, W = y.shape[-2:]
     min_side = int(restorer.info.get("min_side", 1)) if isinstance(restorer.info, dict) else 1
     Hp, Wp = max(H, min_side), max(W, min_side)
-    if task == "demosaic":
+    if is_mosaic(task):
         Hp, Wp = _even_up(Hp), _even_up(Wp)
     room = check_output_memory(restorer, Hp, Wp, y.shape[0], tile, overlap, dev)
     y = _extend(y.float().cpu(), Hp, Wp)

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..physics.tasks import is_mosaic
 from ..runtime import distributed as D
 from ..core.errors import GspError
 from ..core.heartbeat import Heartbeat
@@ -508,7 +509,7 @@ class TrainingRun:
         export_model.load_state_dict(best_ck["model"])
         export_model.eval()
         meta = {
-            "method": cfg.method, "task": cfg.task, "pattern": "RGGB" if cfg.task == "demosaic" else None,
+            "method": cfg.method, "task": cfg.task, "pattern": "RGGB" if is_mosaic(cfg.task) else None,
             "command": cfg.command(run_dir), "recipe": cfg.to_json(), "data": list(cfg.data),
             "patches": {k: v for k, v in self.sets.info.items() if k != "val_files"},
             "epochs_done": state["epoch"], "steps": state["step"], "status": self.status,

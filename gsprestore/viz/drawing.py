@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+from ..physics.tasks import is_mosaic
 
 #: Viridis anchor colours (perceptually ordered, colour-blind safe), interpolated linearly.
 VIRIDIS = np.array([(68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142),
@@ -482,7 +483,7 @@ def compare(
     if img.ndim == 2:
         img = img[:, :, None]
     gt = None
-    if task == "demosaic":
+    if is_mosaic(task):
         pattern = check_pattern(pattern)
         if img.shape[2] == 3 and reference:
             gt = img
@@ -518,7 +519,7 @@ def compare(
             continue
         results[m] = out
         if gt is not None:
-            space = "y" if task == "upscale2x" and gt.shape[2] == 3 else "rgb"
+            space = "y" if not is_mosaic(task) and gt.shape[2] == 3 else "rgb"
             t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)[None]  # noqa: E731
             sc = image_scores(t(out), t(gt), space)
             scores[m] = {k: float(v[0]) for k, v in sc.items()}
@@ -530,11 +531,11 @@ def compare(
         if cx + cw > W or cy + ch > H:
             raise UsageError(f"--crop {cx},{cy},{cw},{ch} leaves the {W}x{H} output")
     observed = y.permute(1, 2, 0).numpy() if gt is None else None
-    space = "" if gt is None else (" (scores on luma Y)" if task == "upscale2x" and gt.shape[2] == 3 else " (scores on RGB)")
-    title = f"{task}" + (f", pattern {pattern}" if task == "demosaic" else "") + space
+    space = "" if gt is None else (" (scores on luma Y)" if not is_mosaic(task) and gt.shape[2] == 3 else " (scores on RGB)")
+    title = f"{task}" + (f", pattern {pattern}" if is_mosaic(task) else "") + space
     montage, window = compare_montage(results, reference=gt, observed=observed, scores=scores or None,
                                       crop=crop, title=title,
-                                      space="y" if gt is not None and task == "upscale2x" and gt.shape[2] == 3
+                                      space="y" if gt is not None and not is_mosaic(task) and gt.shape[2] == 3
                                       else "rgb")
-    return montage, {"task": task, "pattern": pattern if task == "demosaic" else None, "window": window,
+    return montage, {"task": task, "pattern": pattern if is_mosaic(task) else None, "window": window,
                      "scores": scores, "skipped": skipped, "methods": list(results)}

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..physics.tasks import is_mosaic
 from ..core.errors import GspError, UsageError
 
 EXPLAIN_METHODS: tuple[str, ...] = ("igtv", "iglr", "ugtv", "uglr", "ugtv-lite", "uglr-lite")
@@ -254,7 +255,7 @@ def explain(
     img = np.asarray(image, dtype=np.float32)
     if img.ndim == 2:
         img = img[:, :, None]
-    if task == "demosaic":
+    if is_mosaic(task):
         pattern = check_pattern(pattern)
         if img.shape[2] not in (1, 3):
             raise UsageError(f"demosaicking needs an RGB reference or a 1-channel mosaic, got {img.shape[2]} channels")
@@ -277,7 +278,7 @@ def explain(
     # even origins keep the Bayer phase / the 2x sampling grid; learned demosaickers want RGGB
     x0c, y0c = x0c - x0c % 2, y0c - y0c % 2
     ox = oy = 0
-    if task == "demosaic" and spec.kind == "learned":
+    if is_mosaic(task) and spec.kind == "learned":
         for dy in (0, 1):
             for dx in (0, 1):
                 if crop_pattern(pattern, x0c + dx, y0c + dy) == "RGGB":  # exactly one (dx, dy)
@@ -287,7 +288,7 @@ def explain(
             cw -= 2
         if y0c + ch > full_h:
             ch -= 2
-    if task == "upscale2x":
+    if not is_mosaic(task):
         cw, ch = cw - cw % 2, ch - ch % 2
     if min(cw, ch) < 8:
         raise UsageError(f"the explained crop must be at least 8x8 pixels, got {cw}x{ch}")
@@ -300,7 +301,7 @@ def explain(
     pixel = (px - x0c, py - y0c)
 
     ref_crop = None
-    if task == "demosaic":
+    if is_mosaic(task):
         cp = crop_pattern(pattern, x0c, y0c)
         part = torch.from_numpy(np.ascontiguousarray(img[y0c : y0c + ch, x0c : x0c + cw])).permute(2, 0, 1)[None]
         if has_ref:
