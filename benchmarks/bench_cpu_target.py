@@ -41,7 +41,7 @@ import time
 import torch
 from torch import nn
 
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 from gsprestore.models import build_model
 from gsprestore.physics.tasks import observation, observe
 from gsprestore.methods.weights import load_model

@@ -83,7 +83,7 @@ def _first_run_round(args) -> dict:
         env.pop("GSPRESTORE_NATIVE", None)
         cmd = [sys.executable, "-c", "from gsprestore.cli.app import main; main()", "demosaic", src,
                "-o", os.path.join(tmp, "out.png"), "--method", args.cli_method, "--overwrite", "--quiet"]
-        probe = [sys.executable, "-c", "import gsprestore, importlib.util; from gsprestore import graph as G; "
+        probe = [sys.executable, "-c", "import gsprestore, importlib.util; from gsprestore.graph import operators as G; "
                  "ok = G.native_available(); "
                  "err = importlib.import_module('gsprestore.core.backend').error() "
                  "if importlib.util.find_spec('gsprestore.core.backend') else G._native_state.get('error'); "

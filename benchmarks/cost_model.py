@@ -89,7 +89,7 @@ sys.path.insert(0, os.path.join(_HERE, ".."))
 sys.path.insert(0, _HERE)
 
 from gsprestore.core import backend  # noqa: E402
-from gsprestore.graph.operators.window import OFFSETS  # noqa: E402
+from gsprestore.graph.window import OFFSETS  # noqa: E402
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
           "ugtv-lite_demosaic", "uglr-lite_demosaic", "ugtv-lite_upscale2x", "uglr-lite_upscale2x")

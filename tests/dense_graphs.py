@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 
 
 def dense_adjacency(w2d: np.ndarray) -> np.ndarray:

@@ -87,7 +87,7 @@ def test_a_killed_build_cannot_hang_a_later_run(tmp_path):
     PILImage.fromarray(rgb).save(tmp_path / "in.png")
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "HOME": str(tmp_path), "CC": "false", "CXX": "false",
            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"), "PYTHONPATH": str(ROOT)}
-    code = ("from gsprestore import backend, graph; backend.native(); import sys; "
+    code = ("from gsprestore.core import backend; from gsprestore.graph import operators as graph; backend.native(); import sys; "
             "print(graph.native_available(), backend.error())")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

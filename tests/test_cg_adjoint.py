@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gsprestore.core import backend
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 from gsprestore.solvers import cg_adjoint
 from gsprestore.solvers.cg import StencilOperator, cg_unrolled
 

@@ -4,7 +4,7 @@ float64 gradcheck, and equality with plain autograd of the same slice formulas."
 import pytest
 import torch
 
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 
 
 def _w(B=2, K=2, H=6, W=5, n=G.NU, seed=0):

@@ -223,7 +223,7 @@ def _dense_laplacian(w2d):
 
     import numpy as np
 
-    from gsprestore.graph.operators.operators import OFFSETS
+    from gsprestore.graph.operators import OFFSETS
 
     _, h, wd = w2d.shape
     A = np.zeros((h * wd, h * wd))
@@ -289,7 +289,7 @@ def test_graph_interpolators_lower_their_objective(cg, task):
     long enough (20 iterations; the paper's 5 stop early, see docs/architecture.md). Both keep
     H x = y exactly, have no parameters, and stay close to the estimate in MSE (sane; on this
     smooth image neither beats bilinear, like the paper's iGLR on McM and Kodak)."""
-    from gsprestore.graph.operators import operators as graph
+    from gsprestore.graph import operators as graph
 
     gt = smooth_image(16, 16)
     y = sampling.mosaic(gt) if task == "demosaic" else sampling.decimate(gt)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gsprestore.core import backend
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 from gsprestore import native
 from gsprestore.physics import sampling
 from gsprestore.models import build_model

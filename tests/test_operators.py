@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 import torch
 
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 from gsprestore.physics import sampling
 
 H, W = 7, 9

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gsprestore.core import backend
-from gsprestore.graph.operators import operators as G
+from gsprestore.graph import operators as G
 from gsprestore import solvers as S
 from gsprestore.solvers import admm_edge, admm_reference, gtv
 

@@ -430,7 +430,7 @@ def test_gpu_training_ops_follow_the_setting(monkeypatch):
     import torch
 
     from gsprestore.core import backend
-    from gsprestore.graph.operators import triton_kernels as graph_triton
+    from gsprestore.graph import triton_kernels as graph_triton
     from gsprestore.solvers import admm_adjoint_triton
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")

@@ -89,7 +89,7 @@ def test_launch_grids_of_a_24_megapixel_tile_keep_within_cuda_limits(monkeypatch
     import torch
 
     from gsprestore.core import backend
-    from gsprestore.graph.operators import triton_kernels as graph_triton
+    from gsprestore.graph import triton_kernels as graph_triton
     from gsprestore.solvers import admm_triton, cg_triton
 
     B, K, C, H, W = 1, 4, 2, 4000, 6000

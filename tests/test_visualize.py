@@ -234,7 +234,7 @@ def test_explain_igtv_32x32_writes_files_and_attention_sums_to_one(tmp_path: Pat
 
 
 def test_window_attention_is_a_random_walk_row():
-    from gsprestore.graph.operators.operators import random_walk_weights_from_distances
+    from gsprestore.graph.operators import random_walk_weights_from_distances
 
     d = torch.rand(1, 1, 12, 9, 9, dtype=torch.float64) * 3
     wbar = random_walk_weights_from_distances(d)[0, 0]
@@ -332,7 +332,7 @@ def test_explain_cli_errors(rgb_file: Path, tmp_path: Path):
 
 def test_gtv_trace_matches_the_reference_admm():
     from gsprestore.viz.explain import gtv_trace
-    from gsprestore.graph.operators.operators import random_walk_weights_from_distances
+    from gsprestore.graph.operators import random_walk_weights_from_distances
     from gsprestore.solvers import gtv_admm_reference
 
     torch.manual_seed(0)

@@ -251,7 +251,7 @@ def shipped(name: str):
 def fused_calls():
     """Counts the fused Triton kernels' completed calls by name while active (a fallback to the
     PyTorch path counts nothing)."""
-    from gsprestore.graph.operators import triton_kernels as graph_triton
+    from gsprestore.graph import triton_kernels as graph_triton
     from gsprestore.solvers import admm_triton, cg_triton
 
     calls: dict[str, int] = {}
