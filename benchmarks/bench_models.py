@@ -202,7 +202,7 @@ def measure_training(args) -> list[dict]:
 
 
 def halo(args) -> list[dict]:
-    from gsprestore.models import make_restorer
+    from gsprestore.methods.graph_methods import make_restorer
     from gsprestore.methods.registry import get_restorer
     from gsprestore.methods.weights import save_weights
 

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reas
 
 SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G, graph_triton as GT, sampling
+from gsprestore.core import backend
+from gsprestore.graph import operators as G, triton_kernels as GT
+from gsprestore.physics import sampling
 from gsprestore.models import build_model
 from gsprestore.solvers import admm_edge, admm_triton, cg, cg_triton
 from gsprestore.physics.tasks import observation
@@ -171,7 +173,8 @@ def weights(B, K, H, W):
 
 TRAIN_SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G
+from gsprestore.core import backend
+from gsprestore.graph import operators as G
 from gsprestore.solvers import cg, cg_adjoint
 
 torch.manual_seed(0)
@@ -264,7 +267,8 @@ def test_gpu_fused_path_is_refused_for_cpu_tensors_without_the_interpreter(monke
 
 EDGE_SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G
+from gsprestore.core import backend
+from gsprestore.graph import operators as G
 from gsprestore.solvers import admm_adjoint_triton as AT, gtv
 
 torch.manual_seed(0)
@@ -362,7 +366,8 @@ def test_triton_admm_edge_training_kernel_gives_the_stateful_gradients():
 
 GRAPH_SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G, graph_triton as GT
+from gsprestore.core import backend
+from gsprestore.graph import operators as G, triton_kernels as GT
 
 torch.manual_seed(0)
 calls = {"edge_weights": 0, "random_walk": 0}
@@ -450,7 +455,8 @@ def test_gpu_training_ops_follow_the_setting(monkeypatch):
 
 MODEL_TRAIN_SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph_triton as GT
+from gsprestore.core import backend
+from gsprestore.graph import triton_kernels as GT
 from gsprestore.models import build_model
 from gsprestore.solvers import admm_adjoint_triton as AT, cg_adjoint
 from gsprestore.training import observe
@@ -501,7 +507,8 @@ def test_a_uGTV_training_step_through_every_triton_training_op_equals_the_pytorc
 
 STENCIL_SCRIPT = r"""
 import json, torch
-from gsprestore import backend, graph as G, graph_triton as GT
+from gsprestore.core import backend
+from gsprestore.graph import operators as G, triton_kernels as GT
 
 torch.manual_seed(0)
 """ + WEIGHTS + r"""
