@@ -31,6 +31,16 @@ MANIFEST = json.loads((ROOT / "gsprestore" / "weights" / "manifest.json").read_t
 ENTRIES = {(e["method"], e["task"]): e for e in MANIFEST["models"]}
 
 
+def test_every_shipped_file_has_its_training_history():
+    """The installed manifest keeps the last stage; docs/weights-history.json keeps every stage
+    (tools/ship_weights.py writes both), and the two agree."""
+    history = json.loads((ROOT / "docs" / "weights-history.json").read_text())
+    for (method, task), e in ENTRIES.items():
+        stages = history[f"{method}_{task}"]
+        assert stages and e["training"] == stages[-1:], (method, task)
+        assert e["training_history"].startswith(f"docs/weights-history.json: {len(stages)} stage(s)")
+
+
 def test_the_six_models_are_shipped_with_their_record():
     """The four paper-size networks, and the CPU-size ones for the task each is trained for."""
     paper = [(m, t) for m in ("uglr", "ugtv") for t in ("demosaic", "upscale2x")]

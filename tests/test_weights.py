@@ -245,7 +245,9 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
     assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--scores", f"mcm={tmp_path / 'b.json'}",
                       "--folder", str(tmp_path / "w")]) == 0
     entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
-    assert [t["steps"] for t in entry["training"]] == [7, 9]
+    history = json.loads((tmp_path / "w" / "weights-history.json").read_text())
+    assert [t["steps"] for t in history["ugtv_demosaic"]] == [7, 9]  # every stage in the history file
+    assert [t["steps"] for t in entry["training"]] == [9] and "2 stage(s)" in entry["training_history"]
     # a speed measured by the GPU job (its infer.json) is recorded, and read back as the model's speed
     infer = {"method": "ugtv", "task": "demosaic", "device_name": "H100", "tile": 2000, "overlap": 32,
              "fp32_fused": {"megapixels": 24.0, "megapixels_per_s": 13.4, "fused_ran": True},

@@ -9,8 +9,11 @@ Usage (from the repository root)::
 
 ``--stage`` lists the weight files of every training stage in order (a curriculum is several
 runs chained with ``--init``); each one's ``meta`` (recipe, command, data, steps, validation PSNR,
-speed, device) goes into the manifest's ``training`` list. ``--after-shipped``: the model is one
-more stage on top of the weights shipped now, whose recorded stages are kept before it. ``--scores NAME=FILE`` takes the JSON
+speed, device) is recorded. The installed manifest keeps the last stage (how the shipped file was
+made); every stage is kept in ``--history`` (default: docs/weights-history.json, by
+``METHOD_TASK``; with ``--folder``, ``weights-history.json`` in that folder). ``--after-shipped``:
+the model is one more stage on top of the weights shipped now, whose recorded stages are kept
+before it. ``--scores NAME=FILE`` takes the JSON
 written by ``gsprestore benchmark --json FILE --weights METHOD=...`` and keeps, for this model's
 method, every row (PSNR both ways, SSIM, seconds per image, noise level) with the protocol and
 the benchmark command given by ``--command NAME=...``. ``--speed DEVICE=FILE:KEY`` records the
@@ -25,8 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 from gsprestore.methods.weights import _read_file, sha256_file, ship_weights
+
+#: The training records of every shipped file, stage by stage (the manifest keeps the last one).
+HISTORY = Path(__file__).resolve().parents[1] / "docs" / "weights-history.json"
 
 ROW_KEYS = ("dataset", "noise_sigma", "images", "psnr_dataset_mse", "psnr_mean", "ssim_mean",
             "seconds_per_image", "megapixels_per_second")
@@ -103,6 +110,21 @@ def _shipped_entry(folder: str | None, method: str, task: str) -> dict:
     return (manifest_entry(method, task, read_manifest(path)) if os.path.exists(path) else None) or {}
 
 
+def read_history(path: Path) -> dict:
+    """``{METHOD_TASK: [stage, ...]}`` ({} when there is no file yet)."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def write_history(path: Path, key: str, stages: list[dict]) -> None:
+    from gsprestore.core.atomic import atomic_file
+
+    history = read_history(path)
+    history[key] = stages
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, "w") as f:
+        f.write(json.dumps(dict(sorted(history.items())), indent=1) + "\n")
+
+
 def _scores_this(row: dict, method: str, sha: str) -> bool:
     """A benchmark row of this model: the method's own row (the benchmark ran the weights being
     shipped), or one labelled ``method@FILE`` (``--weights method=FILE``) whose file has this
@@ -133,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed", action="append", default=[],
                     help="DEVICE=FILE:KEY: MP/s measured on that kind of device (cpu / cuda), e.g. the GPU job's "
                          "infer.json and its fp32_fused record")
+    ap.add_argument("--history", default=None,
+                    help="the JSON file that keeps every stage's record (default: docs/weights-history.json)")
     ap.add_argument("--keep-speed", action="store_true", help="keep the shipped entry's speed records")
     ap.add_argument("--notes", default=None)
     ap.add_argument("--folder", default=None, help="weights folder (default: the package's gsprestore/weights/)")
@@ -142,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     method = obj["method"]
     stages = [dict(_read_file(p).get("meta") or {}, file=os.path.basename(os.path.dirname(os.path.abspath(p))))
               for p in args.stage] or None
+    key = f"{method}_{obj['task']}"
+    history = Path(args.history) if args.history else (Path(args.folder) / "weights-history.json" if args.folder
+                                                         else HISTORY)
     shipped = _shipped_entry(args.folder, method, obj["task"]) if args.after_shipped or args.keep_speed else {}
+    stages = stages or [dict(obj.get("meta") or {})]
     if args.after_shipped:
-        stages = list(shipped.get("training") or []) + (stages or [dict(obj.get("meta") or {})])
+        stages = list(read_history(history).get(key) or shipped.get("training") or []) + stages
     speed = dict(shipped.get("speed") or {}) if args.keep_speed else {}
     for device, spec in pairs(args.speed, "--speed").items():
         speed[device] = measured_speed(spec, method, obj["task"])
@@ -160,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         scores[name] = {"rows": rows, "protocol": data.get("protocol"), "command": commands.get(name)}
     scores["chart"] = chart_scores(args.model)
     scores["dead_leaves"] = dead_leaves_scores(args.model)
-    entry = ship_weights(args.model, folder=args.folder, stages=stages, scores=scores, notes=args.notes,
-                         speed=speed or None)
+    write_history(history, key, stages)
+    where = os.path.relpath(history, Path(__file__).resolve().parents[1]) if not args.folder else history.name
+    entry = ship_weights(args.model, folder=args.folder, stages=stages[-1:], scores=scores, notes=args.notes,
+                         speed=speed or None, history=f"{where}: {len(stages)} stage(s), the last one here")
     print(json.dumps({k: entry[k] for k in ("file", "sha256", "method", "task", "params")}, indent=2))
     return 0
 

@@ -299,14 +299,16 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
 
 def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages: list[dict[str, Any]] | None = None,
                  scores: dict[str, Any] | None = None, notes: str | None = None,
-                 speed: dict[str, Any] | None = None) -> dict[str, Any]:
+                 speed: dict[str, Any] | None = None, history: str | None = None) -> dict[str, Any]:
     """Copy the trained weights file ``source`` into ``folder`` (default: :func:`weights_dir`) as
     ``<method>_<task>.pt`` and record it in the manifest (replacing that method and task's entry).
 
     The entry holds the file, its SHA-256, method, task, parameter count and configuration, the
     training ``stages`` (default: the file's own ``meta``: recipe, command, data, epochs, steps,
     validation PSNR, device...), ``scores`` (e.g. ``gsprestore benchmark --json`` rows per data
-    set), measured ``speed`` per kind of device (``{"cuda": {"megapixels_per_second": ...,
+    set), ``history``: where the records of earlier stages are kept when ``stages`` holds only the
+    last (the installed manifest keeps what a user needs; ``tools/ship_weights.py`` keeps the rest in
+    docs/weights-history.json), measured ``speed`` per kind of device (``{"cuda": {"megapixels_per_second": ...,
     "source": ..., "conditions": ...}}``: what :func:`gsprestore.methods.defaults.recorded_speed` reads) and
     free-text ``notes``. The file is loaded (``weights_only``) and rebuilt as a network
     before anything is written, so a bad file never reaches the manifest. Returns the entry."""
@@ -334,6 +336,8 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
         "training": list(stages) if stages is not None else [dict(obj.get("meta") or {})],
         "scores": dict(scores or {}),
     }
+    if history:
+        entry["training_history"] = history
     if speed:
         entry["speed"] = dict(speed)
     if notes:
