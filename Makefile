@@ -35,8 +35,8 @@ native: $(VENV)/.torch
 demo: $(VENV)/.installed
 	$(VENV)/bin/gsprestore demo
 
-# on every core (pytest-xdist; each worker's PyTorch on one thread, tests/conftest.py), the slow
-# tests first so that none is left to run alone at the end
+# on every core (pytest-xdist; each worker's PyTorch on one thread, tests/conftest.py; the slow
+# tests are collected first, though work stealing may still leave one to run last)
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -n auto --dist worksteal
 

@@ -37,8 +37,10 @@ def _restorer(method: "str | Restorer | None", task: str, weights: str | None, o
 
     if weights is not None:
         options = {**options, "weights": weights}
-    # the named method, else the file's network, else the default worth its time on this device
-    method = choose_method(method or None, weights, task, resolve_device(device).type)
+    # the named method, else the file's network, else the default worth its time on this device (the
+    # device is resolved only when the default is needed, as before)
+    kind = resolve_device(device).type if not method and weights is None else "cpu"
+    method = choose_method(method or None, weights, task, kind)
     return get_restorer(method, task, **options)
 
 

@@ -173,7 +173,7 @@ def pytest_collection_modifyitems(config, items):
             if key in SLOW:
                 item.add_marker(pytest.mark.slow)
                 matched.add(key)
-    # the slow tests first: on several workers (`make test`) none of them is then left to run alone
+    # the slow tests first, so that on several workers (`make test`) they tend to start early
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     stale = sorted(k for k in SLOW if k.split("::")[0] in seen_files and k not in matched)
     whole_files = not any("::" in str(a) for a in config.args)  # not one test picked out of a file

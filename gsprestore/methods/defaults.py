@@ -334,11 +334,11 @@ def default_method(task: str, device: str = "cpu", prefer: str | None = None) ->
 
     task = check_task(task)
     try:
-        read_manifest()
+        manifest = read_manifest()
     except WeightsError as exc:
         raise WeightsError(f"{exc.reason}: the default method is chosen from it; repair the install or name a "
                            f"method (e.g. --method {CLASSICAL_DEFAULT[task]})", exc.path) from None
-    return choose_default(task, device=device, prefer=prefer).method
+    return choose_default(task, manifest, device=device, prefer=prefer).method  # the manifest read once
 
 
 def choose_method(method: str | None, weights: str | None, task: str, device: str = "cpu",
