@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from gsprestore.training.graphed_step import GRAD_SCALE_FLOOR, grad_mismatch
-from gsprestore.training import observe
+from gsprestore.physics.tasks import network_input
 from gsprestore.methods.weights import load_model
 
 
@@ -16,7 +16,7 @@ def _shipped_grads(method: str) -> list[torch.Tensor]:
     torch.manual_seed(0)
     model = load_model(method, "upscale2x").train()
     gt = torch.rand(2, 3, 32, 32)
-    (model(*observe("upscale2x", gt)) - gt).abs().mean().backward()
+    (model(*network_input("upscale2x", gt)) - gt).abs().mean().backward()
     return [p.grad.detach().clone() for p in model.parameters()]
 
 

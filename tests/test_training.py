@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from gsprestore.training import patches as P
 from gsprestore import training as T
+from gsprestore.physics.tasks import network_input
 from gsprestore.core.errors import GspError, UsageError
 
 # --------------------------------------------------------------------------- fixtures
@@ -281,7 +282,7 @@ def test_evaluate_is_dataset_mse_psnr(stand):
     res = T.evaluate(net, "demosaic", x, batch_size=4)
     gt = x.float() / 255
     with torch.no_grad():
-        out = net(*T.observe("demosaic", gt))
+        out = net(*network_input("demosaic", gt))
     mse = ((out.double() - gt.double()) ** 2).mean(dim=(1, 2, 3)).mean()
     assert res["psnr"] == pytest.approx(float(10 * torch.log10(1 / mse)))
     up = T.evaluate(net, "upscale2x", x, batch_size=4)
@@ -917,7 +918,7 @@ def test_cuda_graph_needs_a_cuda_device(photos, stand, tmp_path):
     with pytest.raises(UsageError, match="needs a CUDA device"):
         _run(_cfg(photos), tmp_path / "run", cuda_graph=True)
     step, info = capture_training_step(Stand("ugtv", "demosaic"), "demosaic", T.make_loss("l1"),
-                                       torch.rand(2, 3, 8, 8), T.observe)
+                                       torch.rand(2, 3, 8, 8), network_input)
     assert step is None and info["reason"] == "not a CUDA device"
 
 
@@ -941,7 +942,7 @@ def test_cuda_graph_step_matches_eager_and_trains(photos, tmp_path):
 
     model = build_model("ugtv", "demosaic", blocks=1, heads=1, width=8, cg_iters=2, admm_iters=2).cuda()
     gt = torch.rand(4, 3, 16, 16, device="cuda")
-    step, info = capture_training_step(model, "demosaic", T.make_loss("l1"), gt, T.observe)
+    step, info = capture_training_step(model, "demosaic", T.make_loss("l1"), gt, network_input)
     assert step is not None, info
     assert info["max_rel_grad_diff"] < 2e-3
     result = _run(_cfg(photos, model={"blocks": 1, "heads": 1, "width": 8, "cg_iters": 2, "admm_iters": 2}),

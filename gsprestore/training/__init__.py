@@ -51,7 +51,7 @@ from .checkpoints import (
     CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint, load_run_config,
     read_log, write_json,
 )
-from .evaluation import evaluate, observe, score_space
+from .evaluation import evaluate, score_space
 from .launch import train
 from .loop import MAX_BAD_STEPS
 from .progress import RichProgress, summary_table
@@ -64,6 +64,6 @@ __all__ = [
     "GracefulStop", "JsonLog", "LRSchedule", "RichProgress", "TrainConfig", "TrainProgress", "TrainResult",
     "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate",
     "export_weights", "init_from", "optimizer_groups",
-    "load_checkpoint", "load_run_config", "make_loss", "model_factory", "observe", "pick_device", "read_log",
+    "load_checkpoint", "load_run_config", "make_loss", "model_factory", "pick_device", "read_log",
     "score_space", "set_mmap_threshold", "keep_freed_memory", "summary_table", "train", "write_json",
 ]

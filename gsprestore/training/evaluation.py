@@ -1,21 +1,13 @@
-"""Validation of a training run (paper Sec. 5; docs/protocol.md): the network input of ground-truth
-patches (:func:`observe`) and the dataset-MSE PSNR of the reconstructions of held-out patches in
-the task's protocol space (:func:`evaluate`; RGB for demosaicking, BT.601 luma Y for 2x)."""
+"""Validation of a training run (paper Sec. 5; docs/protocol.md): the dataset-MSE PSNR of the
+reconstructions of held-out patches in the task's protocol space (:func:`evaluate`; RGB for
+demosaicking, BT.601 luma Y for 2x), the network seeing each patch as
+:func:`gsprestore.physics.tasks.network_input` makes it (an RGGB mosaic, or the 2x decimation)."""
 
 from __future__ import annotations
 
-from ..physics.tasks import score_space
+from ..physics.tasks import network_input, score_space
 
-__all__ = ["observe", "evaluate", "score_space"]
-
-
-def observe(task: str, gt):
-    """The network input for ground-truth RGB patches ``gt`` ``(B, 3, P, P)`` in [0, 1]:
-    ``y = H gt`` (RGGB mosaic, or plain 2x decimation), then ``(known, mask) = (H^T y, H^T 1)``
-    (:func:`gsprestore.physics.tasks.network_input`)."""
-    from ..physics.tasks import network_input
-
-    return network_input(task, gt, "RGGB")
+__all__ = ["evaluate", "score_space"]
 
 
 def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) -> dict[str, float]:
@@ -33,7 +25,7 @@ def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None) ->
     with torch.no_grad():
         for i in range(0, patches.shape[0], batch_size):
             gt = patches[i:i + batch_size].to(device).float() / 255.0
-            out = model(*observe(task, gt))
+            out = model(*network_input(task, gt))
             mse_rgb.append(metrics.mse(out, gt).cpu())
             mse_space.append(metrics.mse(metrics.to_space(out, space), metrics.to_space(gt, space)).cpu())
     model.train(was_training)

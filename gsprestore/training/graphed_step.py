@@ -22,14 +22,14 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-Observe = Callable[[str, Tensor], tuple[Tensor, Tensor]]
+NetworkInput = Callable[[str, Tensor], tuple[Tensor, Tensor]]
 
 
 class GraphedStep:
     """``step(gt) -> loss``: replays the captured forward + loss + backward on ``gt`` (same shape
     as the capture batch); afterwards each parameter's ``.grad`` holds this batch's gradient."""
 
-    def __init__(self, model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, observe: Observe,
+    def __init__(self, model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, network_input: NetworkInput,
                  warmup: int = 3):
         if gt.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
@@ -42,13 +42,13 @@ class GraphedStep:
             for _ in range(warmup):
                 for p in params:
                     p.grad = None
-                loss_fn(model(*observe(task, self.static_gt)), self.static_gt).backward()
+                loss_fn(model(*network_input(task, self.static_gt)), self.static_gt).backward()
         torch.cuda.current_stream(gt.device).wait_stream(side)
         for p in params:
             p.grad = None
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.static_loss = loss_fn(model(*observe(task, self.static_gt)), self.static_gt)
+            self.static_loss = loss_fn(model(*network_input(task, self.static_gt)), self.static_gt)
             self.static_loss.backward()
         self.grads = [p.grad for p in params]
 
@@ -58,12 +58,12 @@ class GraphedStep:
         return self.static_loss
 
 
-def _eager_grads(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, observe: Observe) -> tuple[
+def _eager_grads(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, network_input: NetworkInput) -> tuple[
         float, list[Tensor]]:
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.grad = None
-    loss = loss_fn(model(*observe(task, gt)), gt)
+    loss = loss_fn(model(*network_input(task, gt)), gt)
     loss.backward()
     out = float(loss), [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
     for p in params:
@@ -110,7 +110,7 @@ def replay_matches(loss: float, loss_ref: float, worst: float, noise: float, rto
     return abs(loss - loss_ref) <= rtol * max(abs(loss_ref), 1e-12) and worst <= tol
 
 
-def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, observe: Observe,
+def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Tensor, network_input: NetworkInput,
                           *, rtol: float = 2e-3) -> tuple[GraphedStep | None, dict[str, Any]]:
     """Capture the training step for batches shaped like ``gt`` and check it: the replayed loss and
     gradients must match an eager step on ``gt`` (:func:`replay_matches`: within ``rtol`` of each
@@ -122,11 +122,11 @@ def capture_training_step(model: nn.Module, task: str, loss_fn: Callable, gt: Te
     info: dict[str, Any] = {"batch": int(gt.shape[0])}
     if gt.device.type != "cuda":
         return None, {**info, "reason": "not a CUDA device"}
-    loss_ref, grads_ref = _eager_grads(model, task, loss_fn, gt, observe)
-    _, grads_again = _eager_grads(model, task, loss_fn, gt, observe)
+    loss_ref, grads_ref = _eager_grads(model, task, loss_fn, gt, network_input)
+    _, grads_again = _eager_grads(model, task, loss_fn, gt, network_input)
     noise = grad_mismatch(grads_again, grads_ref)
     try:
-        step = GraphedStep(model, task, loss_fn, gt, observe)
+        step = GraphedStep(model, task, loss_fn, gt, network_input)
         loss = float(step(gt))
     except Exception as exc:  # noqa: BLE001 - any capture failure means: run eagerly
         for p in model.parameters():

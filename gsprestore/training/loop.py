@@ -26,7 +26,8 @@ from .checkpoints import (
     CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint, rng_state,
     set_rng_state, write_json,
 )
-from .evaluation import observe, score_space
+from ..physics.tasks import network_input
+from .evaluation import score_space
 from .recipe import LRSchedule, TrainConfig, without_init
 from .report import TrainProgress, TrainResult
 from .stopping import Deadline, GracefulStop
@@ -453,11 +454,11 @@ class TrainingRun:
             from .graphed_step import capture_training_step
 
             self.graph_tried = True
-            self.graphed, ginfo = capture_training_step(self.model, cfg.task, self.loss_fn, gt, observe)
+            self.graphed, ginfo = capture_training_step(self.model, cfg.task, self.loss_fn, gt, network_input)
             self.log.write("cuda-graph", used=self.graphed is not None, **ginfo)
         if self.graphed is not None and tuple(gt.shape) == self.graphed.shape:
             return self.graphed(gt)  # overwrites every parameter's .grad
-        out = self.net(*observe(cfg.task, gt))
+        out = self.net(*network_input(cfg.task, gt))
         loss = self.loss_fn(out, gt)
         # after a capture the gradients are the graph's static tensors: zero them, keep them
         self.opt.zero_grad(set_to_none=self.graphed is None)
