@@ -14,6 +14,10 @@ floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> to
 :func:`gsprestore.runtime.tiling.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
 :func:`restore_file` restores one image file exactly as the commands do
 (:func:`gsprestore.runtime.file_restore.restore_file`).
+
+The commands themselves are these functions: :func:`restore_paths` and :func:`mosaic_paths` (files,
+folders and globs, as ``gsprestore demosaic | upscale2x | mosaic``: :class:`RestoreOptions` for how
+each file is restored, :class:`BatchOptions` for where the files come from and go).
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ import numpy as np
 
 from .core.errors import UsageError
 from .methods.registry import Restorer, get_restorer
+from .runtime.batch_run import BatchOptions, BatchOutcome
+from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
+
+__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demosaic", "mosaic_paths", "restore_file",
+           "restore_paths", "upscale2x"]
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -156,3 +165,4 @@ def restore_file(
     return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
                          device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
                          overwrite=overwrite)
+
