@@ -17,7 +17,8 @@ floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> to
 
 The commands themselves are these functions: :func:`restore_paths` and :func:`mosaic_paths` (files,
 folders and globs, as ``gsprestore demosaic | upscale2x | mosaic``: :class:`RestoreOptions` for how
-each file is restored, :class:`BatchOptions` for where the files come from and go).
+each file is restored, :class:`BatchOptions` for where the files come from and go) and
+:func:`models` (the catalog ``gsprestore models`` prints).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from .methods.registry import Restorer, get_restorer
 from .runtime.batch_run import BatchOptions, BatchOutcome
 from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
 
-__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demosaic", "mosaic_paths", "restore_file",
-           "restore_paths", "upscale2x"]
+__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demosaic", "models", "mosaic_paths",
+           "restore_file", "restore_paths", "upscale2x"]
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -165,4 +166,22 @@ def restore_file(
     return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
                          device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
                          overwrite=overwrite)
+
+
+def models(device: str = "auto") -> dict[str, Any]:
+    """The catalog of methods (:func:`gsprestore.methods.catalog.catalog`: every method's kind,
+    parameters, weights, recorded scores and speed, each task's default and why) for the kind of
+    ``device``: ``auto`` (this machine's: cuda if available), ``cpu`` or ``cuda`` (``cuda:N`` is
+    its kind)."""
+    from .methods.catalog import catalog
+
+    name = device.strip().lower()
+    if name == "auto":
+        from .runtime.tiling import resolve_device
+
+        return catalog(resolve_device("auto").type)
+    kind = name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
+    return catalog(kind)
 

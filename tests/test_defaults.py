@@ -166,7 +166,7 @@ def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
     import subprocess
     import sys
 
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods.catalog import models_overview
 
     env = {**os.environ, "COLUMNS": str(columns)}
     env.pop(weights.ENV_VAR, None)
@@ -352,7 +352,7 @@ def test_readme_help_and_models_agree_on_the_recorded_figures():
     from cli_runner import cli
 
     from gsprestore.methods import advice
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods.catalog import models_overview
 
     def flat(text: str) -> str:
         return " ".join(text.replace("│", " ").split())

@@ -124,7 +124,7 @@ def test_best_runs_the_ensemble_when_its_record_matches_the_shipped_members(fake
 
 
 def test_models_lists_the_ensemble_with_its_members_status(fake_weights):
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods.catalog import models_overview
 
     fake_weights(_manifest())
     row = next(r for r in models_overview() if r["method"] == "ensemble" and r["task"] == "demosaic")
