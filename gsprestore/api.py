@@ -17,8 +17,8 @@ floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> to
 
 The commands themselves are these functions: :func:`restore_paths` and :func:`mosaic_paths` (files,
 folders and globs, as ``gsprestore demosaic | upscale2x | mosaic``: :class:`RestoreOptions` for how
-each file is restored, :class:`BatchOptions` for where the files come from and go) and
-:func:`models` (the catalog ``gsprestore models`` prints).
+each file is restored, :class:`BatchOptions` for where the files come from and go),
+:func:`models` (the catalog ``gsprestore models`` prints) and :func:`demo` (``gsprestore demo``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .methods.registry import Restorer, get_restorer
 from .runtime.batch_run import BatchOptions, BatchOutcome
 from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
 
-__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demosaic", "models", "mosaic_paths",
+__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demo", "demosaic", "models", "mosaic_paths",
            "restore_file", "restore_paths", "upscale2x"]
 
 
@@ -185,3 +185,12 @@ def models(device: str = "auto") -> dict[str, Any]:
         raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
     return catalog(kind)
 
+
+def demo(output: Any = "gsprestore-demo.png", method: str | None = None, pattern: str = "RGGB", *,
+         device: str = "auto", overwrite: bool = False, notice: Any = None) -> Any:
+    """Demosaic the bundled test chart's mosaic with the best method by recorded quality (or
+    ``method``), write the PNG and score it beside the classical method
+    (:func:`gsprestore.runtime.chart_demo.run_demo`, which says what it returns)."""
+    from .runtime.chart_demo import run_demo
+
+    return run_demo(output, method, pattern, device=device, overwrite=overwrite, notice=notice)
