@@ -14,6 +14,11 @@ floats taken as [0, 1]) -> float32 ``(H', W', C')``, not clipped. torch in -> to
 :func:`gsprestore.runtime.tiling.restore` (tiles, overlap, device, precision) like ``gsprestore demosaic``.
 :func:`restore_file` restores one image file exactly as the commands do
 (:func:`gsprestore.runtime.file_restore.restore_file`).
+
+The commands themselves are these functions: :func:`restore_paths` and :func:`mosaic_paths` (files,
+folders and globs, as ``gsprestore demosaic | upscale2x | mosaic``: :class:`RestoreOptions` for how
+each file is restored, :class:`BatchOptions` for where the files come from and go),
+:func:`models` (the catalog ``gsprestore models`` prints) and :func:`demo` (``gsprestore demo``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ import numpy as np
 
 from .core.errors import UsageError
 from .methods.registry import Restorer, get_restorer
+from .runtime.batch_run import BatchOptions, BatchOutcome
+from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
+
+__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demo", "demosaic", "models", "mosaic_paths",
+           "restore_file", "restore_paths", "upscale2x"]
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -156,3 +166,31 @@ def restore_file(
     return _restore_file(r, source, output, pattern=pattern, tile=tile, overlap=overlap,
                          device=device or "auto", precision=precision, bit_depth=bit_depth, quality=quality,
                          overwrite=overwrite)
+
+
+def models(device: str = "auto") -> dict[str, Any]:
+    """The catalog of methods (:func:`gsprestore.methods.catalog.catalog`: every method's kind,
+    parameters, weights, recorded scores and speed, each task's default and why) for the kind of
+    ``device``: ``auto`` (this machine's: cuda if available), ``cpu`` or ``cuda`` (``cuda:N`` is
+    its kind)."""
+    from .methods.catalog import catalog
+
+    name = device.strip().lower()
+    if name == "auto":
+        from .runtime.tiling import resolve_device
+
+        return catalog(resolve_device("auto").type)
+    kind = name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
+    return catalog(kind)
+
+
+def demo(output: Any = "gsprestore-demo.png", method: str | None = None, pattern: str = "RGGB", *,
+         device: str = "auto", overwrite: bool = False, notice: Any = None) -> Any:
+    """Demosaic the bundled test chart's mosaic with the best method by recorded quality (or
+    ``method``), write the PNG and score it beside the classical method
+    (:func:`gsprestore.runtime.chart_demo.run_demo`, which says what it returns)."""
+    from .runtime.chart_demo import run_demo
+
+    return run_demo(output, method, pattern, device=device, overwrite=overwrite, notice=notice)

@@ -597,7 +597,7 @@ def test_save_outputs_writes_each_methods_images(tiny_kodak, monkeypatch, capsys
 
 
 def test_time_estimate_from_recorded_speeds(tiny_kodak, monkeypatch, capsys):
-    from gsprestore.cli import benchmark_cmd
+    from gsprestore.evaluation import benchmark_run
 
     parent, _ = tiny_kodak
     ds = datasets.find_dataset("kodak", parent)
@@ -620,7 +620,7 @@ def test_time_estimate_from_recorded_speeds(tiny_kodak, monkeypatch, capsys):
     assert code == 0 and "estimate: about 5 min in all for 3 images (0.00224 MP" in err and "fake-fill 5 min" in err
     code, _, err = _cli(monkeypatch, capsys, "--task", "demosaic", "--dataset", "kodak", "--data-dir", str(parent),
                         "--methods", "bilinear")
-    assert code == 0 and "estimate" not in err and benchmark_cmd.ESTIMATE_NOTE_SECONDS == 30
+    assert code == 0 and "estimate" not in err and benchmark_run.ESTIMATE_NOTE_SECONDS == 30
 
 
 def test_the_results_table_is_not_cut_off_a_terminal():
@@ -628,7 +628,8 @@ def test_the_results_table_is_not_cut_off_a_terminal():
     never `s/ima…` at Rich's default 80 columns."""
     import io
 
-    from gsprestore.cli.benchmark_cmd import print_table, results_table
+    from gsprestore.cli.benchmark_cmd import print_table
+    from gsprestore.evaluation.benchmark_run import results_table
 
     result = {"protocol": {"task": "demosaic", "dataset": "kodak", "images": 24, "pattern": "RGGB",
                            "noise": {"sigma": 0}, "device": "cpu", "paper": "Do et al. 2024"},

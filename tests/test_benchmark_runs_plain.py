@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gsprestore.evaluation import datasets
-from gsprestore.cli.benchmark_cmd import plan_tasks
+from gsprestore.evaluation.benchmark_run import plan_tasks
 from gsprestore.core.errors import UsageError
 from test_benchmark import _cli, fake_methods, tiny_kodak  # noqa: F401  (fixtures)
 

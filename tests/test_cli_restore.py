@@ -498,7 +498,7 @@ def test_the_whole_job_eta_exists_before_a_long_first_step_ends():
     from rich.console import Console
     from rich.progress import Progress
 
-    from gsprestore.cli.batch_progress import JobClock, Reporter
+    from gsprestore.runtime.progress import JobClock, Reporter
 
     clock = JobClock([1_000_000, 3_000_000], expected=400.0)
     clock.t0 -= 100  # 100 s into the first file, nothing done: the recorded speed's figure
@@ -514,7 +514,7 @@ def test_the_whole_job_eta_exists_before_a_long_first_step_ends():
     assert late.left() is None  # past the expected time with nothing done: no made-up figure
     reporter = Reporter(True, 2, "demosaic", method="ugtv")
     reporter.clock = JobClock([1_000_000, 1_000_000], expected=3725.0)
-    from gsprestore.cli.batch_progress import _eta_column
+    from gsprestore.runtime.progress import _eta_column
 
     progress = Progress(_eta_column(reporter), console=Console(file=io.StringIO(), width=80))
     reporter._files_task = progress.add_task("files", total=2)

@@ -175,7 +175,7 @@ def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
     import subprocess
     import sys
 
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods.catalog import models_overview
 
     env = {**os.environ, "COLUMNS": str(columns)}
     env.pop(weights.ENV_VAR, None)
@@ -361,8 +361,8 @@ def test_readme_help_and_models_agree_on_the_recorded_figures():
 
     from cli_runner import cli
 
-    from gsprestore.cli import method_choice
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods import advice
+    from gsprestore.methods.catalog import models_overview
 
     def flat(text: str) -> str:
         return " ".join(text.replace("│", " ").split())
@@ -374,9 +374,9 @@ def test_readme_help_and_models_agree_on_the_recorded_figures():
     for task in ("demosaic", "upscale2x"):
         assert gain in flat(cli(task, "--help")[1])
     best = defaults.best_by_quality("demosaic").method
-    passes = method_choice.network_passes(best, "demosaic", True)
+    passes = advice.network_passes(best, "demosaic", True)
     assert f"{ {2: 'two', 4: 'four'}[passes]} passes" in readme
-    assert f"{passes} passes" in method_choice.best_hint("demosaic", "menon", False, "cpu", 24.0)
+    assert f"{passes} passes" in advice.best_hint("demosaic", "menon", False, "cpu", 24.0)
     rows = {(r["method"], r["task"]): r for r in models_overview()}
     out = flat(cli("models")[1])
     for method, name in (("iglr", "iGLR"), ("igtv", "iGTV")):

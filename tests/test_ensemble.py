@@ -124,7 +124,7 @@ def test_best_runs_the_ensemble_when_its_record_matches_the_shipped_members(fake
 
 
 def test_models_lists_the_ensemble_with_its_members_status(fake_weights):
-    from gsprestore.cli.models_cmd import models_overview
+    from gsprestore.methods.catalog import models_overview
 
     fake_weights(_manifest())
     row = next(r for r in models_overview() if r["method"] == "ensemble" and r["task"] == "demosaic")
@@ -132,18 +132,18 @@ def test_models_lists_the_ensemble_with_its_members_status(fake_weights):
 
 
 def test_benchmark_weights_for_members_reach_the_ensemble(tmp_path):
-    from gsprestore.cli.benchmark_cmd import _weights_options
+    from gsprestore.evaluation.benchmark_run import weights_options
 
     own = tmp_path / "g.pt"
     shutil.copy(weights.weights_dir() / "ugtv_demosaic.pt", own)
-    opts = _weights_options([f"ugtv={own}"], ["ensemble"])
+    opts = weights_options([f"ugtv={own}"], ["ensemble"])
     assert opts == {"ensemble": {"weights": {"ugtv": str(own)}}}
-    opts = _weights_options([f"ugtv={own}"], ["ugtv", "ensemble"])
+    opts = weights_options([f"ugtv={own}"], ["ugtv", "ensemble"])
     assert opts == {"ugtv": {"weights": str(own)}, "ensemble": {"weights": {"ugtv": str(own)}}}
     with pytest.raises(UsageError, match="members' files"):
-        _weights_options([f"ensemble={own}"], ["ensemble"])
+        weights_options([f"ensemble={own}"], ["ensemble"])
     with pytest.raises(UsageError, match="not among"):
-        _weights_options([f"uglr={own}"], ["menon"])
+        weights_options([f"uglr={own}"], ["menon"])
 
 
 def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to_them(tmp_path):

@@ -1,19 +1,30 @@
-"""Which method ``gsprestore demosaic`` / ``upscale2x`` run and what it will cost: ``--method``, the
-``--weights`` file's network, or the task's default on the device (``--fast`` / ``--best``;
-:mod:`gsprestore.methods.defaults`), the one line on stderr that says how long the whole job will take
-when that is long (from the method's recorded speed), and the line on how to get the best result
-when this run is not it. No torch import at module level."""
+"""Which method a run asks for and what it will cost, from the weights manifest: ``--prior`` and
+``--fast`` / ``--best`` as a method or a preference (the method itself is then chosen by
+:func:`gsprestore.methods.defaults.choose_method`), the line that says how long a long job will take
+and what is faster (:func:`job_estimate`), the line on how to get the best result when a run is not
+it (:func:`best_hint`), and the help texts whose figures come from the manifest. No torch import
+at module level."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from ..physics.tasks import task_scale
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .batch_progress import Reporter
+from typing import Any
 
 #: A job expected to take longer than this (seconds, by the method's recorded speed) gets a note.
 LONG_FILE_S = 10.0
+
+
+def prior_method(prior: str | None, method: str | None) -> str | None:
+    """``--prior glr|gtv``: the learned network of that prior (``--method uglr`` / ``ugtv``)."""
+    from ..core.errors import UsageError
+
+    if prior is None:
+        return method
+    p = prior.lower()
+    if p not in ("glr", "gtv"):
+        raise UsageError(f"unknown --prior {prior!r}; expected glr or gtv (the learned uGLR / uGTV network)")
+    if method is not None and method.lower() != "u" + p:
+        raise UsageError(f"--prior {p} means --method u{p}, but --method {method} was given")
+    return "u" + p
 
 
 def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None) -> str | None:
@@ -28,52 +39,35 @@ def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None
     return "fast" if fast else "best" if best else None
 
 
-def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str, passes: int = 1,
-             *, estimate: bool = True) -> None:
-    """Before the batch starts: the whole job's megapixels (from the files' headers) and expected
-    time (the method's recorded speed on this kind of device, times ``passes``: 2 with
-    ``--self-ensemble``) set the reporter's :class:`JobClock` (the ETA of every long run); a job
-    expected to take longer than :data:`LONG_FILE_S` gets one line saying which method runs, how
-    it was chosen (``how``: ``--method``, ``--prior gtv``, ``--best``...), about how long all the
-    files take and what is faster (``estimate`` False: no such line, e.g. with ``--weights``). The
-    line on how to get the best result, when this is not it, goes to ``reporter.closing``
-    (:func:`best_hint`)."""
-    from ..methods.defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
+def job_estimate(method: str, task: str, device: str, how: str, megapixels: float, seconds: float | None,
+                 files: str, passes: int = 1) -> str | None:
+    """The line said before a job expected to take longer than :data:`LONG_FILE_S` (``seconds``, from
+    :func:`gsprestore.methods.defaults.expected_seconds` times ``passes``): which method runs, how it
+    was chosen (``how``: ``--method``, ``--prior gtv``, ``--best``...), about how long ``files`` (a
+    name, or ``N files``: ``megapixels`` of output in all) take and what is faster. None for a
+    shorter job."""
     from ..core.heartbeat import about, clock
-    from ..runtime.file_restore import header_pixels
-    from .batch_progress import JobClock
+    from .defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
 
-    scale = task_scale(task) ** 2  # megapixels of output, as the speeds are recorded
-    pixels = [header_pixels(job.input) for job in reporter.jobs]
-    pixels = [p * scale if p else None for p in pixels]
-    known = [p for p in pixels if p]
-    megapixels = (sum(known) / len(known) * len(pixels) if known else 0.0) / 1e6
-    seconds = expected_seconds(method, task, device, megapixels) if megapixels else None
-    seconds = None if seconds is None else seconds * passes
-    reporter.clock = JobClock(pixels, seconds)
-    if estimate and seconds is not None and seconds >= LONG_FILE_S:
-        fast = CLASSICAL_DEFAULT[task]
-        where = speed_conditions(device)
-        fast_s = expected_seconds(fast, task, device, megapixels)
-        files = reporter.jobs[0].input.name if len(reporter.jobs) == 1 else f"{len(reporter.jobs)} files"
-        reporter.notice(f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {files} "
-                        f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
-                        + (f" on {where.split(':')[0]}" if where else "")
-                        + (f", {n} passes" if (n := network_passes(method, task, passes > 1)) > 1 else "") + ")"
-                        + ("" if method == fast else f"; --fast ({fast}) takes about "
-                           + about(fast_s or 0.0)))
-    hint = best_hint(task, method, passes > 1, device, megapixels, how=how)
-    if hint:
-        reporter.closing.append(hint)
+    if seconds is None or seconds < LONG_FILE_S:
+        return None
+    fast = CLASSICAL_DEFAULT[task]
+    where = speed_conditions(device)
+    fast_s = expected_seconds(fast, task, device, megapixels)
+    return (f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {files} "
+            f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
+            + (f" on {where.split(':')[0]}" if where else "")
+            + (f", {n} passes" if (n := network_passes(method, task, passes > 1)) > 1 else "") + ")"
+            + ("" if method == fast else f"; --fast ({fast}) takes about " + about(fast_s or 0.0)))
 
 
 def best_help(task: str) -> str:
     """``--best``'s help for ``task``: what it runs today and its time per megapixel on a CPU, from
     the manifest's recorded speed (two passes: it runs the self-ensemble), with a 24-MP photo's."""
-    from ..methods.defaults import best_by_quality, recorded_speed, speed_conditions
+    from .defaults import best_by_quality, recorded_speed, speed_conditions
     from ..core.heartbeat import clock
-    from ..methods.self_ensemble import PASSES
-    from ..methods.weights import read_manifest
+    from .self_ensemble import PASSES
+    from .weights import read_manifest
 
     text = "Run the best method by recorded quality whatever its time, with --self-ensemble"
     try:
@@ -92,7 +86,7 @@ def best_help(task: str) -> str:
 
 def self_ensemble_help() -> str:
     """``--self-ensemble``'s help, its gain from the manifest's recorded self-ensemble scores."""
-    from ..methods.defaults import self_ensemble_gains
+    from .defaults import self_ensemble_gains
 
     gains = self_ensemble_gains()
     figure = f", {gains[0]:+.2f} to {gains[1]:+.2f} dB for the learned models on McM / Kodak (recorded)" if gains else ""
@@ -109,11 +103,11 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
     the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
     ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
     comes from the manifest."""
-    from ..methods.defaults import best_by_quality, recorded_speed
+    from .defaults import best_by_quality, recorded_speed
     from ..core.errors import WeightsError
     from ..core.heartbeat import about
-    from ..methods.self_ensemble import PASSES
-    from ..methods.weights import read_manifest
+    from .self_ensemble import PASSES
+    from .weights import read_manifest
 
     if manifest is None:
         try:
@@ -148,10 +142,10 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
 def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:
     """How many network passes a run of ``method`` makes per tile: one per member of an ensemble
     (its manifest record's ``members``), times two with the self-ensemble."""
-    from ..methods.defaults import current_ensembles
+    from .defaults import current_ensembles
     from ..core.errors import WeightsError
-    from ..methods.self_ensemble import PASSES
-    from ..methods.weights import read_manifest
+    from .self_ensemble import PASSES
+    from .weights import read_manifest
 
     if manifest is None:
         try:

@@ -1,6 +1,10 @@
-"""The batch commands' progress and messages on stderr (:class:`Reporter`): what a user sees while
-``demosaic`` / ``upscale2x`` / ``mosaic`` work through files, on a terminal or in a log, and the
-whole job's time remaining (:class:`JobClock`)."""
+"""Progress and messages on stderr while work runs, on a terminal or in a log (the clock that
+drives them, :class:`gsprestore.core.heartbeat.Heartbeat`, is one layer down): :class:`Reporter`,
+what a user sees while ``demosaic`` / ``upscale2x`` / ``mosaic`` work through files, with the
+whole job's time remaining (:class:`JobClock`); :class:`CountProgress`, items done of a total
+(the benchmark's images), or :class:`CountLines`, a line now and then (``train-pack``'s steps);
+:func:`working`, a spinner or a line by the clock around one long
+call (``compare``, ``explain``). A training run's display is :mod:`gsprestore.training.progress`."""
 
 from __future__ import annotations
 
@@ -185,3 +189,73 @@ class Reporter:
             eta = f", ETA {clock(left)}" if left is not None else ""
             self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}{eta}"),
                                markup=False)
+
+
+def working(text: str) -> Any:
+    """Feedback on stderr while ``text`` runs: a spinner on a terminal; otherwise, once it has run
+    :func:`gsprestore.core.heartbeat.progress_interval` seconds (30), the text with the elapsed time
+    every such interval, so a log file or a pipe shows that a minutes-long ``explain`` or
+    ``compare`` is still going (a quick one prints nothing)."""
+    from rich.console import Console
+
+    from ..core.heartbeat import Heartbeat, clock, progress_interval
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if console.is_terminal:
+        return console.status(text, spinner="dots")
+    return Heartbeat(progress_interval(), lambda t: console.print(f"{text} ({clock(t)} elapsed)", markup=False))
+
+
+class CountProgress:
+    """Items done / total with the elapsed time and an ETA: a Rich bar on a terminal, one line per
+    item otherwise (logs and pipes). Used as ``with CountProgress(console, title) as step``;
+    ``step(done, total, name)`` is e.g. :func:`gsprestore.evaluation.benchmark.run_benchmark`'s
+    progress callback (``unit``: what is counted, ``images``)."""
+
+    def __init__(self, console: Any, title: str, unit: str = "images"):
+        self.console, self.title, self.unit, self.bar, self.job, self.t0 = console, title, unit, None, None, 0.0
+
+    def __enter__(self) -> Any:
+        self.t0 = time.perf_counter()
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from ..core.heartbeat import eta_column
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn(self.unit), TimeElapsedColumn(), eta_column(), console=self.console,
+                                transient=True)
+            self.bar.start()
+            self.job = self.bar.add_task(self.title, total=None)
+        return self.step
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def step(self, done: int, total: int, name: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.job, completed=done, total=total,
+                            description=f"{self.title}" + (f": {name}" if name else ""))
+            return
+        if done == 0:
+            return
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / done * (total - done)
+        self.console.print(f"{self.title}: {done}/{total} {self.unit} ({name}), {elapsed:.0f} s elapsed, "
+                           f"eta {eta:.0f} s", markup=False, highlight=False)
+
+
+class CountLines:
+    """``what: done/total`` lines on ``console``, at most one every ``every`` seconds (and the last
+    one): a callable ``(what, done, total)`` for quick steps, such as
+    :func:`gsprestore.training.trainpack.make_pack`'s progress."""
+
+    def __init__(self, console: Any, every: float = 2.0):
+        self.console, self.every, self.last = console, every, 0.0
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last > self.every or done >= total:
+            self.last = now
+            self.console.print(f"{what}: {done}/{total}", highlight=False)

@@ -1,0 +1,167 @@
+"""A console program's edges, where the operating system meets it: SIGTERM / SIGHUP as an
+exception (:class:`Terminated`) so that clean-ups run as for Ctrl-C, standard streams closed at start
+(:func:`cover_closed_streams`) or refusing what is written (:func:`stdout_fails`), the one line for a
+failed system call (:func:`os_error_line`) and for an installation whose packages do not import
+(:func:`broken_install`). Used by the ``gsprestore`` entry point (:func:`gsprestore.cli.app.main`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .errors import one_line
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM / SIGHUP, so ``finally`` clean-ups run as for Ctrl-C (not a
+    KeyboardInterrupt: Click would turn that into "Aborted!" and exit 1)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> dict:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op elsewhere).
+    Returns the previous handlers, for :func:`restore_signal_handlers`."""
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                previous[sig] = signal.signal(sig, _on_signal)
+            except ValueError:  # not the main thread
+                break
+    return previous
+
+
+def restore_signal_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+class ClosedStream(io.TextIOBase):
+    """Stands for a standard stream that was closed when gsprestore started (``gsprestore models
+    >&-``): takes every write, keeps nothing, remembers that something was to be written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wrote = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            self.wrote = True
+        return len(text)
+
+
+def cover_closed_streams() -> None:
+    """Standard input, output or error closed at start: its descriptor is given the null device
+    (so that no file this run opens takes descriptor 1 or 2 and receives what is printed), and
+    ``sys.stdout`` / ``sys.stderr`` (None then) a :class:`ClosedStream`."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+        if name != "stdin" and getattr(sys, name) is None:
+            setattr(sys, name, ClosedStream())
+
+
+def stdout_fails() -> bool:
+    """True when standard output cannot take what is waiting to be written (a full device, a
+    closed pipe, a stream closed at start that was written to); it is then pointed at the null
+    device, so that Python's own flush at exit cannot add a second message."""
+    if sys.stdout is None:
+        return False
+    if isinstance(sys.stdout, ClosedStream):
+        return sys.stdout.wrote
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, io.UnsupportedOperation):  # not a file (captured by a test): nothing to learn
+            return False
+        fd = None
+    else:
+        try:
+            os.write(fd, b"")  # a zero-byte write fails where the device refuses data (/dev/full)
+            return False
+        except OSError:
+            pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1 if fd is None else fd)
+    except OSError:
+        pass
+    return True
+
+
+#: Packages whose failed import means a broken installation (not a bug of gsprestore), with the
+#: command that repairs it.
+REPAIR = {
+    "torch": "pip install --force-reinstall torch",
+    "numpy": "pip install --force-reinstall numpy",
+    "PIL": "pip install --force-reinstall pillow",
+    "rawpy": "pip install --force-reinstall rawpy",
+    "rich": "pip install --force-reinstall rich",
+    "typer": "pip install --force-reinstall typer",
+    "click": "pip install --force-reinstall click",
+}
+
+
+def broken_install(exc: BaseException) -> str | None:
+    """The one line for an exception raised while importing an installed package (an
+    ``ImportError`` such as a missing shared library or an undefined symbol, or an ``OSError``
+    from loading one): the installation is broken, and how to repair it. None for anything else."""
+    import traceback
+
+    if not isinstance(exc, (ImportError, OSError)):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    importing = isinstance(exc, ImportError) or any("importlib" in f.filename for f in frames)
+    if not importing:
+        return None
+    name = getattr(exc, "name", None) or ""
+    package = name.split(".")[0]
+    if package not in REPAIR:  # the package whose files were running when the import failed
+        for f in reversed(frames):
+            parts = Path(f.filename).parts
+            for pkg in REPAIR:
+                if pkg in parts and ("site-packages" in parts or "dist-packages" in parts):
+                    package = pkg
+                    break
+            if package in REPAIR:
+                break
+    text = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}" + (f": {one_line(text[0])}" if text else "")
+    if package in REPAIR:
+        return (f"the installation is broken: importing {package} failed ({reason}); reinstall it with: "
+                f"{REPAIR[package]}")
+    if package and package != "gsprestore":
+        return (f"the installation is broken: importing {package} failed ({reason}); reinstall it with: "
+                f"pip install --force-reinstall {package}")
+    return f"the installation is broken ({reason}); reinstall gsprestore with: pip install --force-reinstall ."
+
+
+def os_error_line(exc: OSError) -> str:
+    """``FILE: reason`` of a failed system call; the file is standard output when that is what failed."""
+    where = exc.filename if exc.filename is not None else ("standard output" if stdout_fails() else None)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return one_line(f"{where}: {reason}" if where is not None else reason)
