@@ -23,7 +23,7 @@ each file is restored, :class:`BatchOptions` for where the files come from and g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,8 +32,24 @@ from .methods.registry import Restorer, get_restorer
 from .runtime.batch_run import BatchOptions, BatchOutcome
 from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
 
-__all__ = ["BatchOptions", "BatchOutcome", "RestoreOptions", "demo", "demosaic", "models", "mosaic_paths",
-           "restore_file", "restore_paths", "upscale2x"]
+if TYPE_CHECKING:  # pragma: no cover - loaded on first use (:data:`_LAZY`)
+    from .evaluation.benchmark_run import BenchmarkOptions
+    from .training.options import TrainOptions
+
+__all__ = ["BatchOptions", "BatchOutcome", "BenchmarkOptions", "RestoreOptions", "TrainOptions", "demo", "demosaic",
+           "models", "mosaic_paths", "plan_benchmark", "restore_file", "restore_paths", "train", "upscale2x"]
+
+#: Option classes whose modules import torch: loaded when first asked for (``import gsprestore.api``
+#: and ``gsprestore --help`` stay torch-free).
+_LAZY = {"TrainOptions": "gsprestore.training.options", "BenchmarkOptions": "gsprestore.evaluation.benchmark_run"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _restorer(method: "str | Restorer | None", task: str, weights: str | None, options: dict,
@@ -194,3 +210,24 @@ def demo(output: Any = "gsprestore-demo.png", method: str | None = None, pattern
     from .runtime.chart_demo import run_demo
 
     return run_demo(output, method, pattern, device=device, overwrite=overwrite, notice=notice)
+
+
+def train(options: Any, given: "set[str] | None" = None, *, say: Any = print, progress: Any = None) -> Any:
+    """Train a network as ``gsprestore train`` does: ``options`` a :class:`TrainOptions` (every
+    flag of the command, its defaults included), ``given`` the names the user set (the rest are
+    defaults a resumed or ``--init`` run may take from its own record), ``say`` where the run's
+    notes go; its :class:`gsprestore.training.report.TrainResult`
+    (:func:`gsprestore.training.options.train_from_options`)."""
+    from .training.options import train_from_options
+
+    return train_from_options(options, set(given or ()), say=say, progress=progress)
+
+
+def plan_benchmark(options: Any) -> Any:
+    """Check a :class:`BenchmarkOptions` (usage errors first, before any data is read), find the
+    data set and estimate the time: a plan whose ``run(task, methods)`` scores the methods with the
+    paper's protocol and ``write_reports`` writes the JSON / CSV / Markdown
+    (:func:`gsprestore.evaluation.benchmark_run.plan_benchmark`)."""
+    from .evaluation.benchmark_run import plan_benchmark as plan
+
+    return plan(options)

@@ -101,22 +101,22 @@ def train(
     Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130 / 143: then --resume RUN_DIR."""
     from rich.console import Console
 
+    from .. import api
     from ..runtime.distributed import ranks_from_env
-    from ..training.options import TrainOptions, train_from_options
     from ..training.progress import RichProgress, summary_table
 
     console = Console(stderr=True)
     main_rank = ranks_from_env().main  # under torchrun, rank 0 alone prints (every rank trains)
     given = {name for name in ctx.params  # what the command line (or the environment) set, not a default
              if (src := ctx.get_parameter_source(name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")}
-    options = TrainOptions(**ctx.params)
+    options = api.TrainOptions(**ctx.params)
 
     def say(text: str) -> None:
         if main_rank:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    result = train_from_options(options, given, say=say,
-                                progress=RichProgress(console, enabled=options.progress and not options.quiet))
+    result = api.train(options, given, say=say,
+                        progress=RichProgress(console, enabled=options.progress and not options.quiet))
     if main_rank:
         console.print(summary_table(result))
     if result.status == "stopped":
