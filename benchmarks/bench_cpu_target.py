@@ -45,34 +45,7 @@ from gsprestore.graph import operators as G
 from gsprestore.models import build_model
 from gsprestore.physics.tasks import observation, observe
 from gsprestore.methods.weights import load_model
-
-from bench_models import best_of, synthetic_rgb
-
-
-class DemosaicnetShape(nn.Module):
-    """demosaicnet's BayerDemosaick layer shapes (depth 15, width 64), random weights."""
-
-    def __init__(self, depth: int = 15, width: int = 64):
-        super().__init__()
-        layers = []
-        for i in range(depth):
-            n_in = 4 if i == 0 else width
-            n_out = 2 * width if i == depth - 1 else width
-            layers += [nn.Conv2d(n_in, n_out, 3, padding=1), nn.ReLU(inplace=True)]
-        self.main = nn.Sequential(*layers)
-        self.width = width
-        self.residual = nn.Conv2d(width, 12, 1)
-        self.up = nn.ConvTranspose2d(12, 3, 2, stride=2, groups=3)
-        self.fullres = nn.Sequential(nn.Conv2d(6, width, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(width, 3, 1))
-
-    def forward(self, mosaic3: torch.Tensor) -> torch.Tensor:
-        """``mosaic3`` (B, 3, H, W): the RGGB mosaic as three masked channels."""
-        packed = torch.cat([mosaic3[:, 0:1, 0::2, 0::2], mosaic3[:, 1:2, 0::2, 1::2],
-                            mosaic3[:, 1:2, 1::2, 0::2], mosaic3[:, 2:3, 1::2, 1::2]], dim=1)
-        f = self.main(packed)
-        filtered = f[:, : self.width] * f[:, self.width :]
-        up = self.up(self.residual(filtered))
-        return self.fullres(torch.cat([up, mosaic3], dim=1))
+from gsprestore.evaluation.timing import DemosaicnetShape, best_of, synthetic_rgb
 
 
 def _image(args) -> torch.Tensor:

@@ -40,25 +40,7 @@ from gsprestore import training
 from gsprestore.models import build_model
 from gsprestore.models.unrolled import UnrolledBlock
 from gsprestore.methods.registry import observation
-
-
-def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
-    """Smooth colour texture with edges (a stand-in for a photo; timing is data-independent)."""
-    g = torch.Generator().manual_seed(seed)
-    base = torch.rand(batch, 3, h // 8 + 1, w // 8 + 1, generator=g)
-    img = torch.nn.functional.interpolate(base, size=(h, w), mode="bilinear", align_corners=False)
-    edges = (torch.rand(batch, 1, h // 32 + 1, w // 32 + 1, generator=g) > 0.5).float()
-    edges = torch.nn.functional.interpolate(edges, size=(h, w), mode="nearest")
-    return (0.7 * img + 0.3 * edges).clamp(0, 1)
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from gsprestore.evaluation.timing import best_of, synthetic_rgb
 
 
 @contextmanager

@@ -36,13 +36,13 @@ import tempfile
 import time
 
 import torch
-from bench_models import synthetic_rgb  # beside this file (run as a script)
 
 from gsprestore.core import backend
 from gsprestore import native
 from gsprestore.physics import sampling
 from gsprestore.models import build_model
 from gsprestore.methods.registry import observation
+from gsprestore.evaluation.timing import synthetic_rgb
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

@@ -1,17 +1,15 @@
-"""benchmarks/cost_model.py: the analytic FLOP model agrees with the operator-level count of the
-PyTorch path, part by part, up to the differences the docs name (issue 16's cost model); the
-CPU-size networks' packed trunk and per-block heads (issue 39) too; ``--opt`` prices candidates."""
+"""The cost model (gsprestore.evaluation.cost_model; benchmarks/cost_model.py is its command line):
+the analytic FLOP model agrees with the operator-level count of the PyTorch path, part by part, up
+to the differences the docs name (issue 16's cost model); the CPU-size networks' packed trunk and
+per-block heads (issue 39) too; ``--opt`` prices candidates."""
 
 from __future__ import annotations
 
+import sys
 
 import pytest
 
-
-def _cost_model():
-    import cost_model  # benchmarks/ is on the tests' path (pyproject: pythonpath)
-
-    return cost_model
+from gsprestore.evaluation import cost_model as cm
 
 
 def _conv_strips(flops_per_px: float, H: int, W: int) -> float:
@@ -30,9 +28,8 @@ def _conv_strips(flops_per_px: float, H: int, W: int) -> float:
     ("uglr-lite_demosaic", {"blocks": 1, "width": 8, "cnn_layers": 2, "cg_iters": 3}, 23, 37),  # odd: padded trunk
 ])
 def test_analytic_flops_match_the_dispatch_count(name, opts, H, W):
-    cm = _cost_model()
     counted = cm.count(name, H, W, opts)["parts"]
-    model, _ = cm._load(name, opts)
+    model, _ = cm.priced_model(name, opts)
     cfg = model.config
     if opts:
         paper = {"initial_estimate": "bilinear", "feature_trunk": "per-block"}  # left out of stored configs
@@ -80,12 +77,11 @@ def test_analytic_flops_match_the_dispatch_count(name, opts, H, W):
 
 
 def test_opt_prices_a_candidate_configuration(capsys):
-    cm = _cost_model()
-    args = ["--no-time", "--no-count", "--size", "16x24"]
-    base = cm.main(["--models", "ugtv-lite_demosaic"] + args)["models"][0]
-    res = cm.main(["--models", "ugtv-lite_demosaic,ugtv_demosaic", "--opt", "blocks=2",
-                   "--candidate", "ugtv-lite_demosaic:heads=2",
-                   "--candidate", 'uglr-lite_upscale2x:blocks=1,width=32,feature_trunk="packed"'] + args)
+    args = {"timed": False, "counted": False, "size": (16, 24), "out": sys.stdout}
+    base = cm.price(cm.jobs("ugtv-lite_demosaic"), **args)["models"][0]
+    res = cm.price(cm.jobs("ugtv-lite_demosaic,ugtv_demosaic", ["blocks=2"],
+                           ["ugtv-lite_demosaic:heads=2", 'uglr-lite_upscale2x:blocks=1,width=32,feature_trunk="packed"']),
+                   **args)
     lite, paper, lite1, cand = res["models"]
     # the shipped CPU-size network (3 blocks x 1 head), priced with its weights
     assert base["config"]["blocks"] == 3 and base["config"]["heads"] == 1 and "untrained" not in base["weights"]

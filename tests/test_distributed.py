@@ -63,8 +63,7 @@ def _rank_main(rank: int, world: int, port: int, args: list[str], env: dict, out
         sys.stdout = os.fdopen(1, "w")  # pytest's capture object is what print() writes to
     code = 1
     try:
-        sys.path.insert(0, str(WORKER.parent))
-        import ddp_worker
+        import ddp_worker  # tests/ is on the path: pytest put it there, and a fork inherits it
 
         ddp_worker._install_hooks()
         from gsprestore.cli.app import main

@@ -12,15 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from gsprestore.evaluation import release
 from gsprestore.methods import defaults, weights
 from gsprestore.core.errors import UsageError
 from gsprestore.methods.registry import get_restorer, methods_for
-
-
-def _tool():
-    import record_ensemble  # tools/ is on the tests' path (pyproject: pythonpath)
-
-    return record_ensemble
 
 
 @pytest.mark.parametrize("task,pattern,shape", [("demosaic", "GRBG", (1, 1, 24, 20)),
@@ -165,17 +160,16 @@ def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to
 
     folder = tmp_path / "w"
     shutil.copytree(weights.weights_dir(), folder)
-    tool = _tool()
-    assert tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--scores", f"kodak={report}",
-                      "--folder", str(folder)]) == 0
+    assert release.record_ensemble("demosaic", scores={"mcm": report, "kodak": report},
+                                   folder=folder)["members"] == members
     manifest = json.loads((folder / "manifest.json").read_text())
     assert defaults.current_ensembles("demosaic", manifest)["ensemble"]["members"] == members
     # a GPU speed from the device job's measurement makes it a candidate default on cuda
     infer = tmp_path / "infer.json"
     infer.write_text(json.dumps({"device_name": "H100", "tile": 1024, "overlap": 32, "ensemble_demosaic_fp32_fused": {
         "method": "ensemble", "task": "demosaic", "megapixels": 24.0, "megapixels_per_s": 6.5, "fused_ran": True}}))
-    assert tool.main(["--task", "demosaic", "--folder", str(folder),  # the recorded scores kept
-                      "--speed", f"cuda={infer}:ensemble_demosaic_fp32_fused"]) == 0
+    assert release.record_ensemble("demosaic", folder=folder,  # the recorded scores kept
+                                   speeds={"cuda": f"{infer}:ensemble_demosaic_fp32_fused"})["members"] == members
     manifest = json.loads((folder / "manifest.json").read_text())
     assert defaults.recorded_speed("ensemble", "demosaic", "cuda", manifest) == 6.5
     assert set(defaults.current_ensembles("demosaic", manifest)["ensemble"]["scores"]) == {"mcm", "kodak"}
@@ -188,7 +182,7 @@ def test_a_benchmark_row_records_the_member_weights_and_the_tool_binds_scores_to
     stale["results"][0]["weights"]["members"]["uglr"]["sha256"] = "0" * 64
     report.write_text(json.dumps(stale))
     with pytest.raises(SystemExit, match="uglr weights other than"):
-        tool.main(["--task", "demosaic", "--scores", f"mcm={report}", "--folder", str(folder)])
+        release.record_ensemble("demosaic", scores={"mcm": report}, folder=folder)
     # shipping other uGLR weights makes the recorded entry stale
     manifest["models"] = [dict(e, sha256="1" * 64) if e["method"] == "uglr" and e["task"] == "demosaic" else e
                           for e in manifest["models"]]

@@ -1,21 +1,16 @@
-"""benchmarks/make_results.py --merge: rows scored with ``--weights M=FILE`` count as the shipped
-method's rows only when FILE is byte for byte the shipped weights (same SHA-256)."""
+"""benchmarks/make_results.py --merge (gsprestore.evaluation.results_page.merge_rows): rows scored
+with ``--weights M=FILE`` count as the shipped method's rows only when FILE is byte for byte the
+shipped weights (same SHA-256)."""
 
 from __future__ import annotations
 
 import json
 
+from gsprestore.evaluation import results_page as mr
 from gsprestore.methods.weights import manifest_entry
 
 
-def _make_results():
-    import make_results  # benchmarks/ is on the tests' path (pyproject: pythonpath)
-
-    return make_results
-
-
 def test_merge_relabels_rows_of_the_shipped_weights_only(tmp_path):
-    mr = _make_results()
     shipped = manifest_entry("ugtv", "demosaic")["sha256"]
     proto = {"task": "demosaic", "dataset": "mcm", "noise": {"sigma": 0.0}}
     stored = {"protocol": proto, "results": [
@@ -38,7 +33,6 @@ def test_merge_relabels_rows_of_the_shipped_weights_only(tmp_path):
 
 
 def test_merge_relabels_an_ensemble_row_only_when_every_member_is_shipped(tmp_path):
-    mr = _make_results()
     sha = {m: manifest_entry(m, "demosaic")["sha256"] for m in ("ugtv", "uglr")}
     proto = {"task": "demosaic", "dataset": "kodak", "noise": {"sigma": 0.0}}
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from gsprestore.evaluation import release
 from gsprestore.methods import weights as W
 from gsprestore.methods.defaults import recorded_speed
 from gsprestore.core.errors import WeightsError
@@ -226,24 +227,21 @@ def test_ship_weights_copies_hashes_and_lists_the_file(tmp_path, monkeypatch):
 
 
 def test_ship_tool_records_benchmark_rows(tmp_path):
-    import ship_weights as tool  # tools/ is on the tests' path (pyproject: pythonpath)
-
     W.save_weights(tmp_path / "m.pt", build_model("ugtv", "demosaic", **TINY), {"steps": 7})
     rows = [{"method": "ugtv", "dataset": "mcm", "noise_sigma": 0.0, "images": 18, "psnr_dataset_mse": 33.1,
              "psnr_mean": 33.0, "ssim_mean": 0.95, "seconds_per_image": 9.0, "megapixels_per_second": 0.03},
             {"method": "malvar", "dataset": "mcm", "psnr_dataset_mse": 32.8}]
     (tmp_path / "b.json").write_text(json.dumps({"protocol": {"task": "demosaic"}, "results": rows}))
-    assert tool.main([str(tmp_path / "m.pt"), "--stage", str(tmp_path / "m.pt"), "--scores",
-                      f"mcm={tmp_path / 'b.json'}", "--command", "mcm=gsprestore benchmark ...",
-                      "--folder", str(tmp_path / "w")]) == 0
+    assert release.ship(tmp_path / "m.pt", stages=[tmp_path / "m.pt"], scores={"mcm": tmp_path / "b.json"},
+                        commands={"mcm": "gsprestore benchmark ..."}, folder=tmp_path / "w")["file"] == "ugtv_demosaic.pt"
     entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
     assert entry["training"][0]["steps"] == 7
-    assert entry["scores"]["mcm"]["rows"] == [{k: rows[0][k] for k in tool.ROW_KEYS}]
+    assert entry["scores"]["mcm"]["rows"] == [{k: rows[0][k] for k in release.ROW_KEYS}]
     assert entry["scores"]["mcm"]["command"] == "gsprestore benchmark ..."
     # one more stage on top of what is shipped (train --init the shipped file): both records kept
     W.save_weights(tmp_path / "m2.pt", build_model("ugtv", "demosaic", **TINY), {"steps": 9})
-    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--scores", f"mcm={tmp_path / 'b.json'}",
-                      "--folder", str(tmp_path / "w")]) == 0
+    assert release.ship(tmp_path / "m2.pt", after_shipped=True, scores={"mcm": tmp_path / "b.json"},
+                        folder=tmp_path / "w")["file"] == "ugtv_demosaic.pt"
     entry = W.read_manifest(tmp_path / "w" / "manifest.json")["models"][0]
     history = json.loads((tmp_path / "w" / "weights-history.json").read_text())
     assert [t["steps"] for t in history["ugtv_demosaic"]] == [7, 9]  # every stage in the history file
@@ -253,32 +251,30 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
              "fp32_fused": {"megapixels": 24.0, "megapixels_per_s": 13.4, "fused_ran": True},
              "bf16_fused": {"megapixels": 24.0, "megapixels_per_s": 14.3, "fused_ran": False}}
     (tmp_path / "infer.json").write_text(json.dumps(infer))
-    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--speed", f"cuda={tmp_path / 'infer.json'}:fp32_fused",
-                      "--folder", str(tmp_path / "w")]) == 0
+    assert release.ship(tmp_path / "m2.pt", after_shipped=True, speeds={"cuda": f"{tmp_path / 'infer.json'}:fp32_fused"},
+                        folder=tmp_path / "w")["file"] == "ugtv_demosaic.pt"
     manifest = W.read_manifest(tmp_path / "w" / "manifest.json")
     assert manifest["models"][0]["speed"]["cuda"]["megapixels_per_second"] == 13.4
     assert recorded_speed("ugtv", "demosaic", "cuda", manifest) == 13.4
     assert recorded_speed("ugtv", "demosaic", "cpu", manifest) is None
     # kept when shipped again with --keep-speed, dropped without
-    assert tool.main([str(tmp_path / "m2.pt"), "--after-shipped", "--keep-speed", "--folder", str(tmp_path / "w")]) == 0
+    assert release.ship(tmp_path / "m2.pt", after_shipped=True, keep_speed=True, folder=tmp_path / "w")["file"] == "ugtv_demosaic.pt"
     assert recorded_speed("ugtv", "demosaic", "cuda", W.read_manifest(tmp_path / "w" / "manifest.json")) == 13.4
     # a "fused" measurement whose fused kernels did not run, or another model's, is refused
     with pytest.raises(SystemExit, match="did not run the fused kernels"):
-        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:bf16_fused",
-                   "--folder", str(tmp_path / "w")])
+        release.ship(tmp_path / "m2.pt", speeds={"cuda": f"{tmp_path / 'infer.json'}:bf16_fused"}, folder=tmp_path / "w")
     (tmp_path / "other.json").write_text(json.dumps(dict(infer, method="uglr")))
     with pytest.raises(SystemExit, match="not ugtv demosaic"):
-        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'other.json'}:fp32_fused",
-                   "--folder", str(tmp_path / "w")])
+        release.ship(tmp_path / "m2.pt", speeds={"cuda": f"{tmp_path / 'other.json'}:fp32_fused"}, folder=tmp_path / "w")
     # a block naming its own method and task (the job's 2x speeds) is that model's, not the file's
     infer["ugtv_upscale2x_fp32_fused"] = {"method": "ugtv", "task": "upscale2x", "input_megapixels": 6.0,
                                           "megapixels": 24.0, "megapixels_per_s": 9.5, "fused_ran": True}
     (tmp_path / "infer.json").write_text(json.dumps(infer))
     with pytest.raises(SystemExit, match="ugtv_upscale2x_fp32_fused measures ugtv upscale2x, not ugtv demosaic"):
-        tool.main([str(tmp_path / "m2.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused",
-                   "--folder", str(tmp_path / "w")])
+        release.ship(tmp_path / "m2.pt", speeds={"cuda": f"{tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused"},
+                     folder=tmp_path / "w")
     W.save_weights(tmp_path / "u.pt", build_model("ugtv", "upscale2x", **TINY), {"steps": 3})
-    assert tool.main([str(tmp_path / "u.pt"), "--speed", f"cuda={tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused",
-                      "--folder", str(tmp_path / "w")]) == 0
+    assert release.ship(tmp_path / "u.pt", speeds={"cuda": f"{tmp_path / 'infer.json'}:ugtv_upscale2x_fp32_fused"},
+                        folder=tmp_path / "w")["file"] == "ugtv_upscale2x.pt"
     speed = W.manifest_entry("ugtv", "upscale2x", W.read_manifest(tmp_path / "w" / "manifest.json"))["speed"]["cuda"]
     assert speed["megapixels_per_second"] == 9.5 and speed["conditions"].startswith("6.0 MP image to 24.0 MP")

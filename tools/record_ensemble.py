@@ -17,43 +17,16 @@ refused. The manifest's ``ensembles`` list gets one entry per task (replacing th
 speed as ``tools/ship_weights.py`` does (the GPU job's ``ensemble_<task>_fp32_fused`` blocks); the
 task's earlier speed records are kept otherwise. Shipping new weights for a member later makes
 the entry stale (``gsprestore.methods.defaults.current_ensembles``) until this is run again on new scores.
+
+The recording is :func:`gsprestore.evaluation.release.record_ensemble`; this is its command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
-from gsprestore.core.atomic import atomic_file
-from gsprestore.methods.ensemble import MEMBERS, NAME
-from gsprestore.methods.weights import MANIFEST, manifest_entry, read_manifest, weights_dir
-from ship_weights import ROW_KEYS, pairs, measured_speed
-
-
-def ensemble_rows(data: dict, shipped: dict[str, str], path: str) -> list[dict]:
-    """The scored ``ensemble`` rows of a benchmark report whose members are ``shipped``
-    (``{member: sha256}``); SystemExit naming ``path`` when there is none, or when a row was
-    measured with other member weights."""
-    rows = []
-    for r in data.get("results") or []:
-        if str(r.get("method")).partition("@")[0].partition("+")[0] != NAME:
-            continue
-        if str(r.get("method")).endswith("+se"):
-            raise SystemExit(f"{path}: a self-ensemble row ({r['method']}); record the one-pass ensemble (the "
-                             "protocol of every recorded score)")
-        members = ((r.get("weights") or {}).get("members") or {})
-        used = {m: (rec or {}).get("sha256") for m, rec in members.items()}
-        if used != shipped:
-            stale = ", ".join(m for m in MEMBERS if used.get(m) != shipped.get(m))
-            raise SystemExit(f"{path}: the ensemble row was measured with {stale} weights other than those "
-                             "shipped now; benchmark it again")
-        if r.get("psnr_dataset_mse") is None:
-            raise SystemExit(f"{path}: the ensemble row has no score ({r.get('skipped')})")
-        rows.append({k: r.get(k) for k in ROW_KEYS})
-    if not rows:
-        raise SystemExit(f"{path}: no ensemble row")
-    return rows
+from gsprestore.evaluation.release import pairs, record_ensemble
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,41 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folder", default=None, help="weights folder (default: the package's gsprestore/weights/)")
     args = ap.parse_args(argv)
 
-    manifest_file = os.path.join(args.folder or weights_dir(), MANIFEST)
-    manifest = read_manifest(manifest_file)
-    shipped = {}
-    for m in MEMBERS:
-        entry = manifest_entry(m, args.task, manifest)
-        if not entry or not entry.get("sha256"):
-            raise SystemExit(f"{manifest_file}: no shipped {m} {args.task} weights to record an ensemble of")
-        shipped[m] = entry["sha256"]
-    commands = pairs(args.command, "--command")
-    scores = {}
-    for name, path in pairs(args.scores, "--scores").items():
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        scores[name] = {"rows": ensemble_rows(data, shipped, path), "protocol": data.get("protocol"),
-                        "command": commands.get(name)}
-    before = next((e for e in manifest.get("ensembles") or [] if e.get("task") == args.task), {})
-    if not scores:
-        if not before.get("scores") or before.get("members") != shipped:
-            raise SystemExit(f"{manifest_file}: no {args.task} ensemble scores recorded with the member weights "
-                             "shipped now; give --scores")
-        scores = before["scores"]
-    entry = {"method": NAME, "task": args.task, "members": shipped, "scores": scores}
-    speed = dict(before.get("speed") or {})  # speed does not depend on the weights' values
-    for device, spec in pairs(args.speed, "--speed").items():
-        speed[device] = measured_speed(spec, NAME, args.task)
-    if speed:
-        entry["speed"] = speed
-    if args.notes or before.get("notes"):
-        entry["notes"] = args.notes or before["notes"]
-    others = [e for e in manifest.get("ensembles") or [] if e.get("task") != args.task]
-    manifest["ensembles"] = sorted([*others, entry], key=lambda e: ("demosaic", "upscale2x").index(e["task"]))
-    with atomic_file(manifest_file, "w") as f:
-        f.write(json.dumps(manifest, indent=2) + "\n")
-    print(json.dumps({"method": NAME, "task": args.task, "members": shipped,
-                      "psnr": {k: v["rows"][0]["psnr_dataset_mse"] for k, v in scores.items()}}, indent=2))
+    recorded = record_ensemble(args.task, scores=pairs(args.scores, "--scores"), commands=pairs(args.command, "--command"),
+                               speeds=pairs(args.speed, "--speed"), notes=args.notes, folder=args.folder)
+    print(json.dumps(recorded, indent=2))
     return 0
 
 

@@ -178,7 +178,10 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-def _read_file(path: str | Path) -> dict[str, Any]:
+def read_weights_file(path: str | Path) -> dict[str, Any]:
+    """The dictionary a gsprestore weights file holds (:data:`FILE_KEYS`: method, task, config,
+    state, meta), loaded with ``weights_only``; :class:`WeightsError` naming the file when it is
+    missing, not a regular file, unreadable or not a gsprestore weights file."""
     import warnings
 
     import torch
@@ -209,7 +212,7 @@ def _read_file(path: str | Path) -> dict[str, Any]:
 def file_method(path: str | Path) -> str:
     """The method (``uglr`` / ``ugtv``) a weights file was trained for, so that ``--weights FILE``
     alone picks its network (the default method may be a classical one)."""
-    return str(_read_file(Path(path))["method"])
+    return str(read_weights_file(Path(path))["method"])
 
 
 def _check_shapes(prior: str, task: str, config: dict[str, Any], state: Any) -> None:
@@ -277,7 +280,7 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
                 "the file is damaged or was modified",
                 file,
             )
-    obj = _read_file(file)
+    obj = read_weights_file(file)
     if obj["method"] != method or obj["task"] != task:
         raise WeightsError(f"holds {obj['method']} ({obj['task']}) weights, not {method} ({task})", file)
     config = dict(obj["config"])
@@ -315,7 +318,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     import shutil
 
     source = Path(source)
-    obj = _read_file(source)
+    obj = read_weights_file(source)
     method, task = str(obj["method"]), str(obj["task"])
     model = load_model(method, task, source, verify=False)  # the network must rebuild from it
     folder = Path(folder) if folder is not None else weights_dir()

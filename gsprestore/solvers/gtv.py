@@ -16,7 +16,7 @@ from .admm_edge import admm_edge_step, can_replay, gamma_tensor
 from .admm_reference import admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian
 from .cg import CGSpec, StencilOperator, solve_cg, cg_exact, cg_unrolled
 
-# bound here under private names: benchmarks/cost_model.py times these three by wrapping them in this module
+# bound here under private names: the cost model (evaluation/cost_model.py) times these three by wrapping them in this module
 from .admm_edge import edge_term_replayed as _edge_term_replayed
 from .admm_edge import node_update as _node_update
 from .admm_reference import mu_c_update as _mu_c_update
