@@ -285,9 +285,9 @@ def _unpredict(block: np.ndarray, info: TiffInfo, spp: int) -> np.ndarray:
     rows, cols = block.shape[:2]
     dt = info.dtype
     if info.predictor == 3:  # floating point: bytes split into planes, then byte-wise differences
-        nbytes = dt.itemsize
-        b = block.reshape(rows, cols * spp * nbytes)
-        b = np.cumsum(b, axis=1, dtype=np.uint8)
+        nbytes = dt.itemsize  # each byte is differenced against the byte one pixel (spp bytes) before it (fpDiff)
+        b = block.reshape(rows, cols * nbytes, spp)
+        b = np.cumsum(b, axis=1, dtype=np.uint8).reshape(rows, cols * spp * nbytes)
         b = b.reshape(rows, nbytes, cols * spp).transpose(0, 2, 1)  # planes are most significant first
         return np.ascontiguousarray(b).view(f">f{nbytes}").reshape(rows, cols, spp)
     samples = np.ascontiguousarray(block).view(dt).reshape(rows, cols, spp)
