@@ -17,7 +17,7 @@ COLOURS = {OURS: (31, 119, 180), PAPER: (214, 39, 40)}
 DPI = 100
 #: Label offsets (points) from the marker, in the order they are tried; from the ninth on, a leader line.
 OFFSETS = [(8, 0), (-8, 0), (0, 9), (0, -9), (8, 8), (8, -8), (-8, 8), (-8, -8), (8, 20), (8, -20), (-8, 20),
-           (-8, -20)]
+           (-8, -20), (8, 32), (8, -32), (-8, 32), (-8, -32), (8, 44), (8, -44)]
 
 
 @dataclass
@@ -71,7 +71,7 @@ def _draw_panel(ax, panel: Panel, renderer) -> None:
             ax.scatter([fx(p.x)], [p.y], s=90, marker="o", color=[_rgb(OURS)], zorder=3)
     ax.margins(x=0.12, y=0.12)
     taken = [ax.transData.transform((fx(p.x), p.y)) for p in panel.points]
-    boxes = [(x - 6, y - 6, x + 6, y + 6) for x, y in taken]  # the markers, in pixels
+    boxes = [(x - 8, y - 8, x + 8, y + 8) for x, y in taken]  # the markers (about 7 px across), in pixels
     frame = ax.get_window_extent(renderer)
     for p in sorted(panel.points, key=lambda p: -p.y):
         chosen = None
@@ -81,7 +81,7 @@ def _draw_panel(ax, panel: Panel, renderer) -> None:
             ann = ax.annotate(p.label, (fx(p.x), p.y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
                               fontsize=9, color=_rgb(p.style))
             bb = ann.get_window_extent(renderer)
-            box = (bb.x0, bb.y0, bb.x1, bb.y1)
+            box = (bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
             inside = bb.x0 >= frame.x0 + 2 and bb.x1 <= frame.x1 - 2 and bb.y0 >= frame.y0 + 2 and bb.y1 <= frame.y1 - 2
             if inside and not any(_overlaps(box, t) for t in boxes):
                 chosen = (ann, box, k)
@@ -155,7 +155,7 @@ def scatter_png(panels: list[Panel], path: str | Path, *, title: str = "", panel
     if handles:
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(10 / width, 1 - (head - 34) / height),
                    ncol=len(handles), frameon=False, fontsize=10)
-    grid = fig.add_gridspec(rows, cols, left=0, right=1, bottom=0, top=1 - head / height)
+    grid = fig.add_gridspec(rows, cols, left=0, right=1, bottom=0, top=1 - head / height, hspace=0, wspace=0)
     axes = []
     for i, pan in enumerate(panels):
         r, c = divmod(i, cols)
