@@ -9,7 +9,8 @@ holds it) it runs :func:`gsprestore.evaluation.benchmark.run_benchmark` over eve
 (learned ones without weights become "no weights" rows), plus the noise-robustness run
 (demosaicking on McM, sigma 10/20/30/50). The raw results go to ``docs/results/*.json``
 (``--reuse`` takes existing ones instead of rerunning); then it writes ``docs/results.md``,
-``docs/results-psnr-vs-params.png`` and ``docs/results-psnr-vs-time.png``.
+``docs/results-psnr-vs-params.png`` and ``docs/results-psnr-vs-time.png`` (drawn by matplotlib:
+the ``plots`` extra, ``pip install -e ".[plots]"``).
 
 The runs, the merge and the page are :mod:`gsprestore.evaluation.results_page`; this script is its
 command line and draws the two plots (``scatter_png.py`` beside it).

@@ -363,17 +363,6 @@ def _load_script(name):
     return importlib.import_module(name)  # benchmarks/ is on the tests' path (pyproject: pythonpath)
 
 
-def test_nice_ticks_cover_the_range():
-    sp = _load_script("scatter_png")
-    for lo, hi in [(29.3, 36.6), (0.013, 0.021), (-3.0, 250.0), (5.0, 5.0)]:
-        t = sp.nice_ticks(lo, hi)
-        assert t[0] <= lo and t[-1] >= hi and 2 <= len(t) <= 12
-        steps = np.diff(t)
-        assert np.allclose(steps, steps[0])
-        mant = steps[0] / 10 ** np.floor(np.log10(steps[0]))
-        assert min(abs(mant - m) for m in (1, 2, 5, 10)) < 1e-6
-
-
 def test_scatter_png_draws_points_and_legend(tmp_path):
     sp = _load_script("scatter_png")
     pts = [sp.Point(0, 30.0, "a"), sp.Point(1e5, 33.0, "b", sp.PAPER), sp.Point(1e6, 31.0, "c", sp.PAPER)]

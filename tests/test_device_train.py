@@ -26,7 +26,7 @@ from gsprestore.methods.weights import load_model, save_weights
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"]
 #: Our dependencies that the lent GPU machine's Python lacks (device tool's package list).
-ABSENT_ON_GPU_MACHINE = ["platformdirs", "rawpy"]
+ABSENT_ON_GPU_MACHINE = ["platformdirs", "pooch", "rawpy"]
 FILES = sorted(["summary.json", "driver.log", "logs.tar.gz", *[f"{m}.pt" for m in MODELS]])
 
 

@@ -129,7 +129,7 @@ def test_png_adam7_interlaced(tmp_path, rng):
                                     {"rowsperstrip": 3}])
 def test_tiff_decoder_against_tifffile(tmp_path, rng, dtype, kwargs):
     if dtype != np.uint16 and kwargs.get("predictor"):
-        pytest.skip("tifffile needs imagecodecs for the float predictor")
+        pytest.importorskip("imagecodecs", reason="tifffile needs imagecodecs for the float predictor")
     a = (_ints(rng, (21, 35, 3), 16) if dtype == np.uint16 else rng.random((21, 35, 3))).astype(dtype)
     data = a.transpose(2, 0, 1) if "planarconfig" in kwargs else a
     tifffile.imwrite(tmp_path / "t.tif", data, photometric="rgb", **kwargs)
@@ -162,6 +162,15 @@ def test_packbits_and_float_predictor_by_the_spec():
     info = tiffcodec.TiffInfo(4, 1, 1, 32, 3, 1, 1, 3, 1, (), None, {}, "<")
     got = tiffcodec._unpredict(diffs.reshape(1, 4, 4), info, 1)
     np.testing.assert_array_equal(got.reshape(-1), row.reshape(-1))
+    # with several samples per pixel, each byte is differenced against the byte one pixel (spp bytes)
+    # before it, as libtiff's fpDiff does (2 RGB pixels: 6 samples, 4 planes of 6 bytes)
+    rgb = np.array([[0.25, -1.5, 3.0e-3, 7.0, 0.5, 1.0e5]], dtype=">f4")
+    planes = rgb.view(np.uint8).reshape(1, 6, 4).transpose(0, 2, 1).reshape(1, 24)
+    diffs = planes.copy()
+    diffs[:, 3:] = planes[:, 3:] - planes[:, :-3]
+    info = tiffcodec.TiffInfo(2, 1, 3, 32, 3, 2, 1, 3, 1, (), None, {}, "<")
+    got = tiffcodec._unpredict(diffs.reshape(1, 2, 12), info, 3)
+    np.testing.assert_array_equal(got.reshape(-1), rgb.reshape(-1))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])

@@ -10,8 +10,8 @@ images themselves never ship: they are read from the first of
 3. the per-user cache, ``platformdirs.user_cache_dir("gsprestore")/datasets``, where
    :func:`download` puts them (``--download``): each file is fetched from the data set's public
    source (``DatasetSpec.url_template``; a mirror with the same ``<folder>/<file>`` layout can be
-   named by ``GSPRESTORE_DATASET_URL`` or the ``base_url`` argument), written to a temporary file,
-   checked against its SHA-256 and only then renamed into place.
+   named by ``GSPRESTORE_DATASET_URL`` or the ``base_url`` argument) by pooch, which writes it to
+   a temporary file, checks it against its SHA-256 and only then moves it into place.
 
 Any other folder of PNG / TIFF images is a *custom* data set (:func:`custom_dataset`): no
 checksums, natural file order.
@@ -203,37 +203,46 @@ def file_url(spec: DatasetSpec, name: str, base_url: str | None = None) -> str:
 
 
 def _fetch(url: str, target: Path, expected: str, *, timeout: float) -> None:
-    """Stream ``url`` into a temporary file beside ``target``, check its SHA-256 against
-    ``expected``, then rename it to ``target`` (so ``target`` is either absent or complete)."""
-    import urllib.error
-    import urllib.request
+    """Download ``url`` to ``target`` through pooch, which streams it into a temporary file beside
+    ``target``, checks its SHA-256 against ``expected`` and only then moves it into place (so
+    ``target`` is either absent or complete; the temporary file is removed on any failure). A
+    network failure or a checksum mismatch becomes a one-line :class:`DatasetError` naming ``target``."""
+    import logging
 
-    from ..core.atomic import create_exclusive, temp_name
+    import pooch
+    import requests
 
-    tmp = temp_name(target, ".part")
-    try:  # entered before the file exists: an interrupt at any moment leaves no .part behind
-        h = hashlib.sha256()
-        try:
-            with os.fdopen(create_exclusive(tmp), "wb") as f, urllib.request.urlopen(url, timeout=timeout) as resp:
-                for block in iter(lambda: resp.read(1 << 20), b""):
-                    h.update(block)
-                    f.write(block)
-        except urllib.error.HTTPError as exc:
-            raise DatasetError(f"download failed: HTTP {exc.code} {exc.reason} from {url}", target) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise DatasetError(f"download failed: {reason} ({url})", target) from None
-        got = h.hexdigest()
-        if got != expected:
-            raise DatasetError(
-                f"checksum mismatch: downloaded SHA-256 {got[:12]}... differs from the registered "
-                f"{expected[:12]}... ({url}); file not saved",
-                target,
-            )
-        os.replace(tmp, target)
+    log = pooch.get_logger()
+    level = log.level
+    log.setLevel(logging.WARNING)  # pooch says "Downloading file ..." on stderr at INFO: our caller reports progress
+    try:
+        pooch.retrieve(url, known_hash=f"sha256:{expected}", fname=target.name, path=target.parent,
+                       downloader=pooch.HTTPDownloader(progressbar=False, timeout=timeout))
+    except requests.HTTPError as exc:
+        resp = exc.response
+        status = f"HTTP {resp.status_code} {resp.reason}" if resp is not None else str(exc)
+        raise DatasetError(f"download failed: {status} from {url}", target) from None
+    except requests.RequestException as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = getattr(reason, "reason", None) or reason  # urllib3's wrapped error: its own reason
+        raise DatasetError(f"download failed: {_one_line(reason)} ({url})", target) from None
+    except ValueError as exc:
+        if "does not match the known hash" not in str(exc):
+            raise DatasetError(f"download failed: {_one_line(exc)} ({url})", target) from None
+        got = re.search(r"but got ([0-9a-f]{64})", str(exc))
+        what = f"downloaded SHA-256 {got.group(1)[:12]}..." if got else "the downloaded file's SHA-256"
+        raise DatasetError(f"checksum mismatch: {what} differs from the registered {expected[:12]}... ({url}); "
+                           "file not saved", target) from None
+    except OSError as exc:
+        raise DatasetError(f"download failed: {exc.strerror or exc} ({url})", target) from None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        log.setLevel(level)
+
+
+def _one_line(reason: object) -> str:
+    """The first line of an error, without urllib3's ``HTTPConnection(host=..., port=...): `` prefix."""
+    text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
+    return re.sub(r"^\w*Connection(Pool)?\([^)]*\): ", "", text)
 
 
 def download(

@@ -17,6 +17,11 @@ gsprestore decodes 16-bit PNGs and encodes every PNG itself:
   header's size needs and an ICC profile to no more than 16 MiB, so a small file declaring a small
   image cannot expand into gigabytes (a decompression bomb is refused, not decoded).
 
+Why not a library: measured (issue 38, ``research/image_codecs.py``; docs/architecture.md,
+"Libraries"), the one small maintained codec for 16-bit PNG (pypng) reads 8-24x slower, carries no
+ICC profile or text chunk and inflates a decompression bomb whole; the libpng-based ones (OpenCV,
+imagecodecs) are 82-160 MB of native code and write no text chunk.
+
 Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.imageio.images` adds the file name.
 """
 

@@ -14,11 +14,13 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
 * encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression, horizontal
   predictor for integer samples, unassociated alpha as an extra sample, and the ICC profile.
 
-Why not tifffile: measured (issue 13) on a 3000x2000 16-bit RGB Deflate TIFF, tifffile reads in
-0.82 s against 0.66 s here and writes at the same speed, but without the compiled ``imagecodecs``
-package (not a dependency: large, native) it cannot read or write LZW, the most common TIFF
-compression, nor the floating-point predictor, both of which this codec decodes. The tests use
-tifffile to make TIFFs this codec did not write.
+Why not tifffile: measured again (issue 38, ``research/image_codecs.py``; docs/architecture.md,
+"Libraries") on a 3000x2000 16-bit RGB Deflate TIFF, tifffile 2026.3 alone reads (0.60 s against
+0.60-0.63 s) and writes (5.0 s against 5.2-5.4 s) at our speed, but cannot read or write LZW, the
+most common TIFF compression, nor the floating-point predictor, and inflates a strip whole (a
+256 MiB bomb: 549 MB); with the compiled ``imagecodecs`` it does all of that and is 2-3.5x faster,
+but that package is 82 MB of native code (not a dependency). The tests use tifffile to make TIFFs
+this codec did not write.
 
 Errors are :class:`ValueError` with a short reason; :mod:`gsprestore.imageio.images` adds the file name.
 """
@@ -285,9 +287,9 @@ def _unpredict(block: np.ndarray, info: TiffInfo, spp: int) -> np.ndarray:
     rows, cols = block.shape[:2]
     dt = info.dtype
     if info.predictor == 3:  # floating point: bytes split into planes, then byte-wise differences
-        nbytes = dt.itemsize
-        b = block.reshape(rows, cols * spp * nbytes)
-        b = np.cumsum(b, axis=1, dtype=np.uint8)
+        nbytes = dt.itemsize  # each byte is differenced against the byte one pixel (spp bytes) before it (fpDiff)
+        b = block.reshape(rows, cols * nbytes, spp)
+        b = np.cumsum(b, axis=1, dtype=np.uint8).reshape(rows, cols * spp * nbytes)
         b = b.reshape(rows, nbytes, cols * spp).transpose(0, 2, 1)  # planes are most significant first
         return np.ascontiguousarray(b).view(f">f{nbytes}").reshape(rows, cols, spp)
     samples = np.ascontiguousarray(block).view(dt).reshape(rows, cols, spp)

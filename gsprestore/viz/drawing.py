@@ -1,5 +1,7 @@
 """Drawing helpers for ``compare`` and ``explain``: colour maps, labelled tiles, montages, heat
-maps with values and line plots, all with Pillow and numpy (no matplotlib).
+maps with values and line plots, all with Pillow and numpy: image compositing rather than charts,
+and matplotlib (the ``plots`` extra, 75 MB) is not a dependency of the core install for one line
+plot (docs/architecture.md, "Libraries").
 
 Arrays are float ``(H, W)`` or ``(H, W, 3)`` in [0, 1] unless a function says otherwise; images
 returned are ``PIL.Image.Image`` in RGB mode. :func:`hardest_window` picks the crop ``compare``
