@@ -13,7 +13,7 @@ holds it) it runs :func:`gsprestore.evaluation.benchmark.run_benchmark` over eve
 the ``plots`` extra, ``pip install -e ".[plots]"``).
 
 The runs, the merge and the page are :mod:`gsprestore.evaluation.results_page`; this script is its
-command line and draws the two plots (``scatter_png.py`` beside it).
+command line and draws the two plots (:mod:`gsprestore.viz.charts`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from scatter_png import PAPER, Panel, Point, scatter_png
+from gsprestore.viz.charts import PAPER, Panel, Point, scatter_png
 
 from gsprestore.evaluation.paper import PAPER_TABLES
 from gsprestore.evaluation.results_page import DATASETS, TASKS, TITLE, regenerate

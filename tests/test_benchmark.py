@@ -357,14 +357,10 @@ def test_cli_download(tiny_kodak, monkeypatch, capsys, tmp_path):
     assert sorted(p.name for p in (dest / "kodak24").iterdir()) == ["kodim01.png", "kodim02.png", "kodim03.png"]
 
 
-def _load_script(name):
-    import importlib
-
-    return importlib.import_module(name)  # benchmarks/ is on the tests' path (pyproject: pythonpath)
-
-
 def test_scatter_png_draws_points_and_legend(tmp_path):
-    sp = _load_script("scatter_png")
+    pytest.importorskip("matplotlib")
+    from gsprestore.viz import charts as sp
+
     pts = [sp.Point(0, 30.0, "a"), sp.Point(1e5, 33.0, "b", sp.PAPER), sp.Point(1e6, 31.0, "c", sp.PAPER)]
     panels = [sp.Panel("one", pts, "params", xlog=True, zero_at=1.0), sp.Panel("two", pts[:1], "x"),
               sp.Panel("three", [sp.Point(0.02, 1.0, "d"), sp.Point(0.03, 2.0, "e")], "s/MP", xlog=True)]

@@ -4,7 +4,8 @@
 axis), a grid, and points labelled with their names (each label takes the first of a few places
 around its point that overlaps no marker and no other label, else the first, with a leader line
 when it sits away from its point). A point's ``style`` picks its marker: ``"ours"`` a filled disc,
-``"paper"`` a hollow square; the legend says so. Used by ``make_results.py`` for ``docs/results-*.png``.
+``"paper"`` a hollow square; the legend says so. Used by ``benchmarks/make_results.py`` for
+``docs/results-*.png``; matplotlib is imported only when a chart is drawn.
 """
 
 from __future__ import annotations
