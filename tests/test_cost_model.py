@@ -25,7 +25,8 @@ def _conv_strips(flops_per_px: float, H: int, W: int) -> float:
     ("ugtv-lite_demosaic", {"blocks": 2, "width": 16, "initial_estimate": "bilinear"}, 24, 40),
     ("uglr-lite_upscale2x", {"blocks": 2, "heads": 1, "width": 16, "cg_iters": 4, "initial_estimate": "bilinear"},
      24, 40),
-    ("uglr-lite_demosaic", {"blocks": 1, "width": 8, "cnn_layers": 2, "cg_iters": 3}, 23, 37),  # odd: padded trunk
+    ("uglr-lite_demosaic", {"blocks": 1, "width": 8, "cnn_layers": 2, "cg_iters": 3, "initial_estimate": "bilinear"},
+     23, 37),  # odd: padded trunk
 ])
 def test_analytic_flops_match_the_dispatch_count(name, opts, H, W):
     counted = cm.count(name, H, W, opts)["parts"]
@@ -83,13 +84,14 @@ def test_opt_prices_a_candidate_configuration(capsys):
                            ["ugtv-lite_demosaic:heads=2", 'uglr-lite_upscale2x:blocks=1,width=32,feature_trunk="packed"']),
                    **args)
     lite, paper, lite1, cand = res["models"]
-    # the shipped CPU-size network (3 blocks x 1 head), priced with its weights
-    assert base["config"]["blocks"] == 3 and base["config"]["heads"] == 1 and "untrained" not in base["weights"]
+    # the shipped CPU-size network (1 block x 1 head, 32-wide trunk), priced with its weights
+    assert (base["config"]["blocks"], base["config"]["heads"], base["config"]["width"]) == (1, 1, 32)
+    assert "untrained" not in base["weights"]
     assert (lite["config"]["blocks"], lite["config"]["heads"]) == (2, 1) and lite["label"] == "ugtv-lite_demosaic blocks=2"
     assert (lite1["config"]["blocks"], lite1["config"]["heads"]) == (2, 2)
     assert lite1["config"]["feature_trunk"] == "packed" and lite1["label"] == "ugtv-lite_demosaic blocks=2 heads=2"
-    assert lite["totals"]["forward_flops"] < base["totals"]["forward_flops"] < lite1["totals"]["forward_flops"]
-    assert lite["totals"]["params"] < base["totals"]["params"] < lite1["totals"]["params"]
+    assert base["totals"]["forward_flops"] < lite["totals"]["forward_flops"] < lite1["totals"]["forward_flops"]
+    assert base["totals"]["params"] < lite["totals"]["params"] < lite1["totals"]["params"]
     # a shipped model with --opt: its own configuration (not the paper defaults) with the keys over it, untrained
     assert paper["config"]["blocks"] == 2
     assert paper["config"]["signal"] == "green-difference" and paper["config"]["admm_iters"] == 2

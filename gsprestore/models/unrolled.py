@@ -549,12 +549,16 @@ def build_model(method: str, task: str, **overrides: Any) -> UnrolledNet:
 
 def lite_config(prior: str, task: str) -> dict[str, Any]:
     """The CPU-size network's options over :func:`default_config` (``uglr-lite`` / ``ugtv-lite``,
-    issue 39; chosen by the ablation in ``docs/training.md``, "CPU-size networks"): one packed
-    trunk (``width`` x ``cnn_layers`` at half resolution) instead of five per-block CNNs, fewer
-    blocks and heads; the solvers' depth as the shipped paper-size networks use it."""
-    cfg: dict[str, Any] = {"feature_trunk": "packed", "blocks": 3, "heads": 2, "features": 12, "width": 64,
+    issue 39; the shape of the shipped weights, chosen by the cost model, the ablation and the
+    recipe trials in ``docs/cpu-networks.md``): one packed trunk (``width`` x ``cnn_layers`` at half
+    resolution) instead of five per-block CNNs, one block of one head (about 1 MP/s on two
+    threads of the project's CPU), started from Menon's estimate (demosaicking) or the
+    grid-aligned bicubic (2x); the solvers' depth as the shipped paper-size networks use it."""
+    cfg: dict[str, Any] = {"feature_trunk": "packed", "blocks": 1, "heads": 1, "features": 12, "width": 32,
                            "cnn_layers": 4}
     if is_mosaic(task):
-        cfg["signal"] = "green-difference"
+        cfg.update(signal="green-difference", initial_estimate="menon")
+    else:
+        cfg["initial_estimate"] = "bicubic"
     cfg.update(cg_iters=15) if prior == "glr" else cfg.update(admm_iters=2, cg_iters=5)
     return cfg
