@@ -98,13 +98,13 @@ def count(name: str, batch: int, patch: int, path: str = "pytorch") -> dict:
     import importlib
 
     from gsprestore.core import backend
-    from gsprestore.training import observe
+    from gsprestore.physics.tasks import network_input
     from gsprestore.methods.weights import load_model
 
     method, task = name.split("_")
     model = load_model(method, task).train()
     gt = torch.rand(batch, 3, patch, patch)
-    inputs = observe(task, gt)
+    inputs = network_input(task, gt)
     c = Counter()
     saved = []
     if path == "fused":

@@ -19,7 +19,8 @@ import os
 
 import torch
 
-from gsprestore.training import make_loss, observe
+from gsprestore.physics.tasks import network_input
+from gsprestore.training import make_loss
 from gsprestore.methods.weights import load_model
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x")
@@ -29,7 +30,7 @@ def gradient(model, task: str, x: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     """All parameters' L1 training gradient at ``x`` in ``dtype``, flattened, as float64."""
     m = copy.deepcopy(model).to(dtype)
     x = x.to(dtype)
-    make_loss("l1")(m(*observe(task, x)), x).backward()
+    make_loss("l1")(m(*network_input(task, x)), x).backward()
     return torch.cat([p.grad.flatten().double() for p in m.parameters() if p.grad is not None])
 
 

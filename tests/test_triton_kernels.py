@@ -459,7 +459,7 @@ from gsprestore.core import backend
 from gsprestore.graph import triton_kernels as GT
 from gsprestore.models import build_model
 from gsprestore.solvers import admm_adjoint_triton as AT, cg_adjoint
-from gsprestore.training import observe
+from gsprestore.physics.tasks import network_input
 
 calls = {"edge": 0, "graph": 0, "cg": 0}
 real_edge, real_graph, real_cg = AT._EdgeTerm.apply, GT.trained_or_none, cg_adjoint._backward_triton
@@ -484,7 +484,7 @@ for label, mode, dtype in (("fused", lambda: backend.configure(gpu_fused=1), tor
                            ("torch32", lambda: backend.use("torch"), torch.float32)):
     model.to(dtype).zero_grad(set_to_none=True)
     with mode():
-        (model(*observe("demosaic", gt.to(dtype))) - gt.to(dtype)).abs().mean().backward()
+        (model(*network_input("demosaic", gt.to(dtype))) - gt.to(dtype)).abs().mean().backward()
     grads[label] = {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
 ref = grads["torch64"]
 err = {n: [float((grads[l][n] - r).norm() / r.norm()) for l in ("fused", "torch32")] for n, r in ref.items()}

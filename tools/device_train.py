@@ -301,7 +301,7 @@ def sanity(dev, out: dict, save) -> None:
     """CUDA output == CPU output of each shipped model on a small input (dry run: CPU twice)."""
     import torch
 
-    from gsprestore.training import observe
+    from gsprestore.physics.tasks import network_input
 
     res = out["sanity"] = {}
     fault("sanity")
@@ -314,9 +314,9 @@ def sanity(dev, out: dict, save) -> None:
         model, _ = shipped(name)
         _, task = split_name(name)
         with torch.no_grad():
-            ref = model(*observe(task, gt))
+            ref = model(*network_input(task, gt))
             with fused_calls() as calls:
-                other = model.to(dev)(*[t.to(dev) for t in observe(task, gt)]).cpu()
+                other = model.to(dev)(*[t.to(dev) for t in network_input(task, gt)]).cpu()
         diff = float((ref - other).abs().max())
         rec = {"max_abs_diff": diff, "device": str(dev), "ok": diff <= SANITY_TOL, "fused_calls": calls,
                **grad_check(model, task, gt, dev), "seconds": round(time.perf_counter() - t0, 1)}
@@ -338,14 +338,15 @@ def grad_check(model, task: str, gt, dev) -> dict:
     to plain autograd)."""
     import torch
 
-    from gsprestore.training import make_loss, observe
+    from gsprestore.physics.tasks import network_input
+    from gsprestore.training import make_loss
 
     loss_fn = make_loss("l1")  # the training loss
 
     def grads(d, x):
         m = model.to(d)
         m.zero_grad(set_to_none=True)
-        known, mask = (t.to(d) for t in observe(task, x))
+        known, mask = (t.to(d) for t in network_input(task, x))
         loss_fn(m(known, mask), x.to(d)).backward()
         g = torch.cat([p.grad.detach().flatten().cpu() for p in m.parameters() if p.grad is not None])
         m.zero_grad(set_to_none=True)
@@ -371,7 +372,8 @@ def probe(dev, out: dict, save) -> None:
     """Each model's peak memory (and time) in an eager training step at ``PROBE_BATCH``."""
     import torch
 
-    from gsprestore.training import make_loss, observe
+    from gsprestore.physics.tasks import network_input
+    from gsprestore.training import make_loss
 
     res = out["probe"] = {}
     fault("probe")
@@ -390,7 +392,7 @@ def probe(dev, out: dict, save) -> None:
             times = []
             for _ in range(1 if DRY else 2):  # the first warms up (a dry run: only plumbing)
                 t0 = time.perf_counter()
-                loss = loss_fn(model(*observe(task, gt)), gt)
+                loss = loss_fn(model(*network_input(task, gt)), gt)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -518,7 +520,8 @@ def _profile_one(name: str, dev) -> dict:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from gsprestore.training import make_loss, observe
+    from gsprestore.physics.tasks import network_input
+    from gsprestore.training import make_loss
 
     cuda = dev.type == "cuda"
     model, _ = shipped(name)
@@ -533,7 +536,7 @@ def _profile_one(name: str, dev) -> dict:
     def step() -> float:
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        loss_fn(model(*observe(task, gt)), gt).backward()
+        loss_fn(model(*network_input(task, gt)), gt).backward()
         if cuda:
             torch.cuda.synchronize(dev)
         return time.perf_counter() - t0

@@ -56,7 +56,7 @@ def record(shapes: list[tuple[int, int]]) -> list[dict]:
     import torch
 
     from gsprestore.core import backend
-    from gsprestore.training import observe
+    from gsprestore.physics.tasks import network_input
     from gsprestore.methods.weights import load_model
 
     if os.environ.get("TRITON_INTERPRET") != "1" or backend.usable(torch.zeros(1)):
@@ -85,11 +85,11 @@ def record(shapes: list[tuple[int, int]]) -> list[dict]:
         for h, w in shapes:
             current.update(model=name, shape=f"{h}x{w}")
             with torch.no_grad():
-                model(*observe(task, torch.rand(2, 3, h, w)))
+                model(*network_input(task, torch.rand(2, 3, h, w)))
             # a training step (the job's): unrolled CG's training kernels, forward and backward
             current.update(model=name + " (training)")
             model.zero_grad(set_to_none=True)
-            model(*observe(task, torch.rand(2, 3, h, w))).mean().backward()
+            model(*network_input(task, torch.rand(2, 3, h, w))).mean().backward()
     return launches
 
 
