@@ -162,6 +162,11 @@ SLOW: set[str] = {
     "test_trainpack.py::test_uniform_draw_takes_flat_crops_too",
     "test_visualize.py::test_a_long_explain_prints_progress_lines_when_stderr_is_not_a_terminal",
     "test_weights.py::test_ship_tool_records_benchmark_rows",
+    "test_user_files.py::test_closed_standard_output",
+    "test_user_files.py::test_a_second_train_into_one_out_is_refused",
+    "test_user_files.py::test_train_on_an_empty_folder_prints_only_its_error",
+    "test_user_files.py::test_scoring_a_large_image_needs_strips_not_whole_image_copies",
+    "test_benchmark.py::test_make_results_end_to_end",
 }
 
 
