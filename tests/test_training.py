@@ -965,7 +965,7 @@ def test_cosine_time_schedule_anneals_over_the_budget(photos, stand, tmp_path):
 
 
 def test_the_loop_reports_to_a_progress_object_and_draws_nothing_itself(photos, stand, tmp_path):
-    """train() takes a progress= object (gsprestore.training.progress.RichProgress in the CLI); the
+    """train() takes a progress= object (gsprestore.runtime.progress.RichProgress in the CLI); the
     loop's modules never import Rich."""
     import ast
 

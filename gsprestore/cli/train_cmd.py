@@ -103,7 +103,7 @@ def train(
 
     from .. import api
     from ..runtime.distributed import ranks_from_env
-    from ..training.progress import RichProgress, summary_table
+    from ..runtime.progress import RichProgress, summary_table
 
     console = Console(stderr=True)
     main_rank = ranks_from_env().main  # under torchrun, rank 0 alone prints (every rank trains)

@@ -54,8 +54,8 @@ from .checkpoints import (
 from .evaluation import evaluate, score_space
 from .launch import train
 from .loop import MAX_BAD_STEPS
-from .progress import RichProgress, summary_table
-from .report import TrainProgress, TrainResult
+from ..runtime.progress import RichProgress, TrainProgress, summary_table
+from .report import TrainResult
 from .recipe import LOSSES, PRIORS, RESUMABLE_CHANGES, SCHEDULES, LRSchedule, TrainConfig, make_loss
 from .stopping import Deadline, GracefulStop
 

@@ -15,7 +15,8 @@ from .build import adopt_init_config, build_network, build_patch_sets, pick_devi
 from .checkpoints import open_recipe
 from .loop import TrainingRun
 from .recipe import TrainConfig
-from .report import TrainProgress, TrainResult
+from ..runtime.progress import TrainProgress
+from .report import TrainResult
 from .stopping import Deadline
 
 
@@ -69,7 +70,7 @@ def train(
     deadline = Deadline(time_budget, t_call)
     if not isinstance(progress, TrainProgress):
         if progress not in (None, False):
-            raise TypeError("progress must be a TrainProgress (e.g. gsprestore.training.progress.RichProgress)")
+            raise TypeError("progress must be a TrainProgress (e.g. gsprestore.runtime.progress.RichProgress)")
         progress = TrainProgress()
     run_dir = Path(run_dir)
     if threads:

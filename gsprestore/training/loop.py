@@ -2,7 +2,7 @@
 :func:`gsprestore.training.launch.train` opens or resumes a run folder, then :class:`TrainingRun` does the steps, validates and
 checkpoints after every epoch, and exports the best weights. It draws nothing: it reports to a
 ``progress=`` object (:class:`gsprestore.training.report.TrainProgress`; ``gsprestore train``
-passes the Rich one, :class:`gsprestore.training.progress.RichProgress`).
+passes the Rich one, :class:`gsprestore.runtime.progress.RichProgress`).
 
 ``model_factory``, ``make_loss``, ``evaluate`` and ``MAX_BAD_STEPS`` are read on the package
 namespace (:mod:`gsprestore.training`) when a run uses them, so replacing them there (the tests
@@ -29,7 +29,8 @@ from .checkpoints import (
 from ..physics.tasks import network_input
 from .evaluation import score_space
 from .recipe import LRSchedule, TrainConfig, without_init
-from .report import TrainProgress, TrainResult
+from ..runtime.progress import TrainProgress
+from .report import TrainResult
 from .stopping import Deadline, GracefulStop
 
 #: Steps in a row whose loss or gradient may be non-finite (each update skipped) before a run stops.
