@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gsprestore.evaluation.timing import best_of as best
 from gsprestore.imageio import png as pngcodec, tiff as tiffcodec
 
 
@@ -230,15 +231,6 @@ def test_image(h=2000, w=3000) -> np.ndarray:
     base = np.stack([0.5 + 0.4 * np.sin(x / 173 + k) * np.cos(y / 131 - k) for k in range(3)], axis=2)
     noise = np.random.default_rng(1).normal(0, 40, (h, w, 3)).astype(np.float32)
     return np.clip(base * 65535 + noise, 0, 65535).astype(np.uint16)
-
-
-def best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def png_speed(read, write, img, repeats) -> str:

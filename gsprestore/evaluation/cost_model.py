@@ -72,7 +72,7 @@ import torch
 from ..core import backend
 from ..graph.window import OFFSETS
 from .op_count import Counter, Tracker
-from .timing import DemosaicnetShape, synthetic_rgb
+from .timing import DemosaicnetShape, best_of, synthetic_rgb
 
 MODELS = ("ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x",
           "ugtv-lite_demosaic", "uglr-lite_demosaic", "ugtv-lite_upscale2x", "uglr-lite_upscale2x")
@@ -437,13 +437,8 @@ def cpu_peaks(threads: int, repeats: int = 5) -> dict:
     c = torch.empty(n, n)
 
     def best(fn):
-        fn()
-        t = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            t = min(t, time.perf_counter() - t0)
-        return t
+        fn()  # warm-up
+        return best_of(fn, repeats)
 
     t_mm = best(lambda: torch.mm(a, b, out=c))
     m = 1 << 26  # 64 Mi floats = 256 MiB per tensor

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .recipe import TrainConfig
+
 #: Options that may be given together with --resume (they do not change the recipe).
 RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "quiet", "checkpoint",
                   "time_budget", "cuda_graph"}
@@ -25,7 +27,8 @@ MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters
 class TrainOptions:
     """Every option of ``gsprestore train`` by its name (``gsprestore train --help`` says what each
     does); ``more_data``: the folders after ``--data DIR``; ``out``: the run folder; ``checkpoint``:
-    gradient checkpointing."""
+    gradient checkpointing. An option that is a recipe field defaults to the recipe's own default
+    (:class:`gsprestore.training.recipe.TrainConfig`)."""
 
     more_data: list[Path] | None = None
     task: str | None = None
@@ -33,28 +36,28 @@ class TrainOptions:
     data: list[Path] | None = None
     out: Path | None = None
     resume: Path | None = None
-    patch_size: int = 64
-    patches: int = 10000
-    val_fraction: float = 0.1
+    patch_size: int = TrainConfig.patch_size
+    patches: int = TrainConfig.patches
+    val_fraction: float = TrainConfig.val_fraction
     val_patches: int | None = None
     epochs: int | None = None
-    batch_size: int = 16
-    lr: float = 1e-3
-    schedule: str = "cosine"
-    min_lr_ratio: float = 0.01
+    batch_size: int = TrainConfig.batch_size
+    lr: float = TrainConfig.lr
+    schedule: str = TrainConfig.schedule
+    min_lr_ratio: float = TrainConfig.min_lr_ratio
     step_epochs: int | None = None
-    step_gamma: float = 0.5
-    warmup_steps: int = 0
-    loss: str = "l1"
-    grad_clip: float = 0.0
-    weight_decay: float = 0.0
-    step_size_lr_scale: float = 1.0
-    seed: int = 0
-    downscale: int = 1
-    downscale_filter: str = "lanczos"
-    downscale_scope: str = "all"
+    step_gamma: float = TrainConfig.step_gamma
+    warmup_steps: int = TrainConfig.warmup_steps
+    loss: str = TrainConfig.loss
+    grad_clip: float = TrainConfig.grad_clip
+    weight_decay: float = TrainConfig.weight_decay
+    step_size_lr_scale: float = TrainConfig.step_size_lr_scale
+    seed: int = TrainConfig.seed
+    downscale: int = TrainConfig.downscale
+    downscale_filter: str = TrainConfig.downscale_filter
+    downscale_scope: str = TrainConfig.downscale_scope
     downscale_bsds: bool = False
-    augment: bool = True
+    augment: bool = TrainConfig.augment
     blocks: int | None = None
     heads: int | None = None
     width: int | None = None
@@ -66,7 +69,7 @@ class TrainOptions:
     threads: int | None = None
     workers: int = 0
     max_steps: int | None = None
-    log_every: int = 50
+    log_every: int = TrainConfig.log_every
     time_budget: float | None = None
     checkpoint: bool = False
     cuda_graph: bool = False
@@ -97,7 +100,6 @@ def assemble(o: TrainOptions, given: set[str], say: Callable[[str], None]) -> tu
     smoke run's cut)."""
     from ..core.errors import UsageError
     from ..models.unrolled import check_config
-    from .recipe import TrainConfig
 
     o.check_resources()
     folders = list(o.data or []) + list(o.more_data or [])
