@@ -30,7 +30,7 @@ PROBE = "fp32 3x3 convolution 32 -> 32 channels on a 256x256 image, channels-las
 FACTOR_RANGE: tuple[float, float] = (0.25, 16.0)
 #: A ratio strictly inside this band is the probe's own noise, not a different machine: it counts as
 #: 1, so that a speed recorded at the bar is not judged below it on the machine it was measured on.
-#: Measured on the project's 2-core machine (2026-11-28, quiet, 2 threads): 12 probes 2 s apart read
+#: Measured on the project's 2-core machine (2026-11-28, quiet, 2 threads): 12 probes half a second apart read
 #: 124-142 GFLOP/s (one 82), the two probes of back-to-back speed runs 136 and 148: about +-10 %.
 SAME_MACHINE: tuple[float, float] = (0.8, 1.25)
 ENV = "GSPRESTORE_CPU_CALIBRATION"
