@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import resource
 import subprocess
 import sys
@@ -35,29 +34,6 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def synthetic_mosaic(megapixels: float, pattern: str = "RGGB"):
-    """A 3:2 Bayer mosaic of smooth colour waves plus texture, float32 (1, H, W), built row block by
-    row block so the generator itself stays small."""
-    import numpy as np
-    import torch
-
-    w = int(math.sqrt(megapixels * 1e6 * 3 / 2)) // 2 * 2
-    h = int(megapixels * 1e6 / w) // 2 * 2
-    out = torch.empty(1, h, w)
-    x = np.arange(w, dtype=np.float32)
-    rng = np.random.default_rng(0)
-    from gsprestore.physics.sampling import bayer_masks
-
-    for r0 in range(0, h, 512):
-        r1 = min(h, r0 + 512)
-        y = np.arange(r0, r1, dtype=np.float32)[:, None]
-        rgb = np.stack([0.5 + 0.3 * np.sin(x / (40 + 13 * c) + y / (57 + 7 * c)) * np.cos(y / 300 + c) for c in range(3)])
-        rgb += 0.02 * rng.standard_normal(rgb.shape, dtype=np.float32)
-        m = bayer_masks(r1 - r0, w, pattern).numpy()  # r0 is even: same phase
-        out[0, r0:r1] = torch.from_numpy((rgb * m).sum(0))
-    return out
 
 
 def main() -> None:
@@ -78,8 +54,9 @@ def main() -> None:
 
     import torch
 
-    from gsprestore.runtime.tiling import resolve_device, restore
+    from gsprestore.evaluation.timing import synthetic_mosaic
     from gsprestore.methods.registry import get_restorer
+    from gsprestore.runtime.tiling import resolve_device, restore
 
     y = synthetic_mosaic(args.megapixels)
     options = {"weights": args.weights} if args.weights else {}
@@ -113,6 +90,7 @@ def main() -> None:
 
 
 def run_cli(args: argparse.Namespace) -> None:
+    from gsprestore.evaluation.timing import synthetic_mosaic
     from gsprestore.imageio.images import write_image
 
     with tempfile.TemporaryDirectory() as tmp:

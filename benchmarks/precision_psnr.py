@@ -1,8 +1,7 @@
 """PSNR of the shipped graph models in fp32 against reduced precision (issue 16: "fp32 and bf16,
 state the PSNR change").
 
-Reduced precision runs the feature CNN under ``torch.autocast``; the graphs and solvers stay
-float32 (``UnrolledBlock.projected_features`` casts back). On the CPU autocast emulates bf16 /
+The scoring is :mod:`gsprestore.evaluation.precision`'s (the GPU job uses it too). On the CPU autocast emulates bf16 /
 fp16 (slow, but the rounding of the CNN is the same kind as cuDNN's), so the change measured
 here is an indication of the GPU's; on a GPU (``--device cuda``) it is the real thing.
 
@@ -17,46 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
 
-from gsprestore.physics.metrics import psnr_from_mse, rgb_to_y
-from gsprestore.physics.tasks import observation, observe
+from gsprestore.evaluation.precision import load_crops, precision_psnr
 from gsprestore.methods.weights import load_model
-
-DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def load_images(folder: Path, limit: int) -> list[torch.Tensor]:
-    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".webp", ".tif", ".tiff", ".jpg"))[:limit]
-    if not paths:
-        raise SystemExit(f"{folder}: no images")
-    out = []
-    for p in paths:
-        a = np.asarray(Image.open(p).convert("RGB"), dtype=np.float32) / 255.0
-        h, w = a.shape[0] // 2 * 2, a.shape[1] // 2 * 2
-        out.append(torch.from_numpy(a[:h, :w]).permute(2, 0, 1).contiguous())
-    return out
-
-
-def score(model, task: str, images: list[torch.Tensor], dev: torch.device, prec: str) -> tuple[float, float]:
-    sq, n = 0.0, 0
-    t0 = time.perf_counter()
-    for gt in images:
-        gt = gt[None].to(dev)
-        with torch.no_grad(), torch.autocast(dev.type, dtype=DTYPES[prec] or torch.float32, enabled=prec != "fp32"):
-            est = model(*observation(task, observe(task, gt))).float().clamp(0, 1)
-        if task == "upscale2x":
-            est, gt = rgb_to_y(est), rgb_to_y(gt)
-        sq += float(((est - gt) ** 2).sum())
-        n += gt.numel()
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    return float(psnr_from_mse(sq / n)), time.perf_counter() - t0
 
 
 def main() -> None:
@@ -69,7 +34,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     dev = torch.device(args.device)
-    images = load_images(args.folder, args.limit)
+    images = load_crops(args.folder, args.limit)
     print(f"{len(images)} images from {args.folder}, device {dev}")
     report = {"folder": str(args.folder), "images": len(images), "device": str(dev), "models": {}}
     for name in args.models.split(","):
@@ -77,7 +42,7 @@ def main() -> None:
         model = load_model(method, task).to(dev).eval()
         rec = {}
         for prec in ["fp32", *args.precisions.split(",")]:
-            db, secs = score(model, task, images, dev, prec)
+            db, secs = precision_psnr(model, task, images, dev, prec)
             rec[prec] = {"psnr_db": round(db, 4), "seconds": round(secs, 1)}
         for prec in args.precisions.split(","):
             rec[prec]["change_db"] = round(rec[prec]["psnr_db"] - rec["fp32"]["psnr_db"], 4)

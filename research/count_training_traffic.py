@@ -1,8 +1,9 @@
 """Count what one training step costs, per model, before timing anything on a GPU (issue #12).
 
 For one forward + L1 loss + backward of each shipped model on ``--batch`` patches of ``--patch``
-pixels, a ``TorchDispatchMode`` sees every ATen operator the unfused PyTorch path runs: each is one
-kernel launch on a GPU, reading its tensor inputs and writing its outputs. The sums give two floors
+pixels, :class:`gsprestore.evaluation.op_count.Counter` (the cost model's operator counter) sees every
+ATen operator the unfused PyTorch path runs: each is one kernel launch on a GPU, reading its distinct
+tensor inputs and writing its outputs. The sums give two floors
 for that step on a GPU, neither of which fusion-free code can beat:
 
 * memory floor: bytes moved / HBM bandwidth (H100: ~3.0 TB/s measured; H200 ~4.0);
@@ -33,39 +34,11 @@ os.environ.setdefault("GSPRESTORE_NATIVE", "0")
 os.environ.setdefault("TRITON_INTERPRET", "1")  # CPU tensors take the fused paths (--path fused)
 
 import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_flatten  # noqa: E402
+
+from gsprestore.evaluation.op_count import Counter, Tracker  # noqa: E402
 
 HBM_BYTES_PER_S = 3.0e12  # H100 80GB, measured in the first GPU window (docs/training.md)
 LAUNCH_S = 4e-6
-#: views and metadata-only operators: no kernel, no traffic
-FREE = {"view", "_unsafe_view", "reshape", "expand", "as_strided", "permute", "transpose", "t", "unsqueeze",
-        "squeeze", "slice", "select", "detach", "alias", "unbind", "split", "split_with_sizes", "chunk",
-        "narrow", "diagonal", "lift_fresh", "_to_copy_noop", "empty", "empty_like", "empty_strided", "new_empty",
-        "new_empty_strided", "_reshape_alias", "view_as_real", "view_as_complex", "unfold", "movedim"}
-
-
-class Counter(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.launches = 0
-        self.bytes = 0
-        self.by_op: dict[str, list[int]] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in FREE:
-            return out
-        moved = sum(t.numel() * t.element_size() for t in tree_flatten((args, kwargs))[0]
-                    if isinstance(t, torch.Tensor))
-        moved += sum(t.numel() * t.element_size() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
-        self.launches += 1
-        self.bytes += moved
-        rec = self.by_op.setdefault(name, [0, 0])
-        rec[0] += 1
-        rec[1] += moved
-        return out
 
 
 def _bytes(t: torch.Tensor) -> int:
@@ -75,21 +48,23 @@ def _bytes(t: torch.Tensor) -> int:
 
 
 class _KernelRecorder:
-    """Stands in for a Triton kernel: ``kernel[grid](*args)`` counts a launch and its tensor
-    arguments' bytes into ``counter`` and runs nothing."""
+    """Stands in for a Triton kernel: ``kernel[grid](*args)`` books a launch and its tensor
+    arguments' bytes into ``counter`` (:class:`gsprestore.evaluation.op_count.Counter`) and runs
+    nothing."""
 
-    def __init__(self, counter: "Counter", name: str):
+    def __init__(self, counter: Counter, name: str):
         self.counter, self.name = counter, name
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             moved = sum(_bytes(a) for a in args if isinstance(a, torch.Tensor))
             c = self.counter
-            c.launches += 1
-            c.bytes += moved
-            rec = c.by_op.setdefault("triton:" + self.name, [0, 0])
+            label = c.tracker.label
+            c.launches[label] += 1
+            c.bytes[label] += moved
+            rec = c.by_op.setdefault("triton:" + self.name, [0, 0.0, 0.0])
             rec[0] += 1
-            rec[1] += moved
+            rec[2] += moved
 
         return launch
 
@@ -105,7 +80,7 @@ def count(name: str, batch: int, patch: int, path: str = "pytorch") -> dict:
     model = load_model(method, task).train()
     gt = torch.rand(batch, 3, patch, patch)
     inputs = network_input(task, gt)
-    c = Counter()
+    c = Counter(Tracker())
     saved = []
     if path == "fused":
         if not backend.gpu_fused_usable(gt):
@@ -121,11 +96,11 @@ def count(name: str, batch: int, patch: int, path: str = "pytorch") -> dict:
     finally:
         for mod, kernel, real in saved:
             setattr(mod, kernel, real)
-    per_patch = c.bytes / batch
-    return {"model": name, "launches": c.launches, "gb_per_patch": per_patch / 1e9,
+    launches, per_patch = sum(c.launches.values()), sum(c.bytes.values()) / batch
+    return {"model": name, "launches": launches, "gb_per_patch": per_patch / 1e9,
             "mem_floor_patches_per_s": HBM_BYTES_PER_S / per_patch,
-            "launch_floor_s_per_step": c.launches * LAUNCH_S,
-            "top": sorted(c.by_op.items(), key=lambda kv: -kv[1][1])[:5],
+            "launch_floor_s_per_step": launches * LAUNCH_S,
+            "top": sorted(c.by_op.items(), key=lambda kv: -kv[1][2])[:5],
             "by_op": c.by_op}
 
 
@@ -147,7 +122,7 @@ def main() -> None:
             totals[path] = totals.get(path, 0.0) + r["gb_per_patch"]
             print(f"{r['model']:16} {path:8} {r['launches']:9d} {r['gb_per_patch']:9.2f} "
                   f"{r['mem_floor_patches_per_s']:14.0f} {r['launch_floor_s_per_step']:20.3f}")
-            print("    most traffic: " + ", ".join(f"{k} {v[1] / 1e9 / args.batch:.2f} GB ({v[0]}x)" for k, v in r["top"]))
+            print("    most traffic: " + ", ".join(f"{k} {v[2] / 1e9 / args.batch:.2f} GB ({v[0]}x)" for k, v in r["top"]))
     for path, gb in totals.items():
         print(f"{path}: {gb:.2f} GB per patch pass of each model; the {len(args.models.split(','))} side by side "
               f"on one card: at most {HBM_BYTES_PER_S / (gb * 1e9):.0f} passes/s of each, "

@@ -417,10 +417,9 @@ def infer(dev, out: dict, save, until: float) -> None:
     the PSNR change). A measurement that would not end by ``until`` (time.time()) is skipped."""
     import torch
 
-    from benchmarks.bench_engine import synthetic_mosaic  # the repository root is on PYTHONPATH (device-train.sh)
-    from benchmarks.precision_psnr import load_images, score
-
     from gsprestore.core import backend
+    from gsprestore.evaluation.precision import load_crops, precision_psnr
+    from gsprestore.evaluation.timing import synthetic_mosaic
     from gsprestore.runtime.tiling import restore
     from gsprestore.methods.ensemble import MEMBERS
     from gsprestore.methods.ensemble import NAME as ENSEMBLE
@@ -432,16 +431,16 @@ def infer(dev, out: dict, save, until: float) -> None:
     try:  # PSNR on the validation crops, fp32 against bf16
         model, _ = shipped("ugtv_demosaic")
         model = model.to(dev).eval()
-        crops = load_images(PACK / "val", 2 if DRY else 64)
+        crops = load_crops(PACK / "val", 2 if DRY else 64)
         out["val_crops"] = len(crops)
         for prec in precisions:
-            out[f"val_psnr_{prec}"] = round(score(model, "demosaic", crops, dev, prec)[0], 3)
+            out[f"val_psnr_{prec}"] = round(precision_psnr(model, "demosaic", crops, dev, prec)[0], 3)
             save()
         if "val_psnr_bf16" in out:
             out["bf16_psnr_change_db"] = round(out["val_psnr_bf16"] - out["val_psnr_fp32"], 3)
         print(f"inference: val PSNR {[out.get('val_psnr_' + p) for p in precisions]} on {len(crops)} crops", flush=True)
         del model
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - load_images exits on an empty folder
+    except Exception as exc:  # noqa: BLE001 - the inference timings still run
         out["val_error"] = f"{type(exc).__name__}: {exc}"
     save()
 

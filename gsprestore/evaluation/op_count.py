@@ -44,7 +44,7 @@ class Tracker:
         self.stack[-1][2] += el
 
 
-#: views and metadata-only operators: no kernel, no traffic (as in research/count_training_traffic.py)
+#: views and metadata-only operators: no kernel, no traffic
 FREE = {"view", "_unsafe_view", "reshape", "expand", "as_strided", "permute", "transpose", "t", "unsqueeze",
         "squeeze", "slice", "select", "detach", "alias", "unbind", "split", "split_with_sizes", "chunk",
         "narrow", "diagonal", "lift_fresh", "_to_copy_noop", "empty", "empty_like", "empty_strided", "new_empty",

@@ -1,9 +1,10 @@
-"""What the speed measurements share (``benchmarks/bench_*.py``, the cost model): a synthetic image
-to time on, the best of several timings, and the plain CNN of demosaicnet's shape that the graph
+"""What the speed measurements share (``benchmarks/bench_*.py``, the cost model, the GPU job): a
+synthetic image or mosaic to time on, the best of several timings, and the plain CNN of demosaicnet's shape that the graph
 networks are compared against (issue 16's CPU target)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -19,6 +20,28 @@ def synthetic_rgb(h: int, w: int, batch: int = 1, seed: int = 0) -> torch.Tensor
     edges = (torch.rand(batch, 1, h // 32 + 1, w // 32 + 1, generator=g) > 0.5).float()
     edges = torch.nn.functional.interpolate(edges, size=(h, w), mode="nearest")
     return (0.7 * img + 0.3 * edges).clamp(0, 1)
+
+
+def synthetic_mosaic(megapixels: float, pattern: str = "RGGB") -> torch.Tensor:
+    """A 3:2 Bayer mosaic of smooth colour waves plus texture, float32 (1, H, W), built row block by
+    row block so the generator itself stays small (a 24-MP mosaic for the GPU's throughput)."""
+    import numpy as np
+
+    from ..physics.sampling import bayer_masks
+
+    w = int(math.sqrt(megapixels * 1e6 * 3 / 2)) // 2 * 2
+    h = int(megapixels * 1e6 / w) // 2 * 2
+    out = torch.empty(1, h, w)
+    x = np.arange(w, dtype=np.float32)
+    rng = np.random.default_rng(0)
+    for r0 in range(0, h, 512):
+        r1 = min(h, r0 + 512)
+        y = np.arange(r0, r1, dtype=np.float32)[:, None]
+        rgb = np.stack([0.5 + 0.3 * np.sin(x / (40 + 13 * c) + y / (57 + 7 * c)) * np.cos(y / 300 + c) for c in range(3)])
+        rgb += 0.02 * rng.standard_normal(rgb.shape, dtype=np.float32)
+        m = bayer_masks(r1 - r0, w, pattern).numpy()  # r0 is even: same phase
+        out[0, r0:r1] = torch.from_numpy((rgb * m).sum(0))
+    return out
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
