@@ -50,6 +50,7 @@ import torch
 from torch import Tensor
 
 from ..core import backend
+from ..core.shapes import broadcast_shape
 from .window import (
     DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions, sum_to, zero_outside,
 )
@@ -227,7 +228,7 @@ def _diag_minus_adjacency_into(out: Tensor, w: Tensor, a: Optional[Tensor], x: T
 
 def _diag_minus_adjacency(w: Tensor, a: Optional[Tensor], x: Tensor) -> Tensor:
     """``a * x - W x`` (``a=None`` means the identity)."""
-    shape = torch.broadcast_shapes(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
+    shape = broadcast_shape(x.shape, w[:, :, :1].shape, a.shape if a is not None else x.shape)
     if backend.usable(w, a, x):
         if a is not None and a.dim() != 5:
             a = a.expand(shape)
@@ -340,7 +341,7 @@ def normalized_laplacian_apply(w: Tensor, x: Tensor) -> Tensor:
 def graph_laplacian_regularizer(w: Tensor, x: Tensor) -> Tensor:
     """GLR ``x^T L x = sum_(i,j) w_ij (x_i - x_j)^2`` (eq. 1) per (batch, head): ``(B, K)``."""
     H, W = x.shape[-2:]
-    total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], w.shape[:2]))
+    total = x.new_zeros(broadcast_shape(x.shape[:2], w.shape[:2]))
     for k, P, Q in regions(H, W):
         d = x[..., P[0], P[1]] - x[..., Q[0], Q[1]]
         total = total + (w[:, :, k : k + 1, P[0], P[1]] * d * d).sum(dim=(2, 3, 4))
@@ -527,7 +528,7 @@ def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:
     """GTV ``||C-bar x||_1`` (Sec. 2.2 with the normalised incidence) per (batch, head): ``(B, K)``,
     without materialising the edge signal."""
     H, W = x.shape[-2:]
-    total = x.new_zeros(torch.broadcast_shapes(x.shape[:2], wbar.shape[:2]))
+    total = x.new_zeros(broadcast_shape(x.shape[:2], wbar.shape[:2]))
     for k, P, Q in regions(H, W):
         d = (x[..., P[0], P[1]] - x[..., Q[0], Q[1]]).abs()
         ws = wbar[:, :, k : k + 1, P[0], P[1]] + wbar[:, :, NU + k : NU + k + 1, Q[0], Q[1]]

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ..core import backend
+from ..core.shapes import broadcast_shape
 from .window import NU, regions, sum_to
 
 __all__ = ["degree_of", "scale_edges", "ScaleEdges", "lbar_weights", "LbarWeights", "Degree"]
@@ -68,7 +69,7 @@ class ScaleEdges(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w: Tensor, dis: Tensor):  # type: ignore[override]
         ctx.save_for_backward(w, dis)
-        return scale_edges(w, dis, torch.zeros(torch.broadcast_shapes(w.shape, dis.shape[:2] + w.shape[2:]),
+        return scale_edges(w, dis, torch.zeros(broadcast_shape(w.shape, dis.shape[:2] + w.shape[2:]),
                                                 dtype=w.dtype, device=w.device))
 
     @staticmethod

@@ -210,8 +210,11 @@ class UnrolledBlock(nn.Module):
             self.cnn = FeatureCNN(cnn_in, width, cnn_layers)
         else:  # the trunk (width, cnn_layers) belongs to the network; the block has a head
             self.head = BlockFeatureHead(width, cnn_in, heads * features)
-        eye = torch.eye(features).expand(heads, features, features)
-        self.metric_factor = nn.Parameter(metric_init * eye.clone())
+        # metric_init * I per head, written on the diagonal: torch.eye on the meta device (the
+        # weights loader's shape check) would import torch._dynamo, seconds at every start
+        metric = torch.zeros(heads, features, features)
+        metric.diagonal(dim1=-2, dim2=-1).fill_(metric_init)
+        self.metric_factor = nn.Parameter(metric)
         steps = (cg_iters, heads) if prior == "glr" else (admm_iters, cg_iters, heads)
         self.alpha = nn.Parameter(torch.full(steps, float(alpha_init)))
         self.beta = nn.Parameter(torch.full(steps, float(beta_init)))

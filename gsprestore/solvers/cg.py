@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ..core import backend
+from ..core.shapes import broadcasts_to
 from ..graph import operators as G
 from .cg_adjoint import full_rows, step_table
 
@@ -164,11 +165,7 @@ def _stencil_tensors(op, b: Tensor, x0: Tensor, precond: Optional[Tensor]) -> Op
     ts = [t for t in (op.w, op.diag, op.keep, b, x0, precond) if t is not None]
     if any(t.dtype != b.dtype for t in ts):
         return None
-    try:
-        ok = all(torch.broadcast_shapes(t.shape, b.shape) == b.shape for t in ts[1:])
-    except RuntimeError:
-        return None
-    return ts if ok else None
+    return ts if all(broadcasts_to(t.shape, b.shape) for t in ts[1:]) else None
 
 
 def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
