@@ -49,7 +49,7 @@ def _bytes(t: torch.Tensor) -> int:
 
 class _KernelRecorder:
     """Stands in for a Triton kernel: ``kernel[grid](*args)`` books a launch and its tensor
-    arguments' bytes into ``counter`` (:class:`gsprestore.evaluation.op_count.Counter`) and runs
+    arguments' bytes into ``counter`` (:meth:`gsprestore.evaluation.op_count.Counter.book`) and runs
     nothing."""
 
     def __init__(self, counter: Counter, name: str):
@@ -58,13 +58,7 @@ class _KernelRecorder:
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             moved = sum(_bytes(a) for a in args if isinstance(a, torch.Tensor))
-            c = self.counter
-            label = c.tracker.label
-            c.launches[label] += 1
-            c.bytes[label] += moved
-            rec = c.by_op.setdefault("triton:" + self.name, [0, 0.0, 0.0])
-            rec[0] += 1
-            rec[2] += moved
+            self.counter.book("triton:" + self.name, 0.0, moved)
 
         return launch
 

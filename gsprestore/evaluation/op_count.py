@@ -147,12 +147,17 @@ class Counter(TorchDispatchMode):
         if f is None:
             self.unknown[name] += 1
             f = 0.0
+        self.book(name, f, moved)
+        return out
+
+    def book(self, name: str, flops: float, moved: float) -> None:
+        """One launch of kernel ``name`` with its FLOPs and bytes, to the part running and to
+        ``by_op[name]`` (launches, FLOPs, bytes)."""
         label = self.tracker.label
-        self.flops[label] += f
+        self.flops[label] += flops
         self.bytes[label] += moved
         self.launches[label] += 1
         rec = self.by_op.setdefault(name, [0, 0.0, 0.0])
         rec[0] += 1
-        rec[1] += f
+        rec[1] += flops
         rec[2] += moved
-        return out
