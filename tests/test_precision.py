@@ -37,7 +37,7 @@ def test_load_crops_cuts_to_even_sizes_and_refuses_an_empty_folder(tmp_path):
 
 
 @pytest.mark.parametrize("task", ["demosaic", "upscale2x"])
-def test_precision_psnr_in_fp32_is_the_dataset_mse_psnr_numpy_computes(task):
+def test_precision_psnr_in_fp32_is_the_all_pixel_psnr_numpy_computes(task):
     rng = np.random.default_rng(1)
     crops = [torch.from_numpy(rng.random((3, h, w), dtype=np.float32)) for h, w in [(8, 10), (6, 6)]]
     db, secs = precision_psnr(KnownOnly(), task, crops, torch.device("cpu"), "fp32")

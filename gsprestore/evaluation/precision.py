@@ -3,9 +3,10 @@ network scored on held-out crops in fp32 and under ``torch.autocast`` (``benchma
 and the GPU job, ``tools/device_train.py``).
 
 Reduced precision runs the feature CNN under autocast; the graphs and solvers stay float32
-(``UnrolledBlock.projected_features`` casts back). Scores are dataset-MSE PSNR over all crops in the
-task's protocol space (:func:`gsprestore.physics.tasks.score_space`), no border crop, crops cut to
-even sizes, the output clipped to [0, 1] as a written image is."""
+(``UnrolledBlock.projected_features`` casts back). Scores are the PSNR of the mean squared error
+over every pixel of every crop (the dataset-MSE PSNR when the crops are one size, as the training
+pack's are) in the task's protocol space (:func:`gsprestore.physics.tasks.score_space`), no border
+crop, crops cut to even sizes, the output clipped to [0, 1] as a written image is."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def load_crops(folder: str | Path, limit: int) -> list[torch.Tensor]:
 
 def precision_psnr(model: torch.nn.Module, task: str, crops: list[torch.Tensor], dev: torch.device,
                    precision: str) -> tuple[float, float]:
-    """Dataset-MSE PSNR (dB) of ``model`` on ``crops`` at ``precision`` (a key of :data:`DTYPES`),
-    and the seconds it took."""
+    """PSNR (dB) of the squared error summed over all pixels of ``crops`` (see the module's text) of
+    ``model`` at ``precision`` (a key of :data:`DTYPES`), and the seconds it took."""
     space = score_space(task)
     dtype = DTYPES[precision]
     sq, n = 0.0, 0
