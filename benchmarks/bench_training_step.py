@@ -13,6 +13,8 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_training_step.py                       # 4 models, 1 and 2 threads, batch 4 and 16
     .venv/bin/python benchmarks/bench_training_step.py --models ugtv_demosaic,uglr_upscale2x --threads 1 --batch 4
+    .venv/bin/python benchmarks/bench_training_step.py --models ugtv-lite_demosaic --threads 1 --batch 16 --patch 32 \
+        --paths adjoint --precisions fp32,bf16        # bf16 autocast against float32, same process
     PYTHONPATH=../other-tree .venv/bin/python benchmarks/bench_training_step.py ...   # a tree without the setting:
                                                                               # its one path, labelled "tree"
 """
@@ -53,7 +55,8 @@ def timed(fn, repeat: int) -> tuple[float, float]:
     return best
 
 
-def bench(name: str, threads: int, batch: int, size: int, repeat: int, paths: dict) -> dict:
+def bench(name: str, threads: int, batch: int, size: int, repeat: int, paths: dict,
+          precisions: tuple[str, ...] = ("fp32",)) -> dict:
     torch.set_num_threads(threads)
     method, task = name.split("_")
     model = load_model(method, task)
@@ -71,12 +74,22 @@ def bench(name: str, threads: int, batch: int, size: int, repeat: int, paths: di
         (model(known, mask) - gt).abs().mean().backward()
         opt.step()
 
+    def step_bf16():  # bf16 autocast of the PyTorch ops (convolutions, matmuls); the loss in float32
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(known, mask)
+        (out.float() - gt).abs().mean().backward()
+        opt.step()
+
     row = {"model": name, "threads": threads, "batch": batch, "patch": size}
     row["forward_s"], row["forward_cpu_s"] = timed(forward, repeat)
     for label, settings in paths.items():
-        with backend.configure(**settings):
-            wall, cpu = timed(step, repeat)
-        row[label] = {"step_s": wall, "cpu_s": cpu, "patches_per_s": batch / wall, "x_forward": wall / row["forward_s"]}
+        for precision in precisions:
+            with backend.configure(**settings):
+                wall, cpu = timed(step if precision == "fp32" else step_bf16, repeat)
+            key = label if precision == "fp32" else f"{label}-{precision}"
+            row[key] = {"step_s": wall, "cpu_s": cpu, "patches_per_s": batch / wall,
+                        "x_forward": wall / row["forward_s"]}
     if "adjoint" in row and "autograd" in row:
         row["speedup"] = row["autograd"]["step_s"] / row["adjoint"]["step_s"]
         row["speedup_cpu"] = row["autograd"]["cpu_s"] / row["adjoint"]["cpu_s"]
@@ -93,6 +106,8 @@ def main() -> None:
     ap.add_argument("--keep-freed", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--paths", default="autograd,adjoint",
                     help="which of the tree's paths to time (a tree without the setting has one: 'tree')")
+    ap.add_argument("--precisions", default="fp32",
+                    help="fp32 and/or bf16 (torch.autocast on the CPU: pays on AVX512-BF16 / AMX cores, lscpu)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     if args.keep_freed:
@@ -109,10 +124,11 @@ def main() -> None:
     for name in args.models.split(","):
         for threads in map(int, args.threads.split(",")):
             for batch in map(int, args.batch.split(",")):
-                r = bench(name, threads, batch, args.patch, args.repeat, paths)
+                r = bench(name, threads, batch, args.patch, args.repeat, paths,
+                          tuple(args.precisions.split(",")))
                 rows.append(r)
                 parts = [f"{name:15s} {threads}t b{batch:<3d} fwd {r['forward_s']:.3f}s"]
-                for label in paths:
+                for label in [k for k in r if isinstance(r[k], dict)]:
                     p = r[label]
                     parts.append(f"{label} {p['step_s']:.3f}s (cpu {p['cpu_s']:.3f}) {p['patches_per_s']:.2f} p/s "
                                  f"= {p['x_forward']:.1f}x fwd")

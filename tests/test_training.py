@@ -413,8 +413,33 @@ def test_init_from_previous_weights(stand, tmp_path):
     assert kept == ["conv1.bias", "conv1.weight", "conv2.weight"]
     assert torch.equal(c.conv2.bias, a.conv2.bias) and torch.equal(c.conv1.weight, fresh["conv1.weight"])
     torch.save({"state_dict": {"other.weight": torch.zeros(1)}}, tmp_path / "bad.pt")
-    with pytest.raises(GspError, match="do not fit this model"):
+    with pytest.raises(GspError, match="no tensor of these weights fits"):
         T.init_from(b, tmp_path / "bad.pt")
+    # a file with a tensor the network lacks, and without one it has: the rest is copied
+    part = {k: v for k, v in a.state_dict().items() if k != "conv1.weight"}
+    torch.save({"state_dict": {**part, "blocks.9.extra": torch.zeros(2)}}, tmp_path / "part.pt")
+    d = Stand("ugtv", "demosaic", width=4)
+    assert T.init_from(d, tmp_path / "part.pt") == ["conv1.weight"]
+    assert torch.equal(d.conv2.weight, a.conv2.weight)
+
+
+def test_init_from_shipped_lite_weights_and_fewer_blocks(tmp_path):
+    """Issue 51: --init with a shipped lite file builds the lite network (its method differs from
+    the plain prior's only by a configuration key), and --blocks 1 from two-block weights copies the
+    block both have."""
+    from gsprestore.methods.weights import weights_dir
+    from gsprestore.training.build import adopt_init_config, build_network
+
+    cfg = T.TrainConfig(task="demosaic", prior="gtv", data=["d"], init=str(weights_dir() / "ugtv-lite_demosaic.pt"))
+    info = adopt_init_config(cfg)
+    assert cfg.model["feature_trunk"] == "packed" and cfg.method == "ugtv-lite" and info["adopted"]
+    net = build_network(cfg)
+    assert net.init_report == []
+    two = T.TrainConfig(task="demosaic", prior="gtv", data=["d"], init=str(weights_dir() / "ugtv_demosaic.pt"),
+                        model={"blocks": 1})
+    adopt_init_config(two)
+    one = build_network(two)
+    assert one.init_report == [] and len(one.blocks) == 1
 
 
 def _small_ugtv(seed: int = 5):

@@ -62,6 +62,10 @@ def train(
                               "--downscale-scope jpeg.")] = False,
     augment: Annotated[bool, typer.Option("--augment/--no-augment", help="Random flips and 90-degree rotations of the "
                        "patches.")] = True,
+    mine_share: Annotated[float, typer.Option("--mine-share", help="Share of the training patches drawn by "
+                          "difficulty: the error of the task's classical method (Menon / bicubic) on them.")] = 0.0,
+    color_jitter: Annotated[float, typer.Option("--color-jitter", help="Exposure and colour-balance jitter of the "
+                            "training patches: log-gain spread per patch (half per channel); 0 off.")] = 0.0,
     blocks: Annotated[Optional[int], typer.Option("--blocks", help="Model: unrolled blocks.")] = None,
     heads: Annotated[Optional[int], typer.Option("--heads", help="Model: graph-learning heads per block.")] = None,
     width: Annotated[Optional[int], typer.Option("--width", help="Model: feature-CNN channels.")] = None,
@@ -151,6 +155,8 @@ def train_pack(
                            "chroma becomes full resolution).")
     ] = True,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing pack.")] = False,
+    score: Annotated[str, typer.Option("--score", help="What a crop is drawn by: texture (luma differences) or "
+                     "menon (Menon's demosaicking error on it: hard-patch mining).")] = "texture",
 ) -> None:
     """Pack the most textured crops of photo folders into a size budget (lossless), with a recorded
     photo-level validation split: the training data that travels to a GPU machine.
@@ -164,10 +170,10 @@ def train_pack(
     console = Console(stderr=True)
     info = make_pack(folders, out, budget_mib=budget_mib, val_fraction=val_fraction, val_share=val_share,
                      crop=crop, texture_power=texture_power, codec=codec, seed=seed,
-                     downscale_jpeg=downscale_jpeg, overwrite=overwrite, progress=CountLines(console))
+                     downscale_jpeg=downscale_jpeg, overwrite=overwrite, progress=CountLines(console), score=score)
     for split, t in info["totals"].items():
         typer.echo(f"{split}: {t['crops']} crops ({t['megapixels']} MP) from {t['photos']} photos, "
-                   f"{t['bytes'] / 2**20:.1f} MiB, {t['bytes_per_pixel']} B/px, median texture "
+                   f"{t['bytes'] / 2**20:.1f} MiB, {t['bytes_per_pixel']} B/px, median {score} "
                    f"{t['median_score_kept']} (all candidates {t['median_score_all']})")
     for bad in info["skipped"]:
         console.print(one_line(f"skipped {bad['file']}: {bad['reason']}"), highlight=False, markup=False,

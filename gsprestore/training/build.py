@@ -54,7 +54,9 @@ def adopt_init_config(cfg: TrainConfig) -> dict[str, Any] | None:
     given = dict(cfg.model)
     identity = {k: stored.get(k) for k in IDENTITY_KEYS if stored.get(k) is not None}
     expected = {"prior": cfg.prior, "task": cfg.task, "method": cfg.method}
-    foreign = {k: v for k, v in identity.items() if v != expected[k]}
+    # the method name follows from the configuration (ugtv-lite is ugtv with the packed trunk,
+    # a key the weights' configuration brings): only another prior or task is foreign
+    foreign = {k: v for k, v in identity.items() if k != "method" and v != expected[k]}
     name = path.name
     if foreign or not stored:
         source = identity.get("method") or ("u" + str(identity["prior"]) if "prior" in identity else "other")
@@ -146,7 +148,7 @@ def build_patch_sets(cfg: TrainConfig, *, workers: int = 0):
         [f for f in cfg.data if not is_pack(f)], presplit=packs, patches=cfg.patches, patch_size=cfg.patch_size,
         val_fraction=cfg.val_fraction, val_patches=cfg.val_patches, seed=cfg.seed, downscale=cfg.downscale,
         downscale_filter=cfg.downscale_filter, downscale_scope=cfg.downscale_scope, augment=cfg.augment,
-        workers=workers)
+        mine_share=cfg.mine_share, task=cfg.task, workers=workers)
 
 
 def epoch_order(seed: int, epoch: int, n: int):

@@ -144,20 +144,19 @@ def init_from(model, path: Path, regrown: list[str] | None = None) -> list[str]:
     network with other iteration counts are carried over step by step, the added steps as no-ops
     (:func:`gsprestore.models.unrolled.regrown_step_sizes`: a deeper network starts out computing
     what the weights did); their names are appended to ``regrown`` when it is a list. Any other
-    tensor whose shape differs keeps its fresh initial value. Returns those tensors' names."""
+    tensor whose shape differs, or that the file lacks (a block the weights did not have), keeps
+    its fresh initial value; tensors of the file the network lacks are not used. Returns the names
+    of the tensors that keep their initial value; refused when no tensor fits at all."""
     import torch
 
     from ..models.unrolled import regrown_step_sizes
 
     state = _state_dict_from(path)
     own = model.state_dict()
-    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-    if missing or unexpected:
-        bad = (missing + unexpected)[:3]
-        raise GspError(f"weights do not fit this model ({len(missing)} tensors missing, {len(unexpected)} "
-                       f"unexpected, e.g. {', '.join(bad)})", path)
     new = {}
     for k in own:
+        if k not in state:  # e.g. --blocks 2 from one-block weights: the second block starts fresh
+            continue
         if own[k].shape == state[k].shape:
             new[k] = state[k]
             continue
@@ -169,7 +168,7 @@ def init_from(model, path: Path, regrown: list[str] | None = None) -> list[str]:
     kept = sorted(k for k in own if k not in new)
     if not new:  # nothing would come from the file: not a start from these weights at all
         example = ", ".join(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in kept[:2]
-                            if hasattr(state[k], "shape"))
+                            if hasattr(state.get(k), "shape"))
         raise UsageError(f"--init: no tensor of these weights fits this network (all {len(own)} differ in shape"
                          + (f", e.g. {example}" if example else "") + "); choose weights of this configuration",
                          path)
@@ -187,7 +186,8 @@ def init_copy_note(model, path: str | Path, kept: list[str]) -> str | None:
     copied = [k for k in own if k not in set(kept)]
     n_copied, n_all = sum(own[k].numel() for k in copied), sum(v.numel() for v in own.values())
     return (f"--init {Path(path).name}: copied {len(copied)} of {len(own)} tensors ({n_copied:,} of {n_all:,} "
-            f"parameters); {len(kept)} differ in shape and start fresh (e.g. {', '.join(kept[:3])})")
+            f"parameters); {len(kept)} differ in shape or are not in the file and start fresh "
+            f"(e.g. {', '.join(kept[:3])})")
 
 
 def _state_dict_from(path: Path) -> dict:

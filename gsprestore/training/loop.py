@@ -409,6 +409,10 @@ class TrainingRun:
             weight = (hi - lo) * self.ranks.world / n_all
             idx = idx[lo:hi] if hi > lo else idx[:1]  # a rank without patches still joins (weight 0)
         gt = self.train_x[idx].float() / 255.0
+        if cfg.color_jitter:  # exposure / colour-balance jitter, a pure function of (seed, step)
+            from .augment import jitter
+
+            gt = jitter(gt, cfg.color_jitter, (cfg.seed, 106, state["step"]))
         try:
             loss = self._forward_backward(gt, weight)
         except RuntimeError as exc:  # DDP's gradient all-reduce: a rank that died ends the job here

@@ -40,7 +40,7 @@ DOWNSCALE_FILTERS = ("lanczos", "area")
 #: Which sources the downscale applies to: every photo, or only JPEG ones (4:2:0 chroma).
 DOWNSCALE_SCOPES = ("all", "jpeg")
 #: Random-number streams (``numpy.random.default_rng([seed, stream])``), one per use.
-_STREAM_SPLIT, _STREAM_TRAIN, _STREAM_VAL = 101, 102, 103
+_STREAM_SPLIT, _STREAM_TRAIN, _STREAM_VAL, _STREAM_MINE = 101, 102, 103, 105
 
 
 # --------------------------------------------------------------------------- sources
@@ -293,6 +293,39 @@ def place_patches(sources: list[Source], count: int, patch: int, rng: np.random.
     return Placement(idx.astype(np.int64), row.astype(np.int64), col.astype(np.int64), transform.astype(np.int64))
 
 
+def place_mined_patches(sources: list[Source], count: int, patch: int, rng: np.random.Generator, task: str,
+                        *, method: str = "lanczos", augment: bool = True) -> tuple[Placement, dict]:
+    """Draw ``count`` placements with probability proportional to their difficulty: the mean
+    squared error of the task's reference method over the patch
+    (:func:`gsprestore.training.mining.window_means` of :func:`~gsprestore.training.mining.error_map`),
+    over every even position of every source (measured in the photo's own orientation), then a
+    uniform symmetry. Returns the placement and its record: the scores of all positions and of
+    the drawn ones."""
+    from .mining import window_means, error_map
+
+    per_source = []
+    for s in sources:
+        per_source.append(window_means(error_map(load_source(s, method), task), patch).ravel())
+    sizes = np.array([a.size for a in per_source], dtype=np.int64)
+    scores = np.concatenate(per_source) if per_source else np.zeros(0)
+    if scores.size == 0 or not np.isfinite(scores).all() or scores.sum() <= 0:
+        raise UsageError(f"no training photo has a {patch}x{patch} patch the reference method gets wrong to mine")
+    flat = rng.choice(scores.size, size=count, p=scores / scores.sum())
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    src = np.searchsorted(starts, flat, side="right") - 1
+    local = flat - starts[src]
+    cols = np.array([sources[i].positions(patch)[1] for i in range(len(sources))], dtype=np.int64)[src]
+    row, col = 2 * (local // cols), 2 * (local % cols)
+    transform = rng.integers(0, 8, size=count) if augment else np.zeros(count, dtype=np.int64)
+    record = {"scores": scores, "drawn": scores[flat]}
+    return Placement(src.astype(np.int64), row.astype(np.int64), col.astype(np.int64),
+                     transform.astype(np.int64)), record
+
+
+def _concat(a: Placement, b: Placement) -> Placement:
+    return Placement(*(np.concatenate([getattr(a, f), getattr(b, f)]) for f in ("source", "row", "col", "transform")))
+
+
 def cut_patches(sources: list[Source], placement: Placement, patch: int, *, method: str = "lanczos",
                 workers: int = 0):
     """Cut the patches of ``placement`` into a ``uint8`` tensor ``(N, 3, P, P)``. Each source is
@@ -371,6 +404,8 @@ def build_patch_sets(
     downscale_filter: str = "lanczos",
     downscale_scope: str = "all",
     augment: bool = True,
+    mine_share: float = 0.0,
+    task: str = "demosaic",
     workers: int = 0,
     check_test_sets: bool = True,
     presplit: list[tuple[str | Path, str | Path | None]] = (),
@@ -381,7 +416,11 @@ def build_patch_sets(
     (the crops of a training pack, :mod:`gsprestore.training.trainpack`): not split again, not downscaled.
 
     ``val_patches`` defaults to ``round(patches * val_fraction)`` (at least one batch's worth is
-    up to the caller); validation patches are not augmented."""
+    up to the caller); validation patches are not augmented.
+
+    ``mine_share``: that share of the training patches is drawn by difficulty for ``task``
+    (:func:`place_mined_patches`, hard-patch mining), the rest uniformly as without it; the
+    validation patches are always drawn uniformly (they measure the photos, not the hard parts)."""
     if patches < 1:
         raise UsageError(f"--patches must be >= 1, got {patches}")
     if downscale_filter not in DOWNSCALE_FILTERS:
@@ -401,7 +440,22 @@ def build_patch_sets(
         raise UsageError("no training photos")
     train_src = [s for s in train_src if s.positions(patch_size)[0] > 0]
     val_src = [s for s in val_src if s.positions(patch_size)[0] > 0]
-    place = place_patches(train_src, patches, patch_size, np.random.default_rng([seed, _STREAM_TRAIN]), augment=augment)
+    if not 0.0 <= mine_share <= 1.0:
+        raise UsageError(f"--mine-share must be in [0, 1], got {mine_share}")
+    n_mined = int(round(patches * mine_share))
+    place = place_patches(train_src, patches - n_mined, patch_size, np.random.default_rng([seed, _STREAM_TRAIN]),
+                          augment=augment)
+    mined_info: dict = {}
+    if n_mined:
+        mined, rec = place_mined_patches(train_src, n_mined, patch_size, np.random.default_rng([seed, _STREAM_MINE]),
+                                         task, method=downscale_filter, augment=augment)
+        place = _concat(place, mined)
+        from .mining import hard_share
+
+        mined_info = {"mine_share": mine_share, "mined_patches": n_mined,
+                      "mean_difficulty_all_positions": round(float(rec["scores"].mean()), 3),
+                      "mean_difficulty_mined": round(float(rec["drawn"].mean()), 3),
+                      "hardest_tenth_share_of_mined": round(hard_share(rec["scores"], rec["drawn"]), 4)}
     train = cut_patches(train_src, place, patch_size, method=downscale_filter, workers=workers)
     n_val = int(round(patches * val_fraction)) if val_patches is None else int(val_patches)
     if presplit and val_patches is None:
@@ -426,6 +480,7 @@ def build_patch_sets(
         "downscale_filter": downscale_filter if downscale > 1 else None,
         "downscale_scope": downscale_scope if downscale > 1 else None,
         "augment": augment,
+        **mined_info,
         "train_digest": patch_digest(train),
         "val_digest": patch_digest(val),
         "val_files": sorted(str(s.path) for s in val_src),

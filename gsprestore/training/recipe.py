@@ -54,6 +54,11 @@ class TrainConfig:
     downscale_filter: str = "lanczos"
     downscale_scope: str = "all"
     augment: bool = True
+    #: share of the training patches drawn by difficulty (hard-patch mining, :mod:`.mining`)
+    mine_share: float = 0.0
+    #: exposure and colour-balance jitter of the training patches (:func:`.augment.jitter`): gains
+    #: ``exp(U(-s, s))`` per patch and, at half that spread, per channel; 0 is off
+    color_jitter: float = 0.0
     model: dict[str, Any] = field(default_factory=dict)
     init: str | None = None
     log_every: int = 50
@@ -117,6 +122,10 @@ class TrainConfig:
                             ("--patch-size", self.patch_size)]:
             if value is not None and value > MAX_COUNT:  # counts become C ints in torch and NumPy
                 raise UsageError(f"{name} must be at most {MAX_COUNT:,}, got {value}")
+        if not (isinstance(self.mine_share, (int, float)) and 0.0 <= self.mine_share <= 1.0):
+            raise UsageError(f"--mine-share must be a number in [0, 1], got {self.mine_share}")
+        if not (isinstance(self.color_jitter, (int, float)) and 0.0 <= self.color_jitter <= 1.0):
+            raise UsageError(f"--color-jitter must be a number in [0, 1], got {self.color_jitter}")
         if self.downscale not in (1, 2):
             raise UsageError(f"--downscale must be 1 or 2, got {self.downscale}")
         return self
@@ -153,6 +162,10 @@ class TrainConfig:
                      "--downscale-scope", self.downscale_scope]
         if not self.augment:
             args += ["--no-augment"]
+        if self.mine_share:
+            args += ["--mine-share", repr(self.mine_share)]
+        if self.color_jitter:
+            args += ["--color-jitter", repr(self.color_jitter)]
         for k, v in sorted(self.model.items()):
             args += ["--model-opt", f"{k}={json.dumps(v)}"]
         if self.init:

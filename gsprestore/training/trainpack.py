@@ -104,9 +104,16 @@ class Candidate:
     score: float
 
 
+#: What a crop is scored by: its luma texture, or Menon's demosaicking error on it (hard-patch
+#: mining, :mod:`gsprestore.training.mining`).
+SCORES = ("texture", "menon")
+
+
 def _candidates(sources, crop: int, method: str, progress: Callable[[int, int], None] | None,
-                skipped: list[dict[str, str]]) -> tuple[list[Candidate], dict[int, np.ndarray]]:
-    """Score every ``crop`` x ``crop`` grid cell of every source (decoding each photo once).
+                skipped: list[dict[str, str]], score: str = "texture") -> tuple[list[Candidate], dict[int, np.ndarray]]:
+    """Score every ``crop`` x ``crop`` grid cell of every source (decoding each photo once) by
+    ``score``: :func:`texture_score`, or ``menon``, the mean squared error (8-bit units, summed
+    over R, G, B) of Menon's demosaicking of the photo's RGGB mosaic over the cell.
     Returns the candidates and the decoded photos (kept to cut the chosen crops). A photo that
     does not decode (e.g. a truncated file) is skipped and recorded in ``skipped``."""
     from ..core.errors import GspError
@@ -130,9 +137,16 @@ def _candidates(sources, crop: int, method: str, progress: Callable[[int, int], 
         photos[i] = img
         # centre the grid: the cells lose the same margin on both sides
         r0, c0 = ((h % crop) // 2) & ~1, ((w % crop) // 2) & ~1
+        err = None
+        if score == "menon":
+            from .mining import error_map
+
+            err = error_map(img, "demosaic")
         for r in range(r0, h - crop + 1, crop):
             for c in range(c0, w - crop + 1, crop):
-                cands.append(Candidate(i, r, c, texture_score(img[r:r + crop, c:c + crop])))
+                value = (texture_score(img[r:r + crop, c:c + crop]) if err is None
+                         else float(err[r:r + crop, c:c + crop].mean()))
+                cands.append(Candidate(i, r, c, value))
         if progress:
             progress(i + 1, len(sources))
     return cands, photos
@@ -161,6 +175,7 @@ def make_pack(
     seed: int = 0,
     downscale_jpeg: bool = True,
     overwrite: bool = False,
+    score: str = "texture",
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Write a training pack of ``folders`` into ``out`` (see the module docstring) and return its
@@ -177,6 +192,8 @@ def make_pack(
         raise UsageError(f"--crop must be a multiple of 4 and >= 64, got {crop}")
     if codec not in CODECS:
         raise UsageError(f"unknown codec {codec!r}; expected one of {', '.join(CODECS)}")
+    if score not in SCORES:
+        raise UsageError(f"unknown crop score {score!r}; expected one of {', '.join(SCORES)}")
     if not 0 < budget_mib < math.inf:
         raise UsageError(f"--budget-mib must be positive, got {budget_mib}")
     if not 0.0 < val_share < 1.0:
@@ -198,7 +215,7 @@ def make_pack(
                 raise UsageError(f"--overwrite replaces only a training pack ({foreign})", out)
         return _write_pack(folders, out, budget_mib=budget_mib, val_fraction=val_fraction, val_share=val_share,
                            crop=crop, texture_power=texture_power, codec=codec, seed=seed,
-                           downscale_jpeg=downscale_jpeg, progress=progress)
+                           downscale_jpeg=downscale_jpeg, progress=progress, score=score)
 
 
 def _not_pack_file(out: Path) -> str | None:
@@ -224,7 +241,7 @@ def _not_pack_file(out: Path) -> str | None:
 
 def _write_pack(folders: list[str | Path], out: Path, *, budget_mib: float, val_fraction: float, val_share: float,
                 crop: int, texture_power: float, codec: str, seed: int, downscale_jpeg: bool,
-                progress: Callable[[str, int, int], None] | None) -> dict[str, Any]:
+                progress: Callable[[str, int, int], None] | None, score: str = "texture") -> dict[str, Any]:
     """:func:`make_pack` once its options are checked and it holds the folder's lock: the crops go
     to a fresh staging folder of this run's own (``.NAME.XXXX.partial`` beside ``out``), removed
     if anything fails; the finished pack replaces ``out`` (an old pack, checked to hold nothing
@@ -253,7 +270,8 @@ def _write_pack(folders: list[str | Path], out: Path, *, budget_mib: float, val_
         os.chmod(staging, 0o777 & ~UMASK)  # mkdtemp's 0700 is not the finished pack's mode
         info = _fill(staging, folders, train_src, val_src, budget, skipped, budget_mib=budget_mib,
                      val_fraction=val_fraction, val_share=val_share, crop=crop, texture_power=texture_power,
-                     codec=codec, seed=seed, downscale_jpeg=downscale_jpeg, progress=progress, t0=t0)
+                     codec=codec, seed=seed, downscale_jpeg=downscale_jpeg, progress=progress, t0=t0,
+                     score=score)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
             out.rename(old / "pack")  # an empty folder, or a pack checked to hold nothing else
@@ -269,7 +287,7 @@ def _write_pack(folders: list[str | Path], out: Path, *, budget_mib: float, val_
 
 def _fill(staging: Path, folders, train_src, val_src, budget: dict[str, float], skipped: list[dict[str, str]], *,
           budget_mib: float, val_fraction: float, val_share: float, crop: int, texture_power: float, codec: str,
-          seed: int, downscale_jpeg: bool, progress, t0: float) -> dict[str, Any]:
+          seed: int, downscale_jpeg: bool, progress, t0: float, score: str = "texture") -> dict[str, Any]:
     """Draw, encode and write the crops of both splits and ``pack.json`` into ``staging``."""
     from ..core.atomic import atomic_file
 
@@ -278,7 +296,7 @@ def _fill(staging: Path, folders, train_src, val_src, budget: dict[str, float], 
     for split, sources, stream in (("train", train_src, _STREAM_TRAIN), ("val", val_src, _STREAM_VAL)):
         (staging / split).mkdir(parents=True, exist_ok=True)
         cb = (lambda done, total, s=split: progress(f"scoring {s} photos", done, total)) if progress else None
-        cands, photos = _candidates(sources, crop, "lanczos", cb, skipped)
+        cands, photos = _candidates(sources, crop, "lanczos", cb, skipped, score)
         order = _draw(cands, texture_power, np.random.default_rng([seed, stream]))
         used, kept, scores_all = 0, 0, [c.score for c in cands]
         for c in order:
@@ -312,7 +330,7 @@ def _fill(staging: Path, folders, train_src, val_src, budget: dict[str, float], 
         "recipe": {"folders": [str(Path(f)) for f in folders], "budget_mib": budget_mib,
                    "val_fraction": val_fraction, "val_share": val_share, "crop": crop,
                    "texture_power": texture_power, "codec": codec, "seed": seed,
-                   "downscale_jpeg": downscale_jpeg},
+                   "downscale_jpeg": downscale_jpeg, "score": score},
         "split": {"train_photos": sorted(str(s.path) for s in train_src),
                   "val_photos": sorted(str(s.path) for s in val_src)},
         "totals": totals,
