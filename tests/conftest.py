@@ -12,11 +12,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
 
-# The default rule scales a recorded CPU speed by this machine's convolution probe
-# (gsprestore.core.calibration): the tests take the recorded speeds as they are, so that which method
-# is a task's default does not depend on the machine, its load or the worker's thread count (the
-# calibration's own tests turn it back on)
-os.environ["GSPRESTORE_CPU_CALIBRATION"] = "0"
 
 
 @pytest.fixture(params=["pytorch", "native"])

@@ -278,3 +278,21 @@ def test_ship_tool_records_benchmark_rows(tmp_path):
                         folder=tmp_path / "w")["file"] == "ugtv_upscale2x.pt"
     speed = W.manifest_entry("ugtv", "upscale2x", W.read_manifest(tmp_path / "w" / "manifest.json"))["speed"]["cuda"]
     assert speed["megapixels_per_second"] == 9.5 and speed["conditions"].startswith("6.0 MP image to 24.0 MP")
+
+
+def test_help_and_version_import_no_torch_and_time_nothing(tmp_path):
+    """Issue 50 / 52: ``gsprestore --help``, ``--version`` and a command's ``--help`` answer without
+    importing torch and without measuring the machine (no cache file is written)."""
+    import os
+    import subprocess
+
+    code = ("import sys, runpy; sys.argv = ['gsprestore'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('gsprestore', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('TORCH', 'torch' in sys.modules, file=sys.stderr)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    for args in (["--help"], ["--version"], ["demosaic", "--help"], ["upscale2x", "--help"], ["train", "--help"]):
+        res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
+        assert "TORCH False" in res.stderr, (args, res.stderr[-500:])
+        assert res.stdout.strip(), args
+    assert not (tmp_path / "cache").exists()

@@ -1,2 +1,2 @@
 """Foundations every layer may use: errors, atomic writes, file identity and claims, memory, JSON from
-users, the heartbeat, CPU calibration and the kernel backend."""
+users, the heartbeat and the kernel backend."""

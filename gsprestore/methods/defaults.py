@@ -27,11 +27,11 @@ measured (``megapixels_per_second``): for a shipped network its ``speed.<device>
 its recorded Kodak / McM row when that ran on this kind of device; for the classical methods
 ``baselines.speed.<device>.<task>``, whose ``conditions`` say on what machine. A kind of device
 with no recorded speed for the learned network keeps the classical default until one is measured
-and shipped. A CPU speed record that carries its machine's probe figure (``probe_gflops``) is
-scaled to this machine by :func:`gsprestore.core.calibration.speed_factor` (a short convolution probe,
-cached per machine): a 16-core workstation is credited with its speed, a slower CPU debited. On
-the project's 2-core CPU the paper-size networks restore about 0.03-0.1 MP/s (10-30 s per
-megapixel); the CPU-size ``-lite`` networks are what can be fast enough there.
+and shipped. Recorded speeds are taken as recorded (the machine their ``conditions`` name), never
+re-measured at run time: the same install on the same input always chooses the same method, at
+any load and with any cache (a run-time speed probe made the default differ between fresh caches
+on one machine). The paper-size networks are far from the bar on a CPU; the CPU-size ``-lite``
+networks are what can be fast enough there.
 """
 
 from __future__ import annotations
@@ -204,10 +204,6 @@ def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]
         entry = entries[method]
         own = (entry.get("speed") or {}).get(device)
         if isinstance(own, dict) and isinstance(own.get("megapixels_per_second"), (int, float)):
-            if device == "cpu":  # judged for this machine (gsprestore.core.calibration)
-                from ..core.calibration import speed_factor
-
-                return float(own["megapixels_per_second"]) * speed_factor(own)
             return float(own["megapixels_per_second"])
         for dataset in ("kodak", "mcm"):
             block = (entry.get("scores") or {}).get(dataset)
