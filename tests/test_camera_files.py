@@ -231,3 +231,42 @@ def test_a_raw_container_tifffile_cannot_read_gives_its_previews_exif(tmp_path, 
     assert 0xA002 not in meta.exif  # the preview's size is not the picture's
     monkeypatch.setattr(rawpy, "imread", lambda path: (_ for _ in ()).throw(rawpy.LibRawNoThumbnailError()))
     assert not raw_metadata(str(tmp_path / "X.CR3"))
+
+
+def test_a_camera_raw_given_to_a_command_that_takes_images_is_refused_in_one_line(tmp_path):
+    """Issue 50: ``upscale2x`` / ``mosaic`` of a camera RAW file used to upscale its embedded
+    thumbnail. Named one by one or found in a folder, it gets one line that says to develop it
+    first, exit 2, and nothing is written; beside images in a folder it is skipped with that line."""
+    shoot = _shoot(tmp_path)
+    dng = shoot / "IMG_0001.dng"
+    for command in ("upscale2x", "mosaic"):
+        code, _, err = cli(command, dng, "-o", tmp_path / "out.png")
+        assert code == 2 and f"develop it first with `gsprestore demosaic {dng}`" in err, err
+        assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out.png").exists()
+    only = tmp_path / "only"
+    only.mkdir()
+    dng.rename(only / "IMG_0001.dng")
+    code, _, err = cli("upscale2x", only, "-o", tmp_path / "out")
+    assert code == 2 and "a camera RAW file: `gsprestore upscale2x` takes developed images" in err
+    assert not (tmp_path / "out").exists()
+    (only / "IMG_0001.dng").rename(shoot / "IMG_0001.dng")
+    code, _, err = cli("upscale2x", shoot, "-o", tmp_path / "out", "-m", "bicubic")
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["IMG_0001.JPG", "IMG_0002.JPG"]
+    assert "skipped 1 camera RAW file(s)" in err and "develop them first with `gsprestore demosaic`" in err
+
+
+def test_inputs_are_recognised_by_content_not_by_a_raw_suffix(tmp_path):
+    """Issue 51: a PNG mosaic named ``.CR2`` is demosaicked as the PNG it is."""
+    from gsprestore.imageio.camera_raw import is_camera_raw
+    from gsprestore.imageio.images import write_image
+
+    rng = np.random.default_rng(0)
+    png = tmp_path / "mosaic.png"
+    write_image(png, rng.random((16, 20)).astype(np.float32), 8)
+    fake = tmp_path / "IMG_0001.CR2"
+    png.rename(fake)
+    assert not is_camera_raw(fake) and is_camera_raw(tmp_path / "missing.nef")
+    code, _, err = cli("demosaic", fake, "-o", tmp_path / "out.png", "-m", "bilinear")
+    assert code == 0, err
+    assert read_image(tmp_path / "out.png").array.shape == (16, 20, 3)

@@ -70,6 +70,27 @@ def is_raw_name(path: str | Path) -> bool:
     return Path(path).suffix.lower() in RAW_SUFFIXES
 
 
+#: Signatures of the image formats that are never camera RAW files, whatever their name.
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+
+
+def is_camera_raw(path: str | Path) -> bool:
+    """True if ``path`` is taken as a camera RAW file: a RAW suffix (:func:`is_raw_name`) on a file
+    whose content is not a PNG, JPEG, WebP, GIF or BMP image (inputs are recognised by content: a
+    PNG mosaic named ``.CR2`` is a PNG). TIFF-based content (DNG, CR2, NEF, ARW...) under a RAW
+    suffix is RAW; a file that cannot be read counts by its name (reading it then says why)."""
+    if not is_raw_name(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return True
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return False
+    return not any(head.startswith(m) for m in _IMAGE_MAGIC)
+
+
 def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
     """``value`` lower-cased if it is one of ``choices``, else a :class:`UsageError` (exit 2)."""
     v = str(value).lower()

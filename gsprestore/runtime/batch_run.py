@@ -104,13 +104,21 @@ def _run(work: BatchWork, inputs: list[str], options: BatchOptions, share: tuple
     from . import distributed as D
     from .folders import Job, Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
     from .progress import Reporter
-    from ..core.errors import GspError
+    from ..core.errors import GspError, UsageError
     from ..imageio.images import TOOL_TAG
 
     o, command = options, work.command
     found = discover(inputs, recursive=o.recursive, output=o.output, tag=TOOL_TAG.format(command=command),
                      extra_suffixes=work.extra_suffixes)
     failures = [Result(m, None, "failed", error=f"{m}: no such file or folder") for m in found.missing]
+    if not work.extra_suffixes:  # a command that takes no camera RAW file: say what to do instead
+        from ..imageio.camera_raw import is_camera_raw
+
+        named = [str(s.path) for s in found.sources if is_camera_raw(s.path)]
+        if named or (found.skipped_raw and not found.sources):
+            first = (named or found.skipped_raw)[0]
+            raise UsageError(f"a camera RAW file: `gsprestore {command}` takes developed images (PNG, TIFF, JPEG or "
+                             f"WebP); develop it first with `gsprestore demosaic {first}`", first)
     if not found.sources:
         if len(found.missing) == 1:
             raise GspError("no such file or folder", found.missing[0])
@@ -134,6 +142,11 @@ def _run(work: BatchWork, inputs: list[str], options: BatchOptions, share: tuple
             reporter.notice(f"{len(lossy)} JPEG / WebP input(s) give PNG mosaics (a Bayer mosaic must be "
                             f"lossless), e.g. {lossy[0].output.with_suffix('.png')}")
     own_files = found.skipped_own + [str(j.input) for j in own]
+    if found.skipped_raw:
+        items = found.skipped_raw
+        reporter.notice(f"skipped {len(items)} camera RAW file(s) ({', '.join(items[:3])}"
+                        f"{', ...' if len(items) > 3 else ''}): `gsprestore {command}` takes developed images; "
+                        f"develop them first with `gsprestore demosaic`")
     for what, items in (("hidden", found.skipped_hidden), ("non-image", found.skipped_other),
                         (f"`gsprestore {command}` output", own_files), (found.RAW_ONLY, found.skipped_beside_raw)):
         if items:

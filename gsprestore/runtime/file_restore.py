@@ -136,7 +136,7 @@ def restore_file(
     ``notice`` gets one-line messages (several pages or frames, odd size, tiles), ``progress`` (done,
     total) tiles, ``expect`` the output's megapixels before the restorer runs.
     Returns what was written: width, height, bit_depth (and orientation when not 1)."""
-    from ..imageio.camera_raw import RAW_SUFFIXES
+    from ..imageio.camera_raw import is_camera_raw
     from .tiling import check_channels, job_bytes, resolve_device, restore
     from ..core.errors import GspError, UsageError
     from ..imageio.images import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
@@ -145,7 +145,7 @@ def restore_file(
     source, task = Path(source), restorer.task
     software = software or TOOL_TAG.format(command=task)
     run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
-    if is_mosaic(task) and source.suffix.lower() in RAW_SUFFIXES:
+    if is_mosaic(task) and is_camera_raw(source):
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
                                 output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
@@ -353,9 +353,9 @@ def header_pixels(path: str | Path) -> int | None:
             with tifffile.TiffFile(path) as tf:
                 shape = tf.pages[0].shape
                 return int(shape[0]) * int(shape[1])
-        from ..imageio.camera_raw import is_raw_name
+        from ..imageio.camera_raw import is_camera_raw
 
-        if is_raw_name(path):
+        if is_camera_raw(path):
             import rawpy
 
             raw = rawpy.RawPy()

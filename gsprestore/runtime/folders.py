@@ -86,6 +86,7 @@ class Discovery:
     skipped_links: list[str] = field(default_factory=list)  # links to a folder already walked
     skipped_own: list[str] = field(default_factory=list)  # outputs of this command, or the -o tree
     skipped_beside_raw: list[str] = field(default_factory=list)  # images in a folder of camera RAW files
+    skipped_raw: list[str] = field(default_factory=list)  # camera RAW files, for a command that takes none
     #: How the notice names ``skipped_beside_raw`` ("skipped N ... file(s): ...").
     RAW_ONLY: ClassVar[str] = "non-RAW (a folder holding camera RAW files gives those only; name others one by one)"
     _visited: set = field(default_factory=set, repr=False)
@@ -101,6 +102,12 @@ def _folder_id(folder: Path) -> tuple[int, int] | None:
 
 def _is_input(path: Path, extra: tuple[str, ...]) -> bool:
     return is_image_name(path) or path.suffix.lower() in extra
+
+
+def _raw_name(path: Path) -> bool:
+    from ..imageio.camera_raw import is_raw_name
+
+    return is_raw_name(path)
 
 
 def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: set, tag: str | None,
@@ -131,7 +138,10 @@ def _walk(folder: Path, recursive: bool, found: Discovery, base: Path, exclude: 
                 _walk(entry, recursive, found, base, exclude, tag, extra)
         elif entry.is_file():
             if not _is_input(entry, extra):
-                found.skipped_other.append(str(rel))
+                if _raw_name(entry):
+                    found.skipped_raw.append(str(entry))
+                else:
+                    found.skipped_other.append(str(rel))
             elif tag is not None and tool_tag(entry) == tag:
                 found.skipped_own.append(str(entry))
             else:
@@ -258,7 +268,7 @@ def discover(inputs: list[str], recursive: bool = False, *, output: str | None =
                     else:
                         found.sources.append(Source(mp, base))
                 else:
-                    found.skipped_other.append(m)
+                    (found.skipped_raw if _raw_name(mp) else found.skipped_other).append(m)
         else:
             found.missing.append(arg)
     if extra_suffixes and raw_only_folders:
