@@ -2,10 +2,11 @@
 per command family. Domain errors (:class:`gsprestore.core.errors.GspError`) become one line on stderr
 and the error's exit code (1, or 2 for usage); so does anything else that escapes a command (a
 failed system call such as a full disk or a standard output that takes nothing, exit code 1; any
-other exception, exit code 1, its traceback shown only with ``GSPRESTORE_TRACEBACK=1``). SIGTERM
-(and SIGHUP) are handled like Ctrl-C: the running write is abandoned through the same clean-up
-(its ``.NAME.part`` temp file and output claim are removed), then one line and exit code 128 +
-the signal number."""
+other exception, exit code 1, its traceback shown only with ``GSPRESTORE_TRACEBACK=1``). Ctrl-C,
+SIGTERM and SIGHUP abandon the running write through the same clean-up (its ``.NAME.part`` temp
+file and output claim are removed), then one line and exit code 128 + the signal number (a batch
+first says what it finished and how to go on). The console script starts in
+:mod:`gsprestore.cli.entry`, which turns a signal during start-up into the same line."""
 
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def main() -> None:
     """Console entry point: Typer handles usage errors (exit 2); every error prints one line."""
     cover_closed_streams()
     previous = install_signal_handlers()
-    _register()
     try:
         try:
+            _register()  # inside the error handling: a broken install or a signal here is one line too
             app()
         except SystemExit as done:  # how Click ends every run
             if stdout_fails():  # what the command printed could not be written (e.g. --json > /dev/full)
@@ -94,7 +95,8 @@ def main() -> None:
         typer.echo(f"error: {os_error_line(exc)}", err=True)
         sys.exit(1)
     except Terminated as exc:
-        typer.echo(f"terminated ({signal.Signals(exc.signum).name}); unfinished outputs removed", err=True)
+        what = "interrupted" if exc.signum == signal.SIGINT else f"terminated ({signal.Signals(exc.signum).name})"
+        typer.echo(f"{what}; unfinished outputs removed", err=True)
         sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)

@@ -29,13 +29,18 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def install_signal_handlers() -> dict:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op elsewhere).
+    """Turn SIGINT (Ctrl-C), SIGTERM and SIGHUP into :class:`Terminated` (main thread only; a no-op
+    elsewhere): Click would turn a KeyboardInterrupt into its own words and exit code, and the
+    entry point says instead what was finished and how to go on. A signal the process was started
+    with ignored (``nohup`` ignores SIGHUP, a background job of a script SIGINT) stays ignored.
     Returns the previous handlers, for :func:`restore_signal_handlers`."""
     previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is not None:
             try:
+                if signal.getsignal(sig) is signal.SIG_IGN:  # ignored by whoever started us (nohup, `cmd &`)
+                    continue
                 previous[sig] = signal.signal(sig, _on_signal)
             except ValueError:  # not the main thread
                 break

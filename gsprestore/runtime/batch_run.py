@@ -105,6 +105,7 @@ def _run(work: BatchWork, inputs: list[str], options: BatchOptions, share: tuple
     from .folders import Job, Result, discover, drop_own_outputs, plan_jobs, run_jobs, shard_jobs
     from .progress import Reporter
     from ..core.errors import GspError, UsageError
+    from ..core.process import Terminated
     from ..imageio.images import TOOL_TAG
 
     o, command = options, work.command
@@ -180,10 +181,26 @@ def _run(work: BatchWork, inputs: list[str], options: BatchOptions, share: tuple
     else:
         reporter.jobs = jobs
         worker = work.setup(reporter)
-        with reporter:
-            summary = run_jobs(jobs, worker, sweep=sweep, skip_existing=o.skip_existing, overwrite=o.overwrite,
-                               continue_on_error=o.continue_on_error, on_start=reporter.start,
-                               on_result=reporter.result, failures=failures_here)
+        done: list[str] = []
+
+        def on_result(k: int, res: Any) -> None:
+            if res.status in ("written", "skipped"):
+                done.append(res.status)
+            reporter.result(k, res)
+
+        try:
+            with reporter:
+                summary = run_jobs(jobs, worker, sweep=sweep, skip_existing=o.skip_existing, overwrite=o.overwrite,
+                                   continue_on_error=o.continue_on_error, on_start=reporter.start,
+                                   on_result=on_result, failures=failures_here)
+        except (KeyboardInterrupt, Terminated):  # Ctrl-C / SIGTERM: what is kept, and how to go on
+            left = len(jobs) - len(done)
+            if left and len(jobs) > 1:
+                reporter.console.print(
+                    f"stopped with {len(done)} of {len(jobs)} file(s) done ({done.count('written')} written; "
+                    f"finished outputs are kept, the one in progress removed); to do the other {left}, run the "
+                    f"same command again with --skip-existing", markup=False, highlight=False)
+            raise
     if group is not None:
         return _finish_ranks(group, summary, work, on_record)
     record = {"command": command, **work.meta, **summary.to_dict()}

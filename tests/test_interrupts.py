@@ -1,0 +1,59 @@
+"""Ctrl-C and SIGTERM from the command line (issue 50 / 51): one line, exit 128 + signal, what a
+batch finished and how to go on; a signal during start-up is no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def test_ctrl_c_in_a_batch_says_what_was_done_and_how_to_go_on(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8)).save(src / f"p{i}.png")
+    code = ("import signal, sys\n"
+            "import gsprestore.imageio.images as images\n"
+            "real, calls = images.write_image, []\n"
+            "def second_is_interrupted(*a, **k):\n"
+            "    calls.append(1)\n"
+            "    if len(calls) == 2:\n"
+            "        signal.raise_signal(signal.SIGINT)\n"
+            "    return real(*a, **k)\n"
+            "images.write_image = second_is_interrupted\n"
+            "sys.argv = ['gsprestore'] + sys.argv[1:]\n"
+            "from gsprestore.cli.entry import main\n"
+            "main()\n")
+    res = subprocess.run([sys.executable, "-c", code, "upscale2x", str(src), "-o", str(tmp_path / "out"),
+                          "-m", "bicubic"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 130, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "stopped with 1 of 3 file(s) done (1 written" in res.stderr
+    assert "run the same command again with --skip-existing" in res.stderr
+    assert res.stderr.strip().endswith("interrupted; unfinished outputs removed")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["p0.png"]  # nothing half-written
+    again = subprocess.run([sys.executable, "-m", "gsprestore", "upscale2x", str(src), "-o", str(tmp_path / "out"),
+                            "-m", "bicubic", "--skip-existing"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "2 written" in again.stderr and "1 skipped" in again.stderr, again.stderr
+
+
+def test_a_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
+    from gsprestore.cli import entry
+
+    class Loading(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "gsprestore.cli.app", Loading("gsprestore.cli.app"))
+    import gsprestore.cli as cli_package
+
+    monkeypatch.delattr(cli_package, "app", raising=False)
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    assert done.value.code == 130 and capsys.readouterr().err == "interrupted\n"
