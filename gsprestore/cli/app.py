@@ -67,6 +67,22 @@ def _register() -> None:
             app.command(name, cls=Command, **options)(fn)  # --help labels: cli/options.py
 
 
+def _usage_error(exc: BaseException) -> None:
+    """A command-line parser error as one line (``error: No such option: --metod (Possible options:
+    ...); see `gsprestore demosaic --help` ``) and its exit code (2); no arguments at all print the
+    help, as before."""
+    ctx = getattr(exc, "ctx", None)
+    code = int(getattr(exc, "exit_code", 2) or 2)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        typer.echo(ctx.get_help(), err=True)
+        sys.exit(code)
+    fmt = getattr(exc, "format_message", None)
+    message = one_line(fmt() if callable(fmt) else str(exc)).rstrip(".")
+    where = getattr(ctx, "command_path", None) or "gsprestore"
+    typer.echo(f"error: {message}; see `{where} --help`", err=True)
+    sys.exit(code)
+
+
 def main() -> None:
     """Console entry point: Typer handles usage errors (exit 2); every error prints one line."""
     cover_closed_streams()
@@ -74,7 +90,11 @@ def main() -> None:
     try:
         try:
             _register()  # inside the error handling: a broken install or a signal here is one line too
-            app()
+            try:
+                rv = app(standalone_mode=False)  # usage errors come here, not to Typer's boxes
+            except typer.TyperException as exc:  # the parser's: unknown option, bad value, no command
+                _usage_error(exc)
+            sys.exit(rv if isinstance(rv, int) else 0)
         except SystemExit as done:  # how Click ends every run
             if stdout_fails():  # what the command printed could not be written (e.g. --json > /dev/full)
                 closed = isinstance(sys.stdout, ClosedStream)

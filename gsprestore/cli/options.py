@@ -60,13 +60,34 @@ def plain_labels(params: list[Any]) -> None:
             param.metavar = value_label(param)
 
 
+#: Below this many columns Rich's option tables cut long option names (``--step-size-lr-s…``):
+#: ``--help`` is then the plain, wrapped listing, every name whole.
+RICH_HELP_MIN_COLUMNS = 100
+
+
+def _narrow() -> bool:
+    import shutil
+
+    return shutil.get_terminal_size((RICH_HELP_MIN_COLUMNS, 24)).columns < RICH_HELP_MIN_COLUMNS
+
+
 class Command(TyperCommand):
-    """A command whose ``--help`` uses :func:`plain_labels` (on every parameter, ``--help`` too)."""
+    """A command whose ``--help`` uses :func:`plain_labels` (on every parameter, ``--help`` too),
+    as Rich panels on a wide terminal and as the plain listing on a narrow one (a pipe reads 80)."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
         plain_labels(params)
         return params
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        if not _narrow():
+            return super().format_help(ctx, formatter)
+        saved, self.rich_markup_mode = self.rich_markup_mode, None
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self.rich_markup_mode = saved
 
 
 class Group(TyperGroup):

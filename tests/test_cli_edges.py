@@ -1,5 +1,6 @@
-"""Ctrl-C and SIGTERM from the command line (issue 50 / 51): one line, exit 128 + signal, what a
-batch finished and how to go on; a signal during start-up is no traceback."""
+"""The command line's edges (issues 50 / 51): Ctrl-C and SIGTERM are one line and exit 128 + signal,
+with what a batch finished and how to go on, also during start-up; the parser's errors are one line
+and exit 2; ``--help`` on a narrow terminal (or a pipe) keeps every option name whole."""
 
 from __future__ import annotations
 
@@ -57,3 +58,29 @@ def test_a_ctrl_c_while_the_app_loads_is_one_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as done:
         entry.main()
     assert done.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+@pytest.mark.parametrize("args, start", [
+    (["demosaic", "x.png", "--metod", "a"], "error: No such option: --metod (Possible options:"),
+    (["demosaic", "x.png", "--tile", "abc"], "error: Invalid value for '--tile'"),
+    (["demosaic", "x.png", "--method"], "error: Option '--method' requires an argument"),
+    (["nosuch"], "error: No such command 'nosuch'"),
+])
+def test_parser_errors_are_one_line(args, start):
+    res = subprocess.run([sys.executable, "-m", "gsprestore", *args], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(start) and "--help`" in lines[0], res.stderr
+
+
+def test_help_on_a_narrow_terminal_keeps_every_option_name(monkeypatch):
+    import os
+
+    env = {**os.environ, "COLUMNS": "80"}
+    res = subprocess.run([sys.executable, "-m", "gsprestore", "train", "--help"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert res.returncode == 0 and "\u2026" not in res.stdout
+    for name in ("--step-size-lr-scale", "--downscale-filter", "--no-grad-checkpoint", "--no-progress",
+                 "--mine-share", "--color-jitter"):
+        assert name in res.stdout, name
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80
