@@ -24,6 +24,8 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_cpu_target.py --methods ugtv-lite,ugtv --threads 2   # issue 39: the CPU-size
         # network against the paper-size one and the CNN, MP/s and ratios; --weights ugtv-lite=RUN/model.pt
         # for weights not shipped yet
+    .venv/bin/python benchmarks/bench_cpu_target.py --methods ugtv-lite --threads 2 --repeats 5 \
+        --candidate w48=ugtv-lite:width=48 --candidate b2=ugtv-lite:blocks=2   # price the size frontier
 
 For ``--task upscale2x`` the graph models interpolate a 768x512 output from every other pixel
 (the paper's 2x task) and the reference CNN is the same demosaicnet-shape network run at the
@@ -70,6 +72,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--weights", action="append", default=[], metavar="METHOD=PATH",
                     help="weights for a method instead of the shipped ones (repeatable)")
+    ap.add_argument("--candidate", action="append", default=[], metavar="NAME=BASE:KEY=VALUE,...",
+                    help="a network of the BASE method's shipped configuration with keys changed, random weights "
+                         "(timing is data-independent): e.g. w48b2=ugtv-lite:width=48,blocks=2 (repeatable)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -92,6 +97,14 @@ def main() -> None:
     for m in args.methods.split(","):
         models[m] = (build_model(m, args.task) if args.paper_config
                      else load_model(m, args.task, path=weights.get(m))).eval()
+    for spec in args.candidate:  # the size frontier: shipped configuration, keys changed
+        name, rest = spec.split("=", 1)
+        base, _, keys = rest.partition(":")
+        config = {k: v for k, v in load_model(base, args.task).config.items() if k not in ("prior", "task")}
+        for item in filter(None, keys.split(",")):
+            k, v = item.split("=", 1)
+            config[k] = json.loads(v)
+        models[name] = build_model(base, args.task, **config).eval()
 
     rounds = []
     with torch.inference_mode():

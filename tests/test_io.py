@@ -36,8 +36,14 @@ def _icc() -> bytes:  # cached: the profile carries its creation time
         from PIL import ImageCms
 
         return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
-    except Exception:  # Pillow built without littlecms: any bytes exercise the same path
-        return b"\0\0\2\0fake icc profile" * 20
+    except Exception:  # Pillow built without littlecms: any bytes naming RGB exercise the same path
+        return b"\0\0\2\0fake icc\0\0\0\0RGB " + b"profile" * 20
+
+
+def _icc_for(channels: int) -> bytes:
+    """A profile whose colour space (header bytes 16-20) fits ``channels`` (gray (+alpha) or RGB(A)):
+    a profile of another space is not written (issue 51)."""
+    return _icc() if channels >= 3 else _icc()[:16] + b"GRAY" + _icc()[20:]
 
 
 # --------------------------------------------------------------------------- round trips
@@ -51,7 +57,7 @@ def test_round_trip_exact(tmp_path, rng, suffix, depth, channels):
     scale = 2**depth - 1
     colour = ints[:, :, : 1 if channels <= 2 else 3].astype(np.float32) / scale
     alpha = ints[:, :, -1].astype(np.float32) / scale if channels in (2, 4) else None
-    path = write_image(tmp_path / f"x{suffix}", colour, depth, alpha=alpha, icc_profile=_icc())
+    path = write_image(tmp_path / f"x{suffix}", colour, depth, alpha=alpha, icc_profile=_icc_for(channels))
     img = read_image(path)
     assert img.bit_depth == depth
     assert img.array.dtype == np.float32 and img.array.shape == colour.shape
@@ -60,7 +66,7 @@ def test_round_trip_exact(tmp_path, rng, suffix, depth, channels):
         assert img.alpha is None
     else:
         np.testing.assert_array_equal(np.rint(img.alpha * scale), ints[:, :, -1])
-    assert img.icc_profile == _icc()
+    assert img.icc_profile == _icc_for(channels)
 
 
 def test_depth_comes_from_the_file_not_the_values(tmp_path):

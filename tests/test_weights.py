@@ -296,3 +296,21 @@ def test_help_and_version_import_no_torch_and_time_nothing(tmp_path):
         assert "TORCH False" in res.stderr, (args, res.stderr[-500:])
         assert res.stdout.strip(), args
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_weights_folder_that_is_not_there_is_an_error_not_menon(tmp_path, monkeypatch):
+    """Issue 51 (round 4): GSPRESTORE_WEIGHTS naming a missing folder, or a damaged manifest, made
+    `gsprestore models` print a table whose defaults were the classical methods, exit 0."""
+    from cli_runner import cli
+
+    monkeypatch.setenv(W.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(WeightsError, match="GSPRESTORE_WEIGHTS names a weights folder, but there is no such folder"):
+        W.read_manifest()
+    code, out, err = cli("models")
+    assert code == 1 and "no such folder" in err and "default" not in out
+    (tmp_path / "nowhere").mkdir()
+    code, _, err = cli("models")
+    assert code == 1 and "no manifest.json in this folder" in err
+    (tmp_path / "nowhere" / "manifest.json").write_text("{damaged")
+    code, out, err = cli("models")
+    assert code == 1 and "unreadable weights manifest" in err and "default" not in out

@@ -70,7 +70,9 @@ def models(
     status, the recorded McM / Kodak PSNR and speed, and each task's default method on this kind
     of device, the rule that chose it and why."""
     from .. import api
+    from ..methods.weights import read_manifest
 
+    read_manifest()  # a damaged manifest, or GSPRESTORE_WEIGHTS naming no folder: one line, not a table of menon
     info = api.models(device)
     if as_json:
         typer.echo(json.dumps(info, indent=2))

@@ -10,21 +10,30 @@ into the file only names the holder in messages. (Where the platform has no ``fc
 claim is the file's create-exclusive existence and a process counts as gone when no process of
 its pid exists on this machine.)
 
+Claim and lock files are the tool's own and nothing else is ever taken for one: each is created
+afresh (``O_CREAT | O_EXCL | O_NOFOLLOW``: never through a symbolic link, never into a file that
+is there already), and an existing file at its name is removed only when it proves to be one
+this tool made whose process is gone (:func:`_ours`): anything else there (a link, a folder, a
+user's file) is left alone and the claim or lock is refused in one line naming it.
+
 * :func:`claim_output` locks ``.NAME.claim`` beside an output; :func:`release_output` removes
-  it. One that cannot be created (no free inodes, a read-only folder) is a one-line
-  :class:`GspError`.
+  it. One that cannot be created (no free inodes, a read-only folder, a file of the user's in the
+  way) is a one-line :class:`GspError`.
 * :func:`run_lock` holds ``.NAME.lock`` beside a folder for a whole run: a second run into the
   same folder is refused in one line.
 * :func:`sweep_stale` removes, from the output folders a run is about to write into, the claims
   nobody holds and the temporary ``.NAME.<pid>-XXXX.part`` files (:func:`gsprestore.core.atomic.temp_name`,
   locked by their writer, :func:`gsprestore.core.atomic.create_exclusive`) that no live writer holds:
-  what ``kill -9`` during a write leaves. A live run's files are never touched.
+  what ``kill -9`` during a write leaves. A live run's files are never touched, nor a file that
+  only looks like a claim.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +52,14 @@ _HELD: dict[str, int] = {}
 #: A temporary file is taken for a killed run's only when nobody holds its lock and, where its pid
 #: names a live process (possibly a reused pid), when it is at least this old (seconds).
 PART_GRACE = 60.0
+#: What a claim or lock file holds, byte for byte: the pid of the process that made it, in
+#: decimal (what :func:`_write_pid` writes; what earlier versions wrote too).
+_PID_TEXT = re.compile(rb"[1-9][0-9]{0,9}")
+#: An empty claim or lock file younger than this (seconds) is one being made right now (its maker
+#: creates, locks, then writes its pid); an older one is not taken for ours.
+_MAKING_S = 2.0
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -73,10 +90,21 @@ def try_lock(fd: int) -> bool | None:
     return True
 
 
+_READ = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | getattr(os, "O_BINARY", 0)
+
+
+def _plain(st: os.stat_result) -> bool:
+    """A regular file with one name: not a symbolic link, a folder, a FIFO, a device or a hard link."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
 def held_by_someone(path: Path) -> bool | None:
-    """Whether a live process holds the OS lock of the existing file ``path`` (None: cannot tell)."""
+    """Whether a live process holds the OS lock of the existing file ``path`` (None: cannot tell,
+    or not a plain file, :func:`_plain`: a link is never followed, a FIFO never opened)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        if not _plain(os.lstat(path)):
+            return None
+        fd = os.open(path, _READ)
     except OSError:
         return None
     try:
@@ -86,47 +114,120 @@ def held_by_someone(path: Path) -> bool | None:
         os.close(fd)  # closing drops the lock this probe may have taken
 
 
-def _open_locked(path: Path) -> int | None:
-    """Open (creating it if need be) and lock ``path``; the descriptor holding the lock, or None
-    when a live process holds it. Raises ``OSError`` when it cannot be created."""
-    if fcntl is None:  # pragma: no cover - the pid fallback
-        return _open_exclusive(path)
-    for _ in range(20):
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+def _what_is(path: Path) -> str:
+    """What is at ``path``, in words, for the message that refuses to take it."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "a file"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(st.st_mode):
+        return "a folder"
+    if not stat.S_ISREG(st.st_mode):
+        return "a special file"
+    if st.st_nlink != 1:
+        return f"a file with {st.st_nlink} names (hard links)"
+    return "an empty file" if st.st_size == 0 else "a file"
+
+
+def _ours(path: Path) -> tuple[str, int]:
+    """What the existing file at a claim or lock name ``path`` is, and the pid it names:
+
+    * ``("held", pid)``: a live process holds it (pid 0 when it has not written its pid yet);
+    * ``("removed", pid)``: a claim or lock this tool made whose process is gone, removed now;
+    * ``("making", 0)``: an empty file just created (its maker locks it and writes its pid next);
+    * ``("gone", 0)``: nothing there any more, or it changed while looked at (look again);
+    * ``("foreign", 0)``: something this tool did not make.
+
+    The proof that a file nobody holds is this tool's own, to be removed (by a rerun that takes
+    the claim over, or by :func:`sweep_stale`): its name is that of a claim or lock (the
+    caller's), it is a regular file with one name, never a symbolic link (:func:`_plain`),
+    and it holds exactly what :func:`_write_pid` writes, a pid in decimal and nothing else (a
+    user's notes, an empty file older than :data:`_MAKING_S`, anything longer than a pid is
+    left alone). It is removed while this process holds its lock, so no live run can be holding
+    it then; where there are no locks, only when the process it names is gone."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "gone", 0
+    if not _plain(st):
+        return "foreign", 0
+    try:
+        fd = os.open(path, _READ)
+    except FileNotFoundError:
+        return "gone", 0
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link since: look again
+            return "gone", 0
+        raise
+    try:
+        st = os.fstat(fd)
+        if not (_plain(st) and os.path.samestat(st, os.lstat(path))):
+            return "gone", 0
         taken = try_lock(fd)
-        if taken is False:
-            os.close(fd)
-            return None
-        # the file locked must still be the one at that name (its holder unlinks it on release)
-        try:
-            if taken is None or os.path.samestat(os.fstat(fd), os.stat(path)):
-                return fd
-        except FileNotFoundError:
-            pass
+        data = os.read(fd, 16)
+        pid = int(data) if _PID_TEXT.fullmatch(data) and len(data) == st.st_size else 0
+        if taken is False:  # a live process holds it: a run of this tool (nothing else locks these names)
+            return "held", pid
+        if not data:
+            return ("making", 0) if time.time() - st.st_mtime < _MAKING_S else ("foreign", 0)
+        if not pid:
+            return "foreign", 0
+        if taken is None and pid != os.getpid() and _pid_alive(pid):  # no locks here: the pid decides
+            return "held", pid
+        if not os.path.samestat(os.fstat(fd), os.lstat(path)):
+            return "gone", 0
+        os.unlink(path)  # while holding its lock: nobody can take it meanwhile
+        return "removed", pid
+    except FileNotFoundError:
+        return "gone", 0
+    finally:
         os.close(fd)
-    return None
 
 
-def _open_exclusive(path: Path) -> int | None:  # pragma: no cover - platforms without fcntl
-    for _ in range(3):
+def _open_locked(path: Path, role: str) -> tuple[int | None, int]:
+    """Create ``path`` afresh and lock it: ``(descriptor holding the lock, 0)``, or ``(None, pid)``
+    when a live process holds the claim or lock there. Never follows a symbolic link and never
+    opens a file that is there already for writing: one this tool made whose process is gone is
+    removed first (:func:`_ours`); anything else at the name is a :class:`GspError` naming it
+    (``role``: what the file is for, e.g. ``"claim file for a.png"``). Raises ``OSError`` when
+    it cannot be created."""
+    flags = os.O_CREAT | os.O_EXCL | os.O_RDWR | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+    for _ in range(400):
         try:
-            return os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+            fd = os.open(path, flags, 0o644)
         except FileExistsError:
-            owner = _claim_owner(path)
-            if owner and _pid_alive(owner) and owner != os.getpid():
-                return None
-            if not owner and time.time() - _mtime(path) < 5:  # being created right now
-                time.sleep(0.05)
-                continue
-            try:
-                path.unlink()  # stale: its process is gone
-            except FileNotFoundError:
-                pass
-    return None
+            state, pid = _ours(path)
+            if state == "held":
+                return None, pid
+            if state == "foreign":
+                raise GspError(f"{_what_is(path)} is in the way of gsprestore's {role}; gsprestore did not "
+                               "make it and leaves it alone: move or rename it", path) from None
+            if state == "making":
+                time.sleep(0.01)
+            continue  # removed (a killed run's) or gone: create it afresh
+        # made just now, so ours. Another run's look at it (_ours) may hold its lock for an instant
+        for _ in range(200):
+            taken = try_lock(fd)
+            if taken is not False:
+                break
+            time.sleep(0.005)
+        else:  # pragma: no cover - somebody keeps a lock on the file this process just made
+            _drop(path, fd)
+            return None, 0
+        try:
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd, 0
+        os.close(fd)  # pragma: no cover - removed or replaced under us: make it again
+    return None, 0
 
 
 def _write_pid(fd: int) -> None:
-    os.ftruncate(fd, 0)
+    """Write this process's pid into the lock file ``fd``, created empty by :func:`_open_locked`."""
     os.write(fd, str(os.getpid()).encode())
 
 
@@ -147,26 +248,21 @@ def claim_path(output: Path) -> Path:
 def claim_output(output: Path) -> int | None:
     """Claim ``output`` for this process: lock ``.NAME.claim`` (holding our pid, for messages).
     Returns None when claimed, else the pid of the live process that holds the claim (0 when it
-    has not written its pid yet). A claim nobody holds (its run was killed) is taken over."""
+    has not written its pid yet). A claim nobody holds (its run was killed) is taken over; a file
+    at that name that is not a claim this tool made (a symbolic link, a user's file) is never
+    followed, written or removed: a one-line :class:`GspError` naming it."""
     claim = claim_path(output)
     if str(claim) in _HELD:
         return None
     try:
-        fd = _open_locked(claim)
+        fd, owner = _open_locked(claim, f"claim file for {output.name}")
     except OSError as exc:  # no free inodes, a read-only folder...
         raise GspError(f"cannot create the claim file {claim.name} ({exc.strerror or exc})", output.parent) from None
     if fd is None:
-        return _claim_owner(claim)
+        return owner
     _write_pid(fd)
     _HELD[str(claim)] = fd
     return None
-
-
-def _claim_owner(claim: Path) -> int:
-    try:
-        return int(claim.read_text().strip() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 def release_output(output: Path) -> None:
@@ -182,7 +278,9 @@ def run_lock(folder: str | Path, what: str) -> Iterator[None]:
     """Hold ``.NAME.lock`` beside ``folder`` for the block: the run owns the folder. A second run
     (``what``: e.g. ``"training run"``) into the same folder is a one-line :class:`GspError`. The
     lock dies with its process (nothing to clean up after ``kill -9``); the file is removed on the
-    way out, as are the folders above ``folder`` that this created for it and left empty."""
+    way out, as are the folders above ``folder`` that this created for it and left empty. A file
+    at the lock's name that this tool did not make (a symbolic link, a user's file) is never
+    followed, written or removed: a one-line :class:`GspError` naming it."""
     folder = Path(folder)
     parent = folder.parent if str(folder.parent) else Path(".")
     made: list[Path] = []
@@ -198,12 +296,14 @@ def run_lock(folder: str | Path, what: str) -> Iterator[None]:
         raise GspError(f"cannot create the folder ({exc.strerror or exc})", parent) from None
     lock = parent / f".{folder.name}.lock"
     try:
-        fd = _open_locked(lock)
+        fd, pid = _open_locked(lock, f"lock file for {folder.name}")
     except OSError as exc:
         _remove_empty(made)
         raise GspError(f"cannot create the lock file {lock.name} ({exc.strerror or exc})", parent) from None
+    except GspError:
+        _remove_empty(made)
+        raise
     if fd is None:
-        pid = _claim_owner(lock)
         _remove_empty(made)
         raise GspError(f"another gsprestore {what} is writing this folder" + (f" (pid {pid})" if pid else "")
                        + "; wait for it to end or choose another folder", folder)
@@ -224,9 +324,11 @@ def _remove_empty(made: list[Path]) -> None:
 
 
 def sweep_stale(folders: set[Path]) -> int:
-    """In each output folder, remove what killed runs left: a ``.NAME.claim`` nobody holds and
-    every ``.NAME.<pid>-XXXX.part`` no live writer holds (a live run's files are never touched).
-    Returns how many files were removed."""
+    """In each output folder, remove what killed runs left: a ``.NAME.claim`` nobody holds that
+    proves to be one this tool made (a regular file with one name holding exactly a pid:
+    :func:`_ours`; a user's ``.insurance.claim``, a link, an empty file are left alone) and every
+    ``.NAME.<pid>-XXXX.part`` (a regular file with one name, never a link) no live writer holds.
+    A live run's files are never touched. Returns how many files were removed."""
     removed = 0
     for folder in folders:
         try:
@@ -237,13 +339,20 @@ def sweep_stale(folders: set[Path]) -> int:
             if not entry.startswith("."):
                 continue
             path = Path(folder) / entry
-            if entry.endswith(".claim"):
-                if str(path) in _HELD:
-                    continue
-                removed += _sweep_claim(path)
+            if entry.endswith(".claim") and len(entry) > len("..claim"):
+                try:
+                    if str(path) not in _HELD and _ours(path)[0] == "removed":
+                        removed += 1
+                except OSError:  # unreadable (another user's, say): left alone
+                    pass
                 continue
             info = temp_owner(entry)
             if info is None or info[2] != ".part" or info[1] == os.getpid():
+                continue
+            try:
+                if not _plain(os.lstat(path)):  # a link or a folder of that name is nobody's temporary file
+                    continue
+            except OSError:
                 continue
             held = held_by_someone(path)
             if held is None:  # cannot tell: the pid decides
@@ -259,34 +368,8 @@ def sweep_stale(folders: set[Path]) -> int:
     return removed
 
 
-def _sweep_claim(path: Path) -> int:
-    if fcntl is None:  # pragma: no cover - the pid fallback
-        owner = _claim_owner(path)
-        if owner > 0 and owner != os.getpid() and not _pid_alive(owner):
-            try:
-                os.unlink(path)
-                return 1
-            except OSError:
-                return 0
-        return 0
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        return 0
-    taken = try_lock(fd)
-    try:
-        if taken and os.path.samestat(os.fstat(fd), os.stat(path)):
-            os.unlink(path)  # while holding its lock: nobody can take it meanwhile
-            return 1
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return 0
-
-
 def _mtime(path: Path) -> float:
     try:
-        return path.stat().st_mtime
+        return os.lstat(path).st_mtime
     except OSError:
         return 0.0

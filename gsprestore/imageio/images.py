@@ -16,12 +16,17 @@ JPEG and WebP (8-bit, lossy) are decoded and encoded by Pillow (CMYK converted t
 ``write_image(..., quality=Q)`` sets the encoder's quality (default 95).
 
 **Orientation.** Pixels are returned *as stored* (sensor order, the order a Bayer pattern refers
-to) for every format and bit depth; the file's Orientation (TIFF tag 274, a JPEG's EXIF) is in
-``Image.meta["orientation"]`` and :func:`apply_orientation` turns stored order into display order
-(the CLI applies it to its outputs). Pillow's own rotation of 8/16-bit TIFFs on open is undone.
+to) for every format and bit depth; the file's Orientation (TIFF tag 274, the EXIF of a JPEG, a
+WebP or a PNG's ``eXIf`` chunk) is in ``Image.meta["orientation"]`` and :func:`apply_orientation`
+turns stored order into display order (the CLI applies it to its outputs). Pillow's own rotation of 8/16-bit TIFFs on open is undone.
 A MinIsWhite TIFF is inverted at every bit depth. A multi-page TIFF is read from its first page,
 an animated PNG or WebP from its first frame; ``Image.meta["pages"]`` says how many there are and
 :func:`frames_note` says so in one line.
+
+**What is written is true of the pixels.** :func:`write_image` writes an ICC profile only where its
+colour space (header bytes 16-20) describes the pixels written (``RGB`` on RGB, ``GRAY`` on one
+channel: never a CMYK JPEG's profile on its RGB pixels, :func:`icc_mismatch`), and says so through
+``notice`` when it leaves one out, or when a JPEG output drops a transparency (JPEG has no alpha).
 
 **Bounded work.** A header whose image would not fit in the available memory (with what the
 caller will need after reading it, ``read_image(..., reserve=)``) is refused before decoding, and
@@ -156,7 +161,7 @@ def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None,
             _check_pixels(*im.size)
             if check is not None:
                 check(im.size[0], im.size[1], max(3, len(im.getbands())), 1)
-            meta["orientation"] = int(im.getexif().get(0x0112, 1) or 1)
+            meta["orientation"] = _md.orientation_value(im.getexif().get(_md.ORIENTATION))
             meta["pages"] = int(getattr(im, "n_frames", 1) or 1)
         im.load()
         undo = orientation != 1 and im.getexif().get(0x0112, 1) in (None, 1)  # Pillow applied it
@@ -262,6 +267,8 @@ def _decode(data: bytes, path: Path, reserve: Reserve | None = None) -> tuple[np
                 kind = {1: "unsigned", 2: "signed", 3: "float"}.get(info.sample_format, "unknown")
                 raise ValueError(f"unsupported TIFF samples ({info.bits}-bit {kind}); use 8/16-bit or float")
         meta["metadata"] = _md.read_metadata(data, fmt, png=info if fmt == "png" else None)
+        if fmt == "png":  # its eXIf chunk's Orientation, turned like a JPEG's (Pillow never turns a PNG)
+            meta["orientation"] = _md.orientation_value(meta["metadata"].ifd0.get(_md.ORIENTATION))
     except GspError as exc:
         if exc.path is None:
             raise GspError(exc.reason, path) from None
@@ -328,6 +335,46 @@ def tool_tag(path: str | Path) -> str | None:
 
 
 TOOL_TAG = "gsprestore {command}"  # the Software tag of every output of a command
+
+
+#: The colour channels of the pixels an ICC profile describes, by its data colour space (header
+#: bytes 16-20); any other space (CMYK, Lab, ...) describes none that gsprestore writes.
+ICC_CHANNELS = {b"GRAY": 1, b"RGB ": 3}
+
+
+def icc_space(icc: bytes | None) -> str:
+    """The data colour space an ICC profile's header names (``RGB``, ``GRAY``, ``CMYK``, ``Lab``...),
+    or ``unknown`` for bytes too short to hold one or naming none."""
+    raw = bytes(icc or b"")[16:20]
+    name = raw.decode("latin-1").strip(" \0")
+    return name if len(raw) == 4 and name.isascii() and name.isalnum() else "unknown"
+
+
+def icc_mismatch(icc: bytes | None, channels: int) -> str | None:
+    """Why the ICC profile ``icc`` cannot be written with pixels of ``channels`` colour channels
+    (1 gray, 3 RGB; alpha apart), or None when it describes them (or there is none)."""
+    if not icc or ICC_CHANNELS.get(bytes(icc[16:20])) == channels:
+        return None
+    return f"it describes {icc_space(icc)} data and the pixels written are {'gray' if channels == 1 else 'RGB'}"
+
+
+def icc_name(icc: bytes | None) -> str | None:
+    """An ICC profile's description ("Display P3", "sRGB IEC61966-2.1"), or None if unreadable."""
+    if not icc:
+        return None
+    try:
+        from PIL import ImageCms
+
+        name = ImageCms.ImageCmsProfile(_io.BytesIO(icc)).profile.profile_description
+    except Exception:  # noqa: BLE001 - no littlecms, or a damaged profile: no name
+        return None
+    name = " ".join(str(name or "").split())
+    return name[:80] or None
+
+
+#: Said when a JPEG output leaves out a transparency (JPEG has no alpha channel).
+JPEG_ALPHA_NOTE = ("JPEG has no alpha channel: the transparency is dropped (the colours are written as they are, "
+                   "not composited onto a background); write .png, .tif or .webp to keep it")
 
 
 def _pillow_icc(data: bytes) -> bytes | None:
@@ -488,6 +535,7 @@ def write_image(
     software: str | None = None,
     quality: int | None = None,
     metadata: "Metadata | None" = None,
+    notice: Callable[[str], None] | None = None,
 ) -> Path:
     """Write float ``array`` ((H, W) or (H, W, C), values in [0, 1]) atomically as an 8/16-bit PNG
     or TIFF (``bit_depth=32``: float32 TIFF; a PNG gets 16 bits). ``alpha`` (H, W) becomes the last
@@ -496,6 +544,9 @@ def write_image(
     JPEG and WebP are 8-bit (``bit_depth`` is ignored) with encoder ``quality`` (1-100, default 95);
     JPEG has no alpha. ``metadata`` (:func:`gsprestore.imageio.metadata.for_output`): the EXIF / XMP to
     write (PNG ``eXIf`` / ``iTXt``, TIFF tags and Exif / GPS sub-IFDs, JPEG / WebP EXIF and XMP).
+    ``icc_profile`` is written only if it describes the pixels written (:func:`icc_mismatch`; a WebP
+    of a gray image is RGB); ``notice`` is told, once the file is in place, of a profile left out
+    and of a JPEG's dropped transparency (:data:`JPEG_ALPHA_NOTE`; a fully opaque alpha loses nothing).
 
     Without ``overwrite`` the finished file is put in place create-exclusively (a hard link of the
     temp file): if another process wrote ``path`` meanwhile, :class:`OutputExists` is raised and
@@ -504,14 +555,22 @@ def write_image(
     fmt = output_format(path)
     if fmt == "dng":
         raise GspError("a DNG holds a camera mosaic, not an image (only `gsprestore mosaic` writes DNG)", path)
+    said: list[str] = []  # told to ``notice`` once the file is written
     if fmt in PHOTO_FORMATS:
         bit_depth = 8
-        if fmt == "jpeg":
+        if fmt == "jpeg" and alpha is not None:
+            if np.any(np.asarray(alpha) < np.float32(1 - 0.5 / 255)):  # some transparency is lost
+                said.append(JPEG_ALPHA_NOTE)
             alpha = None
     a = np.asarray(array)
     a = a if a.ndim == 3 else a[:, :, None]
     if a.shape[2] not in (1, 3):
         raise GspError(f"cannot write an image with {a.shape[2]} colour channels", path)
+    colours = 3 if fmt == "webp" else a.shape[2]  # the colour channels written: WebP has no gray mode
+    why = icc_mismatch(icc_profile, colours)
+    if why is not None:
+        said.append(f"ICC profile not written: {why}")
+        icc_profile = None
     if bit_depth == 32 and fmt == "png":
         bit_depth = 16
     if bit_depth not in (8, 16, 32):
@@ -527,7 +586,7 @@ def write_image(
             if not np.isfinite(block).all():
                 raise GspError("result contains NaN or Inf values; nothing written", path)
             data[r0 : r0 + 256, :, channels] = block if bit_depth == 32 else to_integer(block, bit_depth)
-    meta = _md.with_software(metadata, software)
+    meta = _md.for_pixels(_md.with_software(metadata, software), colours, icc_left_out=why is not None)
     parent = path.parent if str(path.parent) else Path(".")
     tmp = temp_name(path, ".part")
     try:  # entered before the temporary file exists: a signal at any moment leaves nothing behind
@@ -564,6 +623,8 @@ def write_image(
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    for message in said if notice is not None else ():
+        notice(message)
     return path
 
 

@@ -10,7 +10,10 @@ metadata into its developed output.
   other containers (CR3, RAF, ...) give the EXIF of their embedded JPEG preview (rawpy).
 * :func:`for_output` is what an output carries: Orientation 1 (the pixels were turned upright),
   the output's pixel size (``PixelXDimension`` / ``PixelYDimension``, and the XMP's), the
-  ``Software`` tag of the command that wrote it.
+  ``Software`` tag of the command that wrote it, and the tags that depend on the pixel grid
+  (``SubjectArea`` / ``SubjectLocation`` coordinates, focal-plane and X/Y resolutions) turned and
+  scaled like the pixels (:func:`regrid`); :func:`for_pixels` makes the XMP's Photoshop colour mode
+  and profile name agree with the pixels and profile written.
 * :func:`exif_bytes` (JPEG / WebP / a PNG's ``eXIf``) and :func:`tiff_ifds` (TIFF: IFD0 entries and
   the Exif / GPS sub-IFDs) serialise it.
 """
@@ -27,6 +30,11 @@ from typing import Any, Callable, Iterator
 EXIF_IFD, GPS_IFD, INTEROP_IFD = 0x8769, 0x8825, 0xA005
 ORIENTATION, SOFTWARE, DESCRIPTION = 0x0112, 0x0131, 0x010E
 PIXEL_X, PIXEL_Y = 0xA002, 0xA003
+#: Exif tags holding pixel coordinates of the stored picture (SubjectArea, SubjectLocation), and the
+#: focal plane's pixels per unit (X, Y): true of an output only once turned and scaled like its pixels.
+SUBJECT_AREA, SUBJECT_LOCATION = 0x9214, 0xA214
+FOCAL_PLANE_X, FOCAL_PLANE_Y = 0xA20E, 0xA20F
+X_RESOLUTION, Y_RESOLUTION = 0x011A, 0x011B
 #: IFD0 tags that describe the picture, not the file's layout: the ones carried to outputs.
 IFD0_KEEP = frozenset({
     0x010E,  # ImageDescription
@@ -57,6 +65,18 @@ class Metadata:
 
     def __bool__(self) -> bool:
         return bool(self.ifd0 or self.exif or self.gps or self.xmp)
+
+
+def orientation_value(value: Any) -> int:
+    """An EXIF Orientation value as 1..8: anything else (absent, 0, 9, a damaged or odd-typed
+    value) is 1, as a TIFF's out-of-range tag is (:func:`gsprestore.imageio.tiff.read_ifd`)."""
+    if isinstance(value, (tuple, list)) and value:
+        value = value[0]
+    try:
+        value = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 1
+    return value if 1 <= value <= 8 else 1
 
 
 def from_exif(exif: Any, xmp: bytes | None = None) -> Metadata:
@@ -176,13 +196,24 @@ _XMP_X = re.compile(rb'(exif:PixelXDimension(?:="|>))\d+(["<])')
 _XMP_Y = re.compile(rb'(exif:PixelYDimension(?:="|>))\d+(["<])')
 
 
-def for_output(meta: Metadata | None, width: int, height: int, software: str | None) -> Metadata:
+_XMP_W = re.compile(rb'(tiff:ImageWidth(?:="|>))\d+(["<])')
+_XMP_H = re.compile(rb'(tiff:ImageLength(?:="|>))\d+(["<])')
+_XMP_COLOR_MODE = re.compile(rb'(photoshop:ColorMode(?:="|>))\d+(["<])')
+_XMP_ICC_NAME = re.compile(rb'\s+photoshop:ICCProfile="[^"]*"|<photoshop:ICCProfile>[^<]*</photoshop:ICCProfile>\s*')
+
+
+def for_output(meta: Metadata | None, width: int, height: int, software: str | None, *,
+               source: tuple[int, int] | None = None, orientation: int = 1, scale: int = 1) -> Metadata:
     """What an output of ``width`` x ``height`` pixels written upright by ``software`` carries of
     the input's ``meta``: everything, with Orientation 1 and the new pixel size (EXIF and XMP),
     less an ImageDescription that describes the input's pixel layout (:func:`describes_layout`:
-    tifffile's ``{"shape": [64, 80, 3]}``, ImageJ's, OME-XML), which would be wrong for the output."""
+    tifffile's ``{"shape": [64, 80, 3]}``, ImageJ's, OME-XML), which would be wrong for the output.
+    ``source`` (stored width, height), ``orientation`` and ``scale``: how the output's pixels came
+    from the input's (turned upright, then scaled), to carry the tags tied to the pixel grid
+    (:func:`regrid`); without ``source`` the subject's coordinates are left out (never wrong)."""
     src = meta or Metadata()
     out = Metadata(_writable(src.ifd0), _writable(src.exif), _writable(src.gps), src.xmp)
+    regrid(out, source, orientation, scale)
     if DESCRIPTION in out.ifd0 and describes_layout(out.ifd0[DESCRIPTION]):
         del out.ifd0[DESCRIPTION]
     if ORIENTATION in out.ifd0:
@@ -193,9 +224,79 @@ def for_output(meta: Metadata | None, width: int, height: int, software: str | N
         out.exif[PIXEL_X], out.exif[PIXEL_Y] = int(width), int(height)
     if out.xmp:
         x = _XMP_ORIENT.sub(rb"\g<1>1\g<2>", out.xmp)
-        x = _XMP_X.sub(rb"\g<1>" + str(int(width)).encode() + rb"\g<2>", x)
-        out.xmp = _XMP_Y.sub(rb"\g<1>" + str(int(height)).encode() + rb"\g<2>", x)
+        for pattern, value in ((_XMP_X, width), (_XMP_Y, height), (_XMP_W, width), (_XMP_H, height)):
+            x = pattern.sub(rb"\g<1>" + str(int(value)).encode() + rb"\g<2>", x)
+        out.xmp = x
     return out
+
+
+def _point(x: int, y: int, w: int, h: int, orientation: int) -> tuple[int, int]:
+    """Pixel (x, y) of a stored ``w`` x ``h`` picture in the picture turned upright by ``orientation``
+    (:func:`gsprestore.imageio.images.apply_orientation`)."""
+    return {1: (x, y), 2: (w - 1 - x, y), 3: (w - 1 - x, h - 1 - y), 4: (x, h - 1 - y), 5: (y, x),
+            6: (h - 1 - y, x), 7: (h - 1 - y, w - 1 - x), 8: (y, w - 1 - x)}[orientation]
+
+
+def _coordinates(value: Any, source: tuple[int, int], orientation: int, scale: int) -> tuple[int, ...] | None:
+    """A SubjectArea / SubjectLocation value (x, y[, diameter | width, height]) of the stored picture
+    in the output's pixels, or None when it is not a valid one (it is then left out)."""
+    v = value if isinstance(value, (tuple, list)) else (value,)
+    if len(v) not in (2, 3, 4) or not all(isinstance(n, int) and n >= 0 for n in v):
+        return None
+    w, h = source
+    if v[0] >= w or v[1] >= h:
+        return None
+    x, y = _point(v[0], v[1], w, h, orientation)
+    extent = list(v[2:])
+    if len(extent) == 2 and orientation >= 5:  # a rectangle's width and height swap with the axes
+        extent.reverse()
+    out = (x * scale, y * scale, *(n * scale for n in extent))
+    return out if max(out) < 65536 else None
+
+
+def _times(value: Any, scale: int) -> Any:
+    """A rational ``value`` times ``scale`` (anything else unchanged)."""
+    if scale == 1 or not hasattr(value, "numerator"):
+        return value
+    from PIL.TiffImagePlugin import IFDRational
+
+    return IFDRational(int(value.numerator) * scale, int(value.denominator))
+
+
+def regrid(meta: Metadata, source: tuple[int, int] | None, orientation: int = 1, scale: int = 1) -> None:
+    """Make ``meta``'s tags tied to the pixel grid true of an output whose pixels are the stored
+    ``source`` (width, height) picture turned upright by ``orientation``, then scaled ``scale`` x:
+    SubjectArea / SubjectLocation moved with the pixels (left out without ``source``), the
+    focal plane's pixels per unit scaled, X/Y resolutions (and the focal plane's) swapped where the
+    axes swap (orientation 5-8)."""
+    orientation = orientation_value(orientation)
+    for tag in (SUBJECT_AREA, SUBJECT_LOCATION):
+        if tag in meta.exif:
+            moved = None if source is None else _coordinates(meta.exif[tag], source, orientation, scale)
+            if moved is None:
+                del meta.exif[tag]
+            else:
+                meta.exif[tag] = moved
+    for tags, (tx, ty), factor in ((meta.exif, (FOCAL_PLANE_X, FOCAL_PLANE_Y), scale),
+                                   (meta.ifd0, (X_RESOLUTION, Y_RESOLUTION), 1)):
+        got = {tag: _times(tags[tag], factor) for tag in (tx, ty) if tag in tags}
+        if orientation >= 5:
+            got = {ty if tag == tx else tx: value for tag, value in got.items()}
+        for tag in (tx, ty):
+            tags.pop(tag, None)
+        tags.update(got)
+
+
+def for_pixels(meta: Metadata, channels: int, icc_left_out: bool) -> Metadata:
+    """``meta`` with its XMP's Photoshop colour mode set to the pixels written (``channels`` 1: gray,
+    3: RGB; a CMYK JPEG's XMP says CMYK) and, when the input's ICC profile was not written
+    (``icc_left_out``), without the XMP's name of that profile."""
+    if not meta.xmp:
+        return meta
+    x = _XMP_COLOR_MODE.sub(rb"\g<1>" + (b"1" if channels == 1 else b"3") + rb"\g<2>", bytes(meta.xmp))
+    if icc_left_out:
+        x = _XMP_ICC_NAME.sub(b"", x)
+    return Metadata(meta.ifd0, meta.exif, meta.gps, x)
 
 
 def describes_layout(text: Any) -> bool:

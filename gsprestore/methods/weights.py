@@ -77,11 +77,16 @@ def manifest_path() -> Path:
 
 
 def read_manifest(path: str | Path | None = None) -> dict[str, Any]:
-    """The manifest as a dict with a ``models`` list (empty when there is no manifest)."""
+    """The manifest as a dict with a ``models`` list (empty when there is no manifest, unless
+    ``$GSPRESTORE_WEIGHTS`` names the folder: then a missing folder or manifest is an error, not
+    a silent fall-back to the classical methods)."""
     p = Path(path) if path is not None else manifest_path()
     try:
         data = loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if path is None and os.environ.get(ENV_VAR):  # the user named a folder: it must be one
+            what = "no such folder" if not p.parent.is_dir() else f"no {MANIFEST} in this folder"
+            raise WeightsError(f"{ENV_VAR} names a weights folder, but there is {what}", p.parent) from None
         return {"models": []}
     except (OSError, ValueError) as exc:
         raise WeightsError(f"unreadable weights manifest ({exc})", p) from None

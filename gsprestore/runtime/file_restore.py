@@ -67,11 +67,6 @@ def load_restorer(name: str, task: str, *, weights: str | None = None, method_gi
         return get_restorer(other, task)
 
 
-def rgb_icc(icc: bytes | None) -> bytes | None:
-    """An ICC profile only if it describes RGB data (a gray profile cannot go on an RGB image)."""
-    return icc if icc and len(icc) >= 20 and icc[16:20] == b"RGB " else None
-
-
 def written_depth(path: str | Path, depth: int) -> int:
     """The bit depth actually written (JPEG and WebP are 8-bit)."""
     return 8 if str(path).lower().endswith((".jpg", ".jpeg", ".webp")) else depth
@@ -131,10 +126,13 @@ def restore_file(
 
     A camera RAW ``source`` (demosaic only) is developed by :func:`develop_raw_file`. Otherwise:
     page one of a TIFF, ``pattern`` for a mosaic, ``bit_depth`` None = the input's, alpha upscaled
-    by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept (RGB profiles only for a
-    demosaicked mosaic), restored in stored order and the file's orientation applied to the result.
-    ``notice`` gets one-line messages (several pages or frames, odd size, tiles), ``progress`` (done,
-    total) tiles, ``expect`` the output's megapixels before the restorer runs.
+    by ``alpha_restorer`` (default bicubic) for 2x, the ICC profile kept where it describes the
+    pixels written (an RGB profile on RGB, a gray one on gray: never a CMYK JPEG's profile on its
+    RGB pixels, nor a mosaic's gray one on its demosaicked RGB), restored in stored order and the
+    file's orientation (TIFF tag, EXIF of a JPEG / WebP / PNG) applied to the result.
+    ``notice`` gets one-line messages (several pages or frames, odd size, tiles, a profile left out,
+    transparency dropped by a JPEG output), ``progress`` (done, total) tiles, ``expect`` the
+    output's megapixels before the restorer runs.
     Returns what was written: width, height, bit_depth (and orientation when not 1)."""
     from ..imageio.camera_raw import is_camera_raw
     from .tiling import check_channels, job_bytes, resolve_device, restore
@@ -172,7 +170,7 @@ def restore_file(
     # file's Orientation is applied to the result. A 2x upscale is oriented first: its known pixels
     # land on the even grid (out[0::2, 0::2]) of the picture as displayed, whatever the Orientation
     # (upscaling in stored order and then rotating would put them at out[1::2, 1::2] for 3, say).
-    orientation = img.meta.get("orientation", 1)
+    orientation, stored = img.meta.get("orientation", 1), (img.width, img.height)
     if not is_mosaic(task) and orientation != 1:
         img.array = apply_orientation(img.array, orientation)
         if img.alpha is not None:
@@ -189,13 +187,15 @@ def restore_file(
             alpha_restorer = get_restorer("bicubic", "upscale2x")
         alpha = restore(alpha_restorer, _tensor(alpha[:, :, None]), notice=notice, **run)[:, :, 0].numpy()
     depth = bit_depth or img.bit_depth
-    icc = rgb_icc(img.icc_profile) if is_mosaic(task) else img.icc_profile
     result = apply_orientation(out.numpy(), orientation_after)
     if alpha is not None:
         alpha = apply_orientation(alpha, orientation_after)
-    metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software)
-    written = write_image(output, result, depth, alpha=alpha, icc_profile=icc, overwrite=overwrite,
-                          software=software, quality=quality, metadata=metadata)
+    metadata = for_output(img.meta.get("metadata"), result.shape[1], result.shape[0], software, source=stored,
+                          orientation=orientation, scale=task_scale(task))
+    # the profile and alpha go only where they are true of the pixels written; write_image says what it leaves out
+    written = write_image(output, result, depth, alpha=alpha, icc_profile=img.icc_profile, overwrite=overwrite,
+                          software=software, quality=quality, metadata=metadata,
+                          notice=lambda message: _say(notice, f"{source}: {message}"))
     info = {"width": result.shape[1], "height": result.shape[0], "bit_depth": written_depth(written, depth)}
     if bit_depth and info["bit_depth"] < bit_depth:
         _say(notice, f"{written}: {Path(written).suffix.lstrip('.').upper()} is 8-bit; --bit-depth {bit_depth} "
@@ -290,7 +290,8 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
                 overwrite: bool = False, notice: Notice | None = None) -> dict:
     """Write the single-channel Bayer ``pattern`` mosaic of the RGB image file ``source`` (of the
     upright picture, at the input's bit depth unless ``bit_depth``); a ``.dng`` ``output`` is a
-    camera RAW file (linearised, 14-bit). Alpha is dropped, with a notice."""
+    camera RAW file (linearised, 14-bit). Alpha and the ICC profile (the mosaic's colours are taken
+    as sRGB) are dropped, each with a notice."""
     from ..core.errors import GspError
     from ..imageio.images import TOOL_TAG, apply_orientation, frames_note, read_image, write_image
     from ..imageio.metadata import for_output
@@ -314,6 +315,12 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
         raise GspError(f"has {img.channels} colour channel(s); mosaic needs an RGB image", source)
     if img.alpha is not None:
         _say(notice, f"{source}: alpha channel not kept in the mosaic")
+    if img.icc_profile:  # a single-channel mosaic holds no colour space: demosaicking it gives sRGB
+        from ..imageio.images import icc_name
+
+        name = icc_name(img.icc_profile)
+        _say(notice, f"{source}: ICC profile{f' ({name})' if name else ''} not kept in the mosaic; its colours "
+                     "are taken as sRGB")
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
     if dng:
@@ -331,7 +338,8 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     depth = bit_depth or img.bit_depth
     software = TOOL_TAG.format(command="mosaic")
     write_image(output, raw, depth, overwrite=overwrite, software=software,
-                metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software))
+                metadata=for_output(img.meta.get("metadata"), upright.shape[1], upright.shape[0], software,
+                                    source=(img.width, img.height), orientation=img.meta.get("orientation", 1)))
     return {"width": img.width, "height": img.height,
             "bit_depth": min(depth, 16) if output.suffix.lower() == ".png" else depth, "pattern": pattern}
 

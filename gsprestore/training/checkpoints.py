@@ -5,14 +5,16 @@ RNG states that make a resume exact, initial weights (``--init``) and the export
 from __future__ import annotations
 
 import json
+import os
 import random
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..core.atomic import atomic_file
-from ..core.errors import GspError, UsageError
+from ..core.errors import GspError, UsageError, one_line
 from ..core.jsontext import loads
 from .recipe import TrainConfig
 
@@ -82,7 +84,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 class JsonLog:
     """Append-only JSON-lines log; each record gets ``event`` and wall-clock ``time``. Safe to write
     from two threads (the run and its heartbeat); ``last_write`` is the ``time.monotonic()`` of the
-    latest record and ``on_write`` (if set) is called after each."""
+    latest record and ``on_write`` (if set) is called after each. The file is opened without
+    following a symbolic link (``O_NOFOLLOW``): a link at its name is an error, never a write into
+    the file it names."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -93,7 +97,8 @@ class JsonLog:
     def write(self, event: str, **record: Any) -> dict[str, Any]:
         rec = {"event": event, "time": round(time.time(), 3), **record}
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as f:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec, sort_keys=False) + "\n")
             self.last_write = time.monotonic()
         if self.on_write is not None:
@@ -224,12 +229,44 @@ def export_weights(path: Path, model, meta: dict[str, Any]) -> Path:
     return path
 
 
+def is_run_folder(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a training run this tool made: its ``config.json`` is a regular
+    file (not a link) as ``gsprestore train`` writes it (``format`` :data:`RUN_FORMAT`)."""
+    path = run_dir / "config.json"
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 64 * 2**20:
+            return False
+        stored = loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(stored, dict) and stored.get("format") == RUN_FORMAT
+
+
 def open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: int | None) -> TrainConfig:
     """The run's recipe: read from ``run_dir`` on resume (a changed ``epochs`` is recorded in
-    ``config.json``), else ``cfg`` for a new folder."""
+    ``config.json``), else ``cfg`` for a new folder.
+
+    A run writes only into a folder of its own: a new run into a folder that does not exist yet
+    or is empty, a resumed one into a run folder this tool made (:func:`is_run_folder`). Any other
+    folder (the user's, not empty) is a one-line :class:`UsageError` naming it, before anything is
+    written."""
     if resume:
         stored = read_run_config(run_dir)
-        cfg = TrainConfig.from_json(stored["recipe"])
+        if stored.get("format") != RUN_FORMAT:
+            raise UsageError("not a gsprestore training run (its config.json was not written by gsprestore "
+                             "train); nothing to resume", run_dir)
+        if (run_dir / "log.jsonl").is_symlink():  # the run appends to its log: never through a link
+            raise UsageError("a symbolic link is in the way of this run's log (a run appends only to its own "
+                             "log.jsonl): move it away", run_dir / "log.jsonl")
+        try:  # a recipe edited by hand or cut short: one line, never a TypeError
+            cfg = TrainConfig.from_json(stored["recipe"]).check()
+        except UsageError as exc:
+            raise UsageError(f"its recipe does not hold: {exc.reason}; start a new run", run_dir / "config.json") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = f"no {exc}" if isinstance(exc, KeyError) else one_line(str(exc))
+            raise UsageError(f"its recipe is incomplete or damaged ({what}); start a new run",
+                             run_dir / "config.json") from None
         if not (run_dir / "last.pt").is_file():
             raise UsageError("no last.pt checkpoint in this run folder; nothing to resume", run_dir)
         if epochs is not None and epochs != cfg.epochs:
@@ -244,7 +281,16 @@ def open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: in
         cfg.epochs = epochs
     if run_dir.exists() and not run_dir.is_dir():
         raise UsageError("--out must be a folder", run_dir)
-    if (run_dir / "last.pt").exists() or (run_dir / "config.json").exists():
-        raise UsageError("this folder already holds a training run; pass --resume to continue it "
-                         "or choose another --out", run_dir)
+    if run_dir.is_dir():
+        try:
+            entries = sorted(os.listdir(run_dir))
+        except OSError as exc:
+            raise GspError(f"cannot read the --out folder ({exc.strerror or exc})", run_dir) from None
+        if entries and is_run_folder(run_dir):
+            raise UsageError("this folder already holds a training run; pass --resume to continue it "
+                             "or choose another --out", run_dir)
+        if entries:  # the user's files: a run never writes among them (best.pt, model.pt, summary.json...)
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            raise UsageError(f"--out is not empty and holds no gsprestore training run ({shown}); a new run "
+                             "writes only into a new or empty folder: choose another --out", run_dir)
     return cfg

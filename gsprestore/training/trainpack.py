@@ -184,7 +184,8 @@ def make_pack(
 
     The run holds ``out``'s lock (:func:`gsprestore.core.claims.run_lock`: a second run into it is
     refused) and removes only what it created: its own staging folder, and with ``overwrite`` an
-    earlier pack that holds nothing but the pack (:func:`_not_pack_file`)."""
+    earlier pack that holds nothing but the pack (:func:`_not_pack_file`). An ``out`` that is a
+    symbolic link to a folder means that folder (the link is never replaced)."""
     from ..core.claims import run_lock
 
     out = Path(out)
@@ -204,6 +205,10 @@ def make_pack(
         raise UsageError(f"--texture-power must be a number >= 0, got {texture_power}")
     if not 0 <= seed < 2**63:
         raise UsageError(f"--seed must be 0 to 2**63 - 1, got {seed}")
+    if out.is_symlink():  # a link to a folder names that folder: the pack goes there, the link stays the user's
+        if not out.is_dir():
+            raise UsageError("-o is a symbolic link that does not lead to a folder", out)
+        out = out.resolve()
     if out.exists() and not out.is_dir():
         raise UsageError("-o must be a folder (a file of that name is in the way)", out)
     with run_lock(out, "train-pack run"):  # a second run into the same folder is refused
