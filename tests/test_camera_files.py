@@ -270,3 +270,20 @@ def test_inputs_are_recognised_by_content_not_by_a_raw_suffix(tmp_path):
     code, _, err = cli("demosaic", fake, "-o", tmp_path / "out.png", "-m", "bilinear")
     assert code == 0, err
     assert read_image(tmp_path / "out.png").array.shape == (16, 20, 3)
+
+
+def test_a_raw_whose_name_is_not_utf8_text_to_python_is_read(tmp_path):
+    """Issue 51: ``é😀.dng`` under ``LC_ALL=C`` (Python then holds the name with surrogate escapes,
+    which rawpy cannot encode) failed with a codec error."""
+    import os
+    import subprocess
+    import sys
+
+    shoot = _shoot(tmp_path)
+    name = "\u00e9\U0001f600.dng"
+    os.rename(shoot / "IMG_0001.dng", shoot / name)
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    res = subprocess.run([sys.executable, "-m", "gsprestore", "demosaic", name, "-m", "bilinear", "-q"],
+                         cwd=shoot, env=env, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (shoot / "\u00e9\U0001f600-demosaic.png").is_file()

@@ -179,7 +179,9 @@ def thumbnail_metadata(path: str) -> Metadata:
         import rawpy
         from PIL import Image as PILImage
 
-        with rawpy.imread(str(path)) as raw:
+        from .camera_raw import libraw_open
+
+        with libraw_open(path) as raw:
             thumb = raw.extract_thumb()
         if thumb.format != rawpy.ThumbFormat.JPEG:
             return Metadata()

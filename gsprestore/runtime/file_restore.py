@@ -361,17 +361,11 @@ def header_pixels(path: str | Path) -> int | None:
             with tifffile.TiffFile(path) as tf:
                 shape = tf.pages[0].shape
                 return int(shape[0]) * int(shape[1])
-        from ..imageio.camera_raw import is_camera_raw
+        from ..imageio.camera_raw import is_camera_raw, libraw_open
 
         if is_camera_raw(path):
-            import rawpy
-
-            raw = rawpy.RawPy()
-            try:
-                raw.open_file(str(path))
+            with libraw_open(path) as raw:
                 return int(raw.sizes.width) * int(raw.sizes.height)
-            finally:
-                raw.close()
         from PIL import Image as PILImage
 
         with PILImage.open(path) as im:
