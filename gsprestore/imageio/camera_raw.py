@@ -201,7 +201,7 @@ def read_raw(path: str | Path, *, reserve: Reserve | None = None) -> RawFrame:
     :func:`gsprestore.imageio.images.read_image`), checked from the header before unpacking."""
     path = existing_file(path, "a camera RAW file")
     try:
-        import rawpy
+        import rawpy  # noqa: F401 - here only to say what is missing, in one line
     except ImportError:  # pragma: no cover - rawpy is a dependency
         raise GspError("camera RAW files need rawpy (pip install rawpy)", path) from None
     complaints: list[str] = []
