@@ -11,8 +11,10 @@ gsprestore decodes 16-bit PNGs and encodes every PNG itself:
   images are un-filtered along anti-diagonals (every pixel of a diagonal is independent), each
   diagonal being a strided view of the padded output: ~H+W vectorised steps instead of H*W.
 * :func:`encode` writes 8- or 16-bit gray / gray+alpha / RGB / RGBA, choosing None, Sub or Up per
-  row (minimum sum of absolute differences, the libpng heuristic), streaming the zlib stream in
-  row blocks, with optional ``iCCP`` (ICC profile) and ``tEXt`` chunks.
+  row (minimum sum of absolute differences, the libpng heuristic), deflated at zlib level 1 in
+  fixed segments on several threads (one valid zlib stream; the file does not depend on the
+  thread count), with optional ``iCCP`` (ICC profile) and ``tEXt`` chunks. Level 1 against
+  the former 3: a 16-bit photo's file is within 0.3 % of the size (issue 50).
 * Inflating is bounded (:func:`inflate_bounded`): the image data never inflates to more than the
   header's size needs and an ICC profile to no more than 16 MiB, so a small file declaring a small
   image cannot expand into gigabytes (a decompression bomb is refused, not decoded).
@@ -41,6 +43,10 @@ _COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> colour type
 _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 _KNOWN_CRITICAL = {b"IHDR", b"PLTE", b"IDAT", b"IEND"}
 IDAT_BYTES = 1 << 18  # the encoder writes IDAT chunks of about this size
+#: The encoder deflates the image in segments of about this many bytes of filtered rows, in
+#: parallel on up to MAX_DEFLATE_THREADS threads.
+SEGMENT_BYTES = 1 << 22
+MAX_DEFLATE_THREADS = 8
 MAX_ICC_BYTES = 1 << 24  # an ICC profile inflating to more than 16 MiB is refused (a bomb, not a profile)
 
 
@@ -310,7 +316,7 @@ def encode(
     text: dict[str, str] | None = None,
     exif: bytes | None = None,
     xmp: bytes | None = None,
-    level: int = 3,
+    level: int = 1,
     rows_per_block: int = 64,
     filter_type: int | None = None,
 ) -> None:
@@ -335,19 +341,71 @@ def encode(
         fh.write(_chunk(b"eXIf", exif[6:] if exif.startswith(b"Exif\0\0") else exif))
     if xmp:
         fh.write(_chunk(b"iTXt", XMP_KEY + b"\0\0\0\0\0" + bytes(xmp)))
-    comp = zlib.compressobj(level)
-    prev = np.zeros(w * bpp, dtype=np.uint8)
-    pending = bytearray()
-    for r0 in range(0, h, rows_per_block):
-        blk = a[r0 : r0 + rows_per_block]
+    def raw_rows(r0: int, r1: int) -> np.ndarray:
+        blk = a[r0:r1]
         if depth == 16:
             blk = blk.astype(">u2")
-        rows = np.ascontiguousarray(blk).view(np.uint8).reshape(blk.shape[0], w * bpp)
-        pending += comp.compress(_filter_block(rows, prev, bpp, filter_type).tobytes())
-        prev = rows[-1].copy()
-        if len(pending) >= IDAT_BYTES:
-            fh.write(_chunk(b"IDAT", bytes(pending)))
-            pending.clear()
-    pending += comp.flush()
-    fh.write(_chunk(b"IDAT", bytes(pending)))
+        return np.ascontiguousarray(blk).view(np.uint8).reshape(r1 - r0, w * bpp)
+
+    # The image in segments of a fixed number of rows (a function of the image alone, so the file
+    # is the same whatever the number of threads); each segment is filtered (its row above is
+    # the previous segment's last row) and deflated on its own, ending on a byte boundary
+    # (Z_SYNC_FLUSH), the last one finishing the stream: their concatenation is one deflate
+    # stream, pigz's construction. zlib releases the GIL, so the segments deflate in parallel.
+    seg_rows = max(rows_per_block, (SEGMENT_BYTES // max(1, w * bpp + 1)) // rows_per_block * rows_per_block)
+    starts = list(range(0, h, seg_rows))
+
+    def segment(i: int) -> tuple[bytes, int, int]:
+        r0, r1 = starts[i], min(h, starts[i] + seg_rows)
+        prev = raw_rows(r0 - 1, r0)[0] if r0 else np.zeros(w * bpp, dtype=np.uint8)
+        comp = zlib.compressobj(level, zlib.DEFLATED, -15)
+        out, adler, n = [], 1, 0
+        for b0 in range(r0, r1, rows_per_block):
+            rows = raw_rows(b0, min(r1, b0 + rows_per_block))
+            data = _filter_block(rows, prev, bpp, filter_type).tobytes()
+            adler, n = zlib.adler32(data, adler), n + len(data)
+            out.append(comp.compress(data))
+            prev = rows[-1]
+        out.append(comp.flush(zlib.Z_FINISH if i == len(starts) - 1 else zlib.Z_SYNC_FLUSH))
+        return b"".join(out), adler, n
+
+    if len(starts) > 1 and _workers() > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(_workers(), len(starts))) as pool:
+            parts = list(pool.map(segment, range(len(starts))))
+    else:
+        parts = [segment(i) for i in range(len(starts))]
+    adler = 1
+    for _, seg_adler, n in parts:
+        adler = adler32_combine(adler, seg_adler, n)
+    stream = b"\x78\x01" + b"".join(p for p, _, _ in parts) + struct.pack(">I", adler)
+    for i in range(0, len(stream), IDAT_BYTES):
+        fh.write(_chunk(b"IDAT", stream[i:i + IDAT_BYTES]))
     fh.write(_chunk(b"IEND", b""))
+
+
+def _workers() -> int:
+    """Threads that deflate segments at once: the CPUs this process may use, at most
+    :data:`MAX_DEFLATE_THREADS` (the output does not depend on it)."""
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        n = os.cpu_count() or 1
+    return max(1, min(MAX_DEFLATE_THREADS, n))
+
+
+def adler32_combine(adler1: int, adler2: int, len2: int) -> int:
+    """The Adler-32 of two byte strings one after the other, from each one's checksum and the
+    second one's length (zlib's ``adler32_combine``, which Python's zlib does not expose)."""
+    base = 65521
+    rem = len2 % base
+    sum1 = adler1 & 0xFFFF
+    sum2 = (rem * sum1) % base
+    sum1 += (adler2 & 0xFFFF) + base - 1
+    sum2 += (adler1 >> 16) + (adler2 >> 16) + base - rem
+    sum1 %= base
+    sum2 %= base
+    return sum1 | (sum2 << 16)

@@ -11,8 +11,9 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
   needs (a decompression bomb is refused); :mod:`gsprestore.imageio.images` sends 8-bit and 16-bit single-channel files
   to Pillow (faster, more compressions) and everything else here;
 * reports the Orientation tag and the number of pages (only the first is decoded);
-* encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression, horizontal
-  predictor for integer samples, unassociated alpha as an extra sample, and the ICC profile.
+* encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression (zlib level 1,
+  the strips deflated in parallel), horizontal predictor for integer samples, unassociated alpha
+  as an extra sample, and the ICC profile.
 
 Why not tifffile: measured again (issue 38, ``research/image_codecs.py``; docs/architecture.md,
 "Libraries") on a 3000x2000 16-bit RGB Deflate TIFF, tifffile 2026.3 alone reads (0.60 s against
@@ -364,7 +365,7 @@ def encode(
     *,
     extra_alpha: bool = False,
     icc_profile: bytes | None = None,
-    level: int = 6,
+    level: int = 1,
     strip_bytes: int = 1 << 18,
     software: str | None = None,
     tags: dict | None = None,
@@ -388,12 +389,23 @@ def encode(
     is_float = a.dtype.kind == "f"
     colour = c - int(extra_alpha)
     rps = max(1, min(h, strip_bytes // max(1, w * c * item)))
-    strips = []
-    for y0 in range(0, h, rps):
+
+    def strip(y0: int) -> bytes:  # strips are independent: deflated in parallel (zlib releases the GIL)
         blk = a[y0 : y0 + rps]
         if not is_float:  # horizontal differencing predictor (2)
             blk = np.diff(blk, axis=1, prepend=np.zeros_like(blk[:, :1]))
-        strips.append(zlib.compress(np.ascontiguousarray(blk).tobytes(), level))
+        return zlib.compress(np.ascontiguousarray(blk).tobytes(), level)
+
+    from .png import _workers  # noqa: PLC0415
+
+    starts = list(range(0, h, rps))
+    if len(starts) > 1 and _workers() > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(_workers(), len(starts))) as pool:
+            strips = list(pool.map(strip, starts))
+    else:
+        strips = [strip(y0) for y0 in starts]
     header = b"II*\0"
     offsets, pos = [], 8
     for s in strips:
