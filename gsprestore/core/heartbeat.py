@@ -39,8 +39,19 @@ def clock(seconds: float) -> str:
 
 
 def about(seconds: float) -> str:
-    """``"a second"`` under 2 s, else :func:`clock` (for "about ..." estimates)."""
-    return "a second" if seconds < 2 else clock(seconds)
+    """A duration as people say it, for "about ..." estimates: ``"a second"`` under 1.5 s, then
+    ``"4 s"``, ``"40 s"``, ``"1.5 min"``, ``"12 min"``, ``"1 h 5 min"``."""
+    if seconds < 1.5:
+        return "a second"
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    minutes = seconds / 60
+    if minutes < 9.75:
+        return f"{round(minutes * 2) / 2:g} min"
+    if minutes < 59.5:
+        return f"{minutes:.0f} min"
+    h, m = divmod(int(round(minutes)), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
 
 
 def eta_column(label: str = "eta") -> object:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-#: A job expected to take longer than this (seconds, by the method's recorded speed) gets a note.
-LONG_FILE_S = 10.0
+#: A job expected to take longer than this (seconds) says so before it starts.
+LONG_FILE_S = 30.0
+#: ``--best`` is suggested only when what it runs is recorded at least this much better (dB) than
+#: this run on *both* McM and Kodak: a smaller gain is not worth several times the time.
+BEST_MIN_GAIN_DB = 0.1
 
 
 def prior_method(prior: str | None, method: str | None) -> str | None:
@@ -40,13 +43,13 @@ def fast_or_best(fast: bool, best: bool, method: str | None, weights: str | None
 
 
 def job_estimate(method: str, task: str, device: str, how: str, megapixels: float, seconds: float | None,
-                 files: str, passes: int = 1) -> str | None:
-    """The line said before a job expected to take longer than :data:`LONG_FILE_S` (``seconds``, from
-    :func:`gsprestore.methods.defaults.expected_seconds` times ``passes``): which method runs, how it
+                 files: str, passes: int = 1, measured: bool = False) -> str | None:
+    """The line said before a job expected to take longer than :data:`LONG_FILE_S` (``seconds``:
+    ``megapixels`` at the method's speed, times ``passes``; ``measured``: that speed was measured
+    on this machine just before the job, else it is the recorded one): which method runs, how it
     was chosen (``how``: ``--method``, ``--prior gtv``, ``--best``...), about how long ``files`` (a
-    name, or ``N files``: ``megapixels`` of output in all) take and what is faster. None for a
-    shorter job."""
-    from ..core.heartbeat import about, clock
+    name, or ``N files``) take and what is faster. None for a shorter job."""
+    from ..core.heartbeat import about
     from .defaults import CLASSICAL_DEFAULT, expected_seconds, speed_conditions
 
     if seconds is None or seconds < LONG_FILE_S:
@@ -54,9 +57,10 @@ def job_estimate(method: str, task: str, device: str, how: str, megapixels: floa
     fast = CLASSICAL_DEFAULT[task]
     where = speed_conditions(device)
     fast_s = expected_seconds(fast, task, device, megapixels)
-    return (f"{task} with {method} ({how}) on {device}: about {clock(seconds)} for {files} "
-            f"({megapixels:.2g} MP at {seconds / megapixels:.0f} s/MP, its recorded speed"
-            + (f" on {where.split(':')[0]}" if where else "")
+    basis = ("measured on this machine just now" if measured else
+             "its recorded speed" + (f" on {where.split(':')[0]}" if where else ""))
+    return (f"{task} with {method} ({how}) on {device}: about {about(seconds)} for {files} "
+            f"({megapixels:.2g} MP at {seconds / megapixels:.2g} s/MP, {basis}"
             + (f", {n} passes" if (n := network_passes(method, task, passes > 1)) > 1 else "") + ")"
             + ("" if method == fast else f"; --fast ({fast}) takes about " + about(fast_s or 0.0)))
 
@@ -94,19 +98,21 @@ def self_ensemble_help() -> str:
 
 
 def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixels: float, *,
-              how: str = "the default", manifest: dict[str, Any] | None = None) -> str | None:
-    """One line on how to get the best result by recorded quality when ``method`` (with or
-    without ``self_ensemble``) is not it: ``--best`` (the best by quality,
-    :func:`gsprestore.methods.defaults.best_by_quality`, with its self-ensemble), the recorded scores of
-    both, and about how long ``megapixels`` of
-    output take that way on ``device`` (its recorded speed, two passes). None when this run is
-    the best. ``how``: how this run's method was chosen (``--method``, ``--prior gtv``, ``--fast``,
-    ``--weights``, ``the default``), which ``--best`` replaces. Generic over the methods: everything
-    comes from the manifest."""
-    from .defaults import best_by_quality, recorded_speed
+              how: str = "the default", manifest: dict[str, Any] | None = None,
+              seconds_per_mp: float | None = None) -> str | None:
+    """One line on how to get the best result when it is worth it: ``--best`` runs the best method
+    by recorded quality (:func:`gsprestore.methods.defaults.best_by_quality`) as its self-ensemble,
+    and it is suggested only when that is recorded at least :data:`BEST_MIN_GAIN_DB` better than
+    this run on both McM and Kodak (the self-ensemble's own record where there is one, else its
+    one pass: a gain not on record is not promised). The line gives both Kodak figures and about
+    how long ``megapixels`` of output take that way: from ``seconds_per_mp``, this run's measured
+    pace (times the recorded speed ratio of the two methods, times the passes), else from the
+    recorded speed. None when the rule says no. ``how``: how this run's method was chosen
+    (``--method``, ``--prior gtv``, ``--fast``, ``--weights``, ``the default``), which ``--best``
+    replaces."""
+    from .defaults import best_by_quality, recorded_self_ensembles, recorded_speed
     from ..core.errors import WeightsError
     from ..core.heartbeat import about
-    from .self_ensemble import PASSES
     from .weights import read_manifest
 
     if manifest is None:
@@ -118,25 +124,30 @@ def best_hint(task: str, method: str, self_ensemble: bool, device: str, megapixe
     if method == best.method and self_ensemble:
         return None
     scores = {**best.classical, **best.learned}
-
-    def kodak(name: str) -> str:
-        return f"{scores[name]['kodak']:.2f}" if "kodak" in scores.get(name, {}) else "?"
-
+    se = recorded_self_ensembles(task, manifest)
+    target = {**scores.get(best.method, {}), **se.get(best.method, {})}
+    here = {**scores.get(method, {}), **(se.get(method, {}) if self_ensemble else {})}
+    if not all(d in target and d in here for d in ("mcm", "kodak")):
+        return None
+    gains = {d: target[d] - here[d] for d in ("mcm", "kodak")}
+    if min(gains.values()) < BEST_MIN_GAIN_DB:
+        return None
     option = how.split(",")[0]
     flag = ("--self-ensemble" if method == best.method else
             "--best" + (f" instead of {option}" if option.startswith("--") else ""))
-    what = (f"{method} as its self-ensemble" if method == best.method else
-            f"{best.method}, self-ensembled; recorded Kodak {kodak(best.method)} dB vs {kodak(method)} for {method}")
-    speed = recorded_speed(best.method, task, device, manifest)
-    passes = f"{network_passes(best.method, task, True, manifest)} passes"
-    if not speed:
-        when = f"its speed on {device} is not recorded"
-    elif megapixels:
-        when = (f"about {about(megapixels / speed * PASSES)} for this job on {device} at its recorded "
-                f"{1 / speed:.0f} s/MP, {passes}")
-    else:  # no file's size could be read
-        when = f"{PASSES / speed:.0f} s per megapixel on {device} by its recorded speed, {passes}"
-    return f"for the best quality add {flag} ({what}): {when}"
+    what = (f"{method} as its self-ensemble" if method == best.method else f"{best.method}, self-ensembled")
+    what += f"; recorded McM / Kodak {target['mcm']:.2f} / {target['kodak']:.2f} dB vs {here['mcm']:.2f} / {here['kodak']:.2f}"
+    passes = network_passes(best.method, task, True, manifest)
+    mine, theirs = recorded_speed(method, task, device, manifest), recorded_speed(best.method, task, device, manifest)
+    if seconds_per_mp and mine and theirs:  # this run's pace, scaled by the recorded ratio
+        per_mp = seconds_per_mp * (mine / theirs) * passes / network_passes(method, task, self_ensemble, manifest)
+        basis = "from this run's pace"
+    elif theirs:
+        per_mp, basis = passes / theirs, "at its recorded speed"
+    else:
+        return f"for the best quality add {flag} ({what}; its speed on {device} is not recorded)"
+    when = (f"about {about(megapixels * per_mp)} for this job" if megapixels else f"about {about(per_mp)} per megapixel")
+    return f"for the best quality add {flag} ({what}): {when} on {device} {basis}, {passes} passes"
 
 
 def network_passes(method: str, task: str, self_ensemble: bool, manifest: dict[str, Any] | None = None) -> int:

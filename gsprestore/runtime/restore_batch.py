@@ -11,7 +11,7 @@ at module level (``mosaic`` runs without it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..physics.tasks import get_task, is_mosaic, task_scale
 from .batch_run import BatchOptions, BatchOutcome, BatchWork, run_batch
@@ -152,7 +152,7 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
                                  self_ensemble=self_ensemble)
         alpha_restorer = get_restorer("bicubic", "upscale2x") if not is_mosaic(task) else None
         plan_job(reporter, restorer.name, task, dev.type, how, passes=PASSES if self_ensemble else 1,
-                 estimate=r.weights is None)
+                 estimate=r.weights is None, restorer=restorer)
 
         def work(job: "Job", k: int) -> dict:
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
@@ -171,11 +171,44 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
     return run_batch(work, inputs, o, on_record=on_record)
 
 
+#: A job its method's recorded speed puts at this many seconds or more (or whose speed is not
+#: recorded) has its pace measured on this machine before it starts (:func:`measure_pace`): a
+#: recorded speed is the reference machine's, and a busy or slower machine can be several times slower.
+MEASURE_ABOVE_S = 10.0
+#: The side of the synthetic output :func:`measure_pace` times (about a second of a ``-lite``
+#: network on two threads; only for jobs estimated at :data:`MEASURE_ABOVE_S` or more).
+PACE_SIDE = 768
+
+
+def measure_pace(restorer: Any, task: str, device: str) -> float:
+    """Seconds per megapixel of output that ``restorer`` takes on this machine now: a warm-up on a
+    square of noise of half :data:`PACE_SIDE`, then one of :data:`PACE_SIDE` timed (the work does
+    not depend on the content; smaller squares pay fixed costs per pixel that a photo spreads, and
+    read several times too slow). Used for estimates only, never to choose a method (that stays a
+    pure function of the manifest)."""
+    import time
+
+    import torch
+
+    from .tiling import restore
+
+    g = torch.Generator().manual_seed(0)
+    seconds = 0.0
+    for out_side in (PACE_SIDE // 2, PACE_SIDE):  # the first: a warm-up (first calls, allocations)
+        side = out_side // task_scale(task)
+        obs = torch.rand((1, side, side) if is_mosaic(task) else (3, side, side), generator=g)
+        t0 = time.perf_counter()
+        restore(restorer, obs, "RGGB", device=device)
+        seconds = time.perf_counter() - t0
+    return seconds / (PACE_SIDE * PACE_SIDE / 1e6)
+
+
 def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str, passes: int = 1,
-             *, estimate: bool = True) -> None:
+             *, estimate: bool = True, restorer: Any = None) -> None:
     """Before the batch starts: the whole job's megapixels (from the files' headers) and expected
-    time (the method's recorded speed on this kind of device, times ``passes``: 2 with
-    ``--self-ensemble``) set the reporter's :class:`gsprestore.runtime.progress.JobClock` (the ETA
+    time (the method's recorded speed on this kind of device, or when that says a few seconds or
+    more, its pace measured here and now with ``restorer``, :func:`measure_pace`; times ``passes``:
+    2 with ``--self-ensemble``) set the reporter's :class:`gsprestore.runtime.progress.JobClock` (the ETA
     of every long run); a long job gets one line saying which method runs, how it was chosen and
     about how long it takes (:func:`gsprestore.methods.advice.job_estimate`; ``estimate`` False: no
     such line, e.g. with ``--weights``). The line on how to get the best result, when this is not
@@ -192,11 +225,16 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     megapixels = (sum(known) / len(known) * len(pixels) if known else 0.0) / 1e6
     seconds = expected_seconds(method, task, device, megapixels) if megapixels else None
     seconds = None if seconds is None else seconds * passes
+    pace = None  # seconds per megapixel of output, measured here and now, when the job is long enough to ask
+    if restorer is not None and megapixels and (seconds is None or seconds >= MEASURE_ABOVE_S):
+        pace = measure_pace(restorer, task, device)  # the restorer runs its passes (self-ensemble) itself
+        seconds = megapixels * pace
     reporter.clock = JobClock(pixels, seconds)
     files = reporter.jobs[0].input.name if len(reporter.jobs) == 1 else f"{len(reporter.jobs)} files"
-    line = job_estimate(method, task, device, how, megapixels, seconds, files, passes) if estimate else None
+    line = (job_estimate(method, task, device, how, megapixels, seconds, files, passes, measured=pace is not None)
+            if estimate else None)
     if line:
         reporter.notice(line)
-    hint = best_hint(task, method, passes > 1, device, megapixels, how=how)
+    hint = best_hint(task, method, passes > 1, device, megapixels, how=how, seconds_per_mp=pace)
     if hint:
         reporter.closing.append(hint)
