@@ -131,7 +131,7 @@ def test_the_shipped_defaults_are_learned_on_cuda():
     default on CUDA is a learned network, at least 1 MP/s there."""
     for task in defaults.CLASSICAL_DEFAULT:
         c = defaults.choose_default(task, device="cuda")
-        assert c.method in ("ugtv", "uglr"), c.reason
+        assert c.method in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"), c.reason
         assert c.speeds[c.method] >= defaults.MIN_MP_PER_S
 
 
@@ -412,3 +412,21 @@ def test_durations_read_as_people_say_them():
 
     assert [about(s) for s in (0.4, 4.2, 40, 75, 89, 600, 3725)] == [
         "a second", "4 s", "40 s", "1 min", "1.5 min", "10 min", "1 h 2 min"]
+
+
+def test_a_lite_network_without_a_cuda_record_is_judged_by_its_siblings(fake_weights):
+    """Issue 48: the best network shipped is the default on CUDA too. A -lite network with no CUDA
+    speed of its own takes its paper-size sibling's record there as a lower bound (it does strictly
+    less of the same work); on the CPU only its own record counts."""
+    m = _manifest(ugtv=(33.0, 38.5), speed=None)
+    m["models"][0]["speed"] = {"cuda": {"megapixels_per_second": 13.0}}
+    lite = {"file": "ugtv-lite_demosaic.pt", "sha256": "0" * 64, "method": "ugtv-lite", "task": "demosaic",
+            "scores": {"mcm": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": 33.1}]},
+                       "kodak": {"rows": [{"noise_sigma": 0.0, "psnr_dataset_mse": 39.0}]}}}
+    m["models"].append(lite)
+    fake_weights(m)
+    assert defaults.recorded_speed("ugtv-lite", "demosaic", "cuda", m) == 13.0
+    assert defaults.recorded_speed("ugtv-lite", "demosaic", "cpu", m) is None
+    c = defaults.choose_default("demosaic", m, device="cuda")
+    assert c.method == "ugtv-lite" and "at least 13 MP/s on cuda (its paper-size sibling ugtv's record" in c.reason
+    assert defaults.choose_default("demosaic", m, device="cpu").method == "menon"  # no CPU speed of its own

@@ -193,7 +193,24 @@ def _beats(choice: DefaultChoice, method: str) -> str:
             f"{kodak[1]:.2f} dB)")
 
 
+#: A CPU-size network and its paper-size sibling (:func:`recorded_speed`'s lower bound).
+LITE_SIBLING = {"ugtv-lite": "ugtv", "uglr-lite": "uglr"}
+
+
 def recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]) -> float | None:
+    """:func:`_recorded_speed`; for a ``-lite`` network with no record on ``device``, its paper-size
+    sibling's record there, as a lower bound (cost-based, not measured): the lite network runs the
+    same kinds of operations with strictly less work of each (one block instead of several, a
+    narrower trunk at half resolution, fewer solver steps), so on a device where the sibling is
+    fast enough, so is it. Until a GPU run records its own CUDA speed, this is what lets the best
+    network shipped be the default there too (issue 48)."""
+    own = _recorded_speed(method, task, device, manifest)
+    if own is None and method in LITE_SIBLING and device != "cpu":
+        return _recorded_speed(LITE_SIBLING[method], task, device, manifest)
+    return own
+
+
+def _recorded_speed(method: str, task: str, device: str, manifest: dict[str, Any]) -> float | None:
     """Megapixels (of output) per second that ``method`` was measured to restore for ``task`` on
     ``device`` (a kind: ``cpu`` / ``cuda``), or None when not recorded. Classical methods: the
     manifest's ``baselines.speed.<device>.<task>``; learned ones: the entry's ``speed.<device>``,
@@ -279,7 +296,7 @@ def choose_default(task: str, manifest: dict[str, Any] | None = None, *, device:
     speed = quality.speeds.get(quality.method)
     best = quality.method
     if speed is not None and speed >= MIN_MP_PER_S:
-        quality.reason += f", and restores {speed:.3g} MP/s on {device} (recorded; a default needs >= {MIN_MP_PER_S:g})"
+        quality.reason += f", and restores {_speed_words(best, task, device, speed, manifest)}; a default needs >= {MIN_MP_PER_S:g})"
         return quality
     why = (f"its speed on {device} is not recorded" if speed is None else
            f"it restores only {speed:.3g} MP/s on {device} ({1 / speed:.0f} s per megapixel, recorded), under "
@@ -288,14 +305,23 @@ def choose_default(task: str, manifest: dict[str, Any] | None = None, *, device:
         fast = quality.speeds.get(method)
         if fast is not None and fast >= MIN_MP_PER_S:
             quality.method = method
-            quality.reason = (f"{_beats(quality, method)}, and restores {fast:.3g} MP/s on {device} (recorded; a "
-                              f"default needs >= {MIN_MP_PER_S:g}); {best} is better by quality but {why}; "
+            quality.reason = (f"{_beats(quality, method)}, and restores {_speed_words(method, task, device, fast, manifest)}; "
+                              f"a default needs >= {MIN_MP_PER_S:g}); {best} is better by quality but {why}; "
                               f"--best runs {best}")
             return quality
     quality.method = fallback
     quality.reason = (f"{fallback}: {best} is better by quality ({_margins(quality, best)}) but {why}; "
                       f"--best runs {best}")
     return quality
+
+
+def _speed_words(method: str, task: str, device: str, speed: float, manifest: dict[str, Any]) -> str:
+    """``1.1 MP/s on cpu (recorded`` or, for a lite network judged by its sibling's record,
+    ``at least 13.1 MP/s on cuda (its paper-size sibling ugtv's record, a lower bound``."""
+    if _recorded_speed(method, task, device, manifest) is None and method in LITE_SIBLING:
+        return (f"at least {speed:.3g} MP/s on {device} (its paper-size sibling {LITE_SIBLING[method]}'s record, "
+                "a lower bound by cost")
+    return f"{speed:.3g} MP/s on {device} (recorded"
 
 
 def _margins(choice: DefaultChoice, method: str) -> str:
