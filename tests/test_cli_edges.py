@@ -84,3 +84,23 @@ def test_help_on_a_narrow_terminal_keeps_every_option_name(monkeypatch):
                  "--mine-share", "--color-jitter"):
         assert name in res.stdout, name
     assert max(len(line) for line in res.stdout.splitlines()) <= 80
+
+
+def test_pillows_bomb_warning_never_leaks_before_our_answer(tmp_path):
+    """Issue 51 (round 4): a 100-MP input printed Pillow's two-line DecompressionBombWarning before
+    the tool's own lines. Every Pillow open goes through imageio.images.pillow(), which sets
+    Pillow's limit to ours (checked on the header first); here Pillow's limit is made tiny so that
+    a 64x48 image would warn if any open did not."""
+    src = tmp_path / "a.png"
+    Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(src)
+    code = ("import sys, PIL.Image\n"
+            "PIL.Image.MAX_IMAGE_PIXELS = 1000\n"
+            "sys.argv = ['gsprestore'] + sys.argv[1:]\n"
+            "from gsprestore.cli.entry import main\n"
+            "main()\n")
+    for args in (["upscale2x", str(src), "-o", str(tmp_path / "o.png"), "-m", "bicubic"],
+                 ["mosaic", str(src), "-o", str(tmp_path / "m.png")]):
+        res = subprocess.run([sys.executable, "-W", "default", "-c", code, *args], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "Warning" not in res.stderr and "warnings.warn" not in res.stderr, res.stderr

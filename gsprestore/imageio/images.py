@@ -147,6 +147,16 @@ def apply_orientation(array: np.ndarray, orientation: int, *, inverse: bool = Fa
     return np.ascontiguousarray(_ORIENT[o](array))
 
 
+def pillow():
+    """Pillow's ``Image`` module with its decompression-bomb limit set to ours (:data:`MAX_PIXELS`,
+    checked on every header before decoding): Pillow's own lower one would print a two-line
+    warning before our one-line answer."""
+    from PIL import Image as PILImage
+
+    PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS
+    return PILImage
+
+
 def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None,
                  check: Callable[[int, int, int, int], None] | None = None) -> np.ndarray:
     """Decode with Pillow, in stored order: a TIFF that Pillow rotated on open (its Orientation
@@ -322,7 +332,7 @@ def tool_tag(path: str | Path) -> str | None:
                         return raw[:n].rstrip(b"\0").decode("latin-1")
                 return None
             if head[:3] == b"\xff\xd8\xff" or (head[:4] == b"RIFF"):  # JPEG / WebP: EXIF via Pillow
-                from PIL import Image as PILImage
+                PILImage = pillow()
 
                 with _md.quiet(), PILImage.open(path) as im:  # no Pillow warning about a damaged EXIF
                     value = im.getexif().get(0x0131)
@@ -378,7 +388,7 @@ JPEG_ALPHA_NOTE = ("JPEG has no alpha channel: the transparency is dropped (the 
 
 
 def _pillow_icc(data: bytes) -> bytes | None:
-    from PIL import Image as PILImage
+    PILImage = pillow()
 
     with PILImage.open(_io.BytesIO(data)) as im:
         return im.info.get("icc_profile") or None
@@ -633,7 +643,7 @@ def _encode_photo(fh: object, data: np.ndarray, fmt: str, quality: int | None, i
     """8-bit ``data`` (H, W, 1|2|3|4) as JPEG or WebP through Pillow (WebP has no gray mode);
     ``meta`` as its EXIF (the Software tag included) and XMP."""
 
-    from PIL import Image as PILImage
+    PILImage = pillow()
 
     c = data.shape[2]
     if fmt == "webp" and c in (1, 2):  # gray (+ alpha) -> RGB(A)

@@ -366,7 +366,7 @@ def header_pixels(path: str | Path) -> int | None:
         if is_camera_raw(path):
             with libraw_open(path) as raw:
                 return int(raw.sizes.width) * int(raw.sizes.height)
-        from PIL import Image as PILImage
+        from ..imageio.images import pillow; PILImage = pillow()  # noqa: E702
 
         with PILImage.open(path) as im:
             return int(im.width) * int(im.height)
