@@ -598,3 +598,79 @@ def write_dng(
     except OSError as exc:
         raise GspError(f"could not write DNG ({exc.strerror or exc})", path) from None
     return path
+
+
+def linear_camera_rgb(frame: RawFrame, demosaic: Callable[[np.ndarray, str], np.ndarray], wb: str = "camera",
+                      notice: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The demosaicked linear camera RGB of ``frame`` *as shot* (H, W, 3) float32 in [0, 1], stored
+    order, and the white-balance gains of ``wb``: the mosaic is demosaicked white-balanced (as
+    :func:`develop` does: colour-difference methods need it) and the gains divided out again, so
+    that a raw editor applies them itself from the DNG's AsShotNeutral."""
+    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice)
+    rgb = np.asarray(demosaic(balanced_mosaic(frame, wb, notice), frame.pattern), dtype=np.float32)
+    if not (rgb.flags.writeable and rgb.flags.c_contiguous):
+        rgb = np.array(rgb, order="C")
+    np.clip(rgb, 0.0, 1.0, out=rgb)
+    rgb /= gains.astype(np.float32)
+    return rgb, gains
+
+
+def write_linear_dng(
+    path: str | Path,
+    rgb: np.ndarray,
+    *,
+    rgb_cam: np.ndarray | None,
+    gains: np.ndarray,
+    flip: int = 0,
+    overwrite: bool = False,
+    metadata: "Metadata | None" = None,
+    camera: str = "",
+) -> Path:
+    """Write demosaicked linear camera RGB (H, W, 3) in [0, 1] as a LinearRaw DNG 1.4 (16-bit, 3
+    samples, PhotometricInterpretation 34892), atomically, for a raw editor to keep developing:
+    ColorMatrix1 (XYZ -> camera, D65) from LibRaw's camera -> sRGB matrix ``rgb_cam`` (identity when
+    None: camera RGB is sRGB), AsShotNeutral ``1 / gains``, black 0 and white 65535, the
+    orientation of LibRaw's ``flip`` code, and the source's camera record (``metadata``: make,
+    model, dates, exposure, ISO). Refuses an existing file unless ``overwrite``."""
+    import tifffile
+
+    from ..core.atomic import atomic_file
+
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
+    # LibRaw reads ColorMatrix1 as cam_xyz and takes rgb_cam = inverse of its rows-normalised
+    # cam_xyz @ xyz_rgb: this cam_xyz gives back exactly the matrix LibRaw used for the source
+    cam_rgb = np.linalg.inv(np.asarray(rgb_cam, dtype=np.float64)) if rgb_cam is not None else np.eye(3)
+    cm = cam_rgb @ SRGB_FROM_XYZ
+    neutral = 1.0 / np.asarray(gains, dtype=np.float64)
+    neutral = neutral / neutral.max()
+    orientation = {v: k for k, v in ORIENTATION_TO_FLIP.items()}.get(int(flip), 1)
+    recorded = _dng_exif_tags(metadata)
+    unique = " ".join(filter(None, [str(recorded.get(271, (0, 0, 0, ""))[3]).strip(),
+                                    str(recorded.get(272, (0, 0, 0, ""))[3]).strip()])) or camera or "camera"
+    tags = [
+        recorded.pop(271, (271, "s", 0, "gsprestore", True)),  # Make
+        recorded.pop(272, (272, "s", 0, camera or "linear DNG", True)),  # Model
+        (274, "H", 1, int(orientation), True),  # Orientation
+        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
+        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
+        (50708, "s", 0, unique, True),  # UniqueCameraModel
+        (50714, "H", 1, 0, True),  # BlackLevel
+        (50717, "H", 1, 65535, True),  # WhiteLevel
+        (50721, "2i", 9, _rationals(cm), True),  # ColorMatrix1 (XYZ -> camera)
+        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
+        (50728, "2I", 3, _rationals(neutral), True),  # AsShotNeutral
+        *recorded.values(),
+    ]
+    tags.sort(key=lambda t: t[0])
+    data = np.rint(np.clip(rgb, 0.0, 1.0) * 65535.0).astype(np.uint16)
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, data, photometric=34892, planarconfig="contig", subfiletype=0, extratags=tags,
+                     metadata=None, software="gsprestore")
+    try:
+        with atomic_file(path, "wb", suffix=".part") as fh:
+            fh.write(buffer.getbuffer())
+    except OSError as exc:
+        raise GspError(f"could not write DNG ({exc.strerror or exc})", path) from None
+    return path

@@ -564,7 +564,8 @@ def write_image(
     path = check_writable(path, overwrite=overwrite)
     fmt = output_format(path)
     if fmt == "dng":
-        raise GspError("a DNG holds a camera mosaic, not an image (only `gsprestore mosaic` writes DNG)", path)
+        raise GspError("a DNG is written from a camera RAW file (`gsprestore demosaic RAW -o OUT.dng`: a linear DNG) "
+                       "or by `gsprestore mosaic`; this input is not a camera RAW file", path)
     said: list[str] = []  # told to ``notice`` once the file is written
     if fmt in PHOTO_FORMATS:
         bit_depth = 8

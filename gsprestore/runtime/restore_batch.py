@@ -121,9 +121,9 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
     wb = check_choice(r.wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(r.output_space, OUTPUT_SPACES, "--output-space")
     bright = parse_bright(r.bright)
-    if o.output is not None and o.output.lower().endswith(".dng"):
-        raise UsageError(f"-o {o.output}: {task} writes images (PNG, TIFF, JPEG, WebP); only `gsprestore mosaic` "
-                         "writes DNG")
+    if o.output is not None and o.output.lower().endswith(".dng") and not is_mosaic(task):
+        raise UsageError(f"-o {o.output}: {task} writes images (PNG, TIFF, JPEG, WebP); DNG is written by "
+                         "`gsprestore mosaic` (a mosaic) and by `gsprestore demosaic` of a camera RAW (linear DNG)")
     if r.bit_depth == 16 and o.output is not None and o.output.lower().endswith((".jpg", ".jpeg", ".webp")):
         raise UsageError(f"-o {o.output}: JPEG and WebP are 8-bit; use .png or .tif for --bit-depth 16")
     method_given = r.method is not None
