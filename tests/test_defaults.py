@@ -430,3 +430,10 @@ def test_a_lite_network_without_a_cuda_record_is_judged_by_its_siblings(fake_wei
     c = defaults.choose_default("demosaic", m, device="cuda")
     assert c.method == "ugtv-lite" and "at least 13 MP/s on cuda (its paper-size sibling ugtv's record" in c.reason
     assert defaults.choose_default("demosaic", m, device="cpu").method == "menon"  # no CPU speed of its own
+
+
+def test_measured_durations_read_the_same_everywhere():
+    """Issue 50: `mosaic` said `0.04 s` for the file, then `(0.0 s)` for the job."""
+    from gsprestore.core.heartbeat import took
+
+    assert [took(s) for s in (0.04, 3.214, 41.12, 75)] == ["0.04 s", "3.21 s", "41.1 s", "1:15"]

@@ -38,6 +38,16 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def took(seconds: float) -> str:
+    """A measured duration, the same way wherever it is said: ``0.04 s``, ``3.21 s``, ``41.1 s``,
+    then :func:`clock` from a minute (``1:15``)."""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return clock(seconds)
+
+
 def about(seconds: float) -> str:
     """A duration as people say it, for "about ..." estimates: ``"a second"`` under 1.5 s, then
     ``"4 s"``, ``"40 s"``, ``"1.5 min"``, ``"12 min"``, ``"1 h 5 min"``."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..core.errors import one_line
+from ..core.heartbeat import took
 
 if TYPE_CHECKING:  # pragma: no cover
     from .folders import Job, Summary
@@ -210,7 +211,7 @@ def _run(work: BatchWork, inputs: list[str], options: BatchOptions, share: tuple
         reporter.console.print(one_line(
             (f"{command} with {work.method}: " if work.method else "")
             + f"{summary.count('written')} written{where(summary)}, {summary.count('skipped')} skipped, "
-            f"{summary.count('failed')} failed ({summary.seconds:.1f} s)"
+            f"{summary.count('failed')} failed ({took(summary.seconds)})"
             + ("; stopped at the first failure (use --continue-on-error to go on)"
                if summary.stopped and len(summary.results) < len(jobs) + len(failures) else "")),
             markup=False,
@@ -243,7 +244,7 @@ def _finish_ranks(group: _Joined, summary: "Summary", work: BatchWork,
 
             Console(stderr=True, highlight=False, soft_wrap=True).print(one_line(
                 f"{total.count('written')} written{where(total)}, {total.count('skipped')} skipped, "
-                f"{total.count('failed')} failed ({total.seconds:.1f} s, {ranks.world} ranks)"
+                f"{total.count('failed')} failed ({took(total.seconds)}, {ranks.world} ranks)"
                 + ("; a rank stopped at its first failure (use --continue-on-error to go on)"
                    if any(p.stopped for p in parts) else "")), markup=False)
     return BatchOutcome(code, record)
