@@ -20,9 +20,12 @@ $(VENV)/.installed: $(VENV)/.torch $(BUILD_INPUTS)
 	$(PIP) install -q -e .
 	touch $@
 
-# one build for both: the test install also stands for the plain one
-$(VENV)/.installed-test: $(VENV)/.torch $(BUILD_INPUTS)
+# one build for both: the test install also stands for the plain one. It also installs the lab
+# (lab/: measurement, release and research tooling, the distribution gsprestore-lab; never shipped),
+# whose code the tests and benchmarks/ import as gsprestore_lab
+$(VENV)/.installed-test: $(VENV)/.torch $(BUILD_INPUTS) lab/pyproject.toml
 	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q -e lab/
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
@@ -52,4 +55,4 @@ test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -n auto --dist worksteal -m "not slow"
 
 clean:
-	rm -rf $(VENV) build *.egg-info gsprestore/native/*.so
+	rm -rf $(VENV) build *.egg-info lab/build lab/*.egg-info gsprestore/native/*.so

@@ -47,7 +47,7 @@ from gsprestore.graph import operators as G
 from gsprestore.models import build_model
 from gsprestore.physics.tasks import observation, observe
 from gsprestore.methods.weights import load_model
-from gsprestore.evaluation.timing import DemosaicnetShape, best_of, synthetic_rgb
+from gsprestore_lab.timing import DemosaicnetShape, best_of, synthetic_rgb
 
 
 def _image(args) -> torch.Tensor:

@@ -54,7 +54,7 @@ def main() -> None:
 
     import torch
 
-    from gsprestore.evaluation.timing import synthetic_mosaic
+    from gsprestore_lab.timing import synthetic_mosaic
     from gsprestore.methods.registry import get_restorer
     from gsprestore.runtime.tiling import resolve_device, restore
 
@@ -90,7 +90,7 @@ def main() -> None:
 
 
 def run_cli(args: argparse.Namespace) -> None:
-    from gsprestore.evaluation.timing import synthetic_mosaic
+    from gsprestore_lab.timing import synthetic_mosaic
     from gsprestore.imageio.images import write_image
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,7 +40,7 @@ from gsprestore import training
 from gsprestore.models import build_model
 from gsprestore.models.unrolled import UnrolledBlock
 from gsprestore.methods.registry import observation
-from gsprestore.evaluation.timing import best_of, synthetic_rgb
+from gsprestore_lab.timing import best_of, synthetic_rgb
 
 
 @contextmanager

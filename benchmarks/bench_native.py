@@ -42,7 +42,7 @@ from gsprestore import native
 from gsprestore.physics import sampling
 from gsprestore.models import build_model
 from gsprestore.methods.registry import observation
-from gsprestore.evaluation.timing import synthetic_rgb
+from gsprestore_lab.timing import synthetic_rgb
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

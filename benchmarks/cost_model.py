@@ -4,7 +4,7 @@ split into parts, the floors they imply on this CPU and on an H200, and the meas
 them.
 
 The model itself (the parts of a block, how FLOPs and bytes are counted, the floors, the timers)
-is :mod:`gsprestore.evaluation.cost_model`; this script is its command line: it prints one report
+is :mod:`gsprestore_lab.cost_model`; this script is its command line: it prints one report
 per model (``--models``, ``--candidate``; ``--opt`` overrides configuration keys) and, with
 ``--json``, writes every figure.
 
@@ -29,7 +29,7 @@ import sys
 
 import torch
 
-from gsprestore.evaluation.cost_model import MODELS, jobs, price
+from gsprestore_lab.cost_model import MODELS, jobs, price
 
 
 def main(argv=None) -> dict:

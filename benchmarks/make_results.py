@@ -12,7 +12,7 @@ holds it) it runs :func:`gsprestore.evaluation.benchmark.run_benchmark` over eve
 ``docs/results-psnr-vs-params.png`` and ``docs/results-psnr-vs-time.png`` (drawn by matplotlib:
 the ``plots`` extra, ``pip install -e ".[plots]"``).
 
-The runs, the merge and the page are :mod:`gsprestore.evaluation.results_page`; this script is its
+The runs, the merge and the page are :mod:`gsprestore_lab.results_page`; this script is its
 command line and draws the two plots (:mod:`gsprestore.viz.charts`).
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from gsprestore.viz.charts import PAPER, Panel, Point, scatter_png
 
 from gsprestore.evaluation.paper import PAPER_TABLES
-from gsprestore.evaluation.results_page import DATASETS, TASKS, TITLE, regenerate
+from gsprestore_lab.results_page import DATASETS, TASKS, TITLE, regenerate
 
 ROOT = Path(__file__).resolve().parents[1]
 

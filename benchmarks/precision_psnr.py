@@ -1,7 +1,7 @@
 """PSNR of the shipped graph models in fp32 against reduced precision (issue 16: "fp32 and bf16,
 state the PSNR change").
 
-The scoring is :mod:`gsprestore.evaluation.precision`'s (the GPU job uses it too). On the CPU autocast emulates bf16 /
+The scoring is :mod:`gsprestore_lab.precision`'s (the GPU job uses it too). On the CPU autocast emulates bf16 /
 fp16 (slow, but the rounding of the CNN is the same kind as cuDNN's), so the change measured
 here is an indication of the GPU's; on a GPU (``--device cuda``) it is the real thing.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gsprestore.evaluation.precision import load_crops, precision_psnr
+from gsprestore_lab.precision import load_crops, precision_psnr
 from gsprestore.methods.weights import load_model
 
 

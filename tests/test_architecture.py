@@ -189,3 +189,23 @@ def test_no_private_name_crosses_modules():
                       for use in _private_uses(name, path, modules))
     assert [c for c in crossing if c not in PRIVATE_ALLOWED] == []
     assert sorted(PRIVATE_ALLOWED - set(crossing)) == [], "drop the entries that no longer cross"
+
+
+def test_the_package_never_imports_the_lab():
+    """The installed package is the product: nothing under gsprestore/ imports the lab
+    (lab/gsprestore_lab: measurement, release and research code, not shipped), whether by an import
+    statement at any depth or by name (importlib, a registry's factory string)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("gsprestore_lab") else []
+            found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {n}" for n in names
+                      if n == "gsprestore_lab" or n.startswith("gsprestore_lab.") or n.startswith("gsprestore_lab:")]
+    assert found == [], "the package must not depend on the lab"

@@ -16,7 +16,7 @@ from PIL import Image
 from skimage.metrics import structural_similarity
 
 from gsprestore.evaluation import benchmark, datasets
-from gsprestore.evaluation import results_page as mr
+from gsprestore_lab import results_page as mr
 from gsprestore.methods import registry as restorers
 from gsprestore.core.errors import GspError, UsageError
 
@@ -374,7 +374,7 @@ def test_scatter_png_draws_points_and_legend(tmp_path):
 
 def test_make_results_end_to_end(tiny_kodak, tmp_path, capsys):
     """make_results.py on the tiny data set with the fake methods: tables, JSON, plots, --reuse. The
-    page is gsprestore.evaluation.results_page's (run here, where the fake methods are registered);
+    page is gsprestore_lab.results_page's (run here, where the fake methods are registered);
     the plots are the script's, drawn by running it with --reuse (no method runs)."""
     parent, _ = tiny_kodak
     out = tmp_path / "docs"

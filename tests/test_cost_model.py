@@ -1,4 +1,4 @@
-"""The cost model (gsprestore.evaluation.cost_model; benchmarks/cost_model.py is its command line):
+"""The cost model (gsprestore_lab.cost_model; benchmarks/cost_model.py is its command line):
 the analytic FLOP model agrees with the operator-level count of the PyTorch path, part by part, up
 to the differences the docs name (issue 16's cost model); the CPU-size networks' packed trunk and
 per-block heads (issue 39) too; ``--opt`` prices candidates."""
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gsprestore.evaluation import cost_model as cm
+from gsprestore_lab import cost_model as cm
 
 
 def _conv_strips(flops_per_px: float, H: int, W: int) -> float:

@@ -1,4 +1,4 @@
-"""The prepared GPU job (tools/device-train.sh) rehearsed on the CPU with ``DRY_RUN=1``: the same
+"""The prepared GPU job (lab/tools/device-train.sh) rehearsed on the CPU with ``DRY_RUN=1``: the same
 script, tiny budgets, the same files in ``$OUT``, so the real run on a lent GPU never fails on a typo;
 and the same rehearsal with injected faults (a stage that raises or hangs, a Triton kernel that
 fails to compile, a run stopped at its deadline, the whole job stopped by SIGTERM): each still
@@ -55,7 +55,7 @@ def job(tmp_path_factory):
                "PYTHON": sys.executable, "PYTHONPATH": str(blocked),
                "TRITON_CACHE_DIR": str(base / "triton-cache"), **extra}
         env.pop("TRITON_INTERPRET", None)
-        proc = subprocess.Popen(["bash", str(REPO / "tools" / "device-train.sh")], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(["bash", str(REPO / "lab" / "tools" / "device-train.sh")], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, cwd=base, start_new_session=True)
         return proc, out, runs
 

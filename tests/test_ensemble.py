@@ -1,6 +1,6 @@
 """The ensemble method (gsprestore.methods.ensemble): the mean of uGTV's and uGLR's outputs, checked against
 the two networks run on their own; its recorded scores count only for the member weights they were
-measured with (gsprestore.methods.defaults.current_ensembles, tools/record_ensemble.py)."""
+measured with (gsprestore.methods.defaults.current_ensembles, lab/tools/record_ensemble.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore.evaluation import release
+from gsprestore_lab import release
 from gsprestore.methods import defaults, weights
 from gsprestore.core.errors import UsageError
 from gsprestore.methods.registry import get_restorer, methods_for

@@ -1,4 +1,4 @@
-"""benchmarks/make_results.py --merge (gsprestore.evaluation.results_page.merge_rows): rows scored
+"""benchmarks/make_results.py --merge (gsprestore_lab.results_page.merge_rows): rows scored
 with ``--weights M=FILE`` count as the shipped method's rows only when FILE is byte for byte the
 shipped weights (same SHA-256)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from gsprestore.evaluation import results_page as mr
+from gsprestore_lab import results_page as mr
 from gsprestore.methods.weights import manifest_entry
 
 

@@ -34,7 +34,7 @@ def test_png_segments_make_one_valid_stream(monkeypatch, dtype, c):
     a = _image(70, 53, c, dtype)
     files = []
     for threads in (1, 3):
-        monkeypatch.setattr(png, "_workers", lambda t=threads: t)
+        monkeypatch.setattr(png, "deflate_threads", lambda t=threads: t)
         buf = io.BytesIO()
         png.encode(buf, a, rows_per_block=4)
         files.append(buf.getvalue())
@@ -51,7 +51,7 @@ def test_tiff_strips_in_parallel_read_back_exactly(monkeypatch):
     a = _image(90, 61, 3, np.uint16, seed=2)
     files = []
     for threads in (1, 4):
-        monkeypatch.setattr(png, "_workers", lambda t=threads: t)
+        monkeypatch.setattr(png, "deflate_threads", lambda t=threads: t)
         buf = io.BytesIO()
         tiff.encode(buf, a, strip_bytes=2048)
         files.append(buf.getvalue())

@@ -1,4 +1,4 @@
-"""evaluation.precision (the PSNR change of reduced precision) and evaluation.timing's synthetic mosaic,
+"""gsprestore_lab.precision (the PSNR change of reduced precision) and gsprestore_lab.timing's synthetic mosaic,
 against plain NumPy."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from gsprestore.evaluation.precision import load_crops, precision_psnr
-from gsprestore.evaluation.timing import synthetic_mosaic
+from gsprestore_lab.precision import load_crops, precision_psnr
+from gsprestore_lab.timing import synthetic_mosaic
 from gsprestore.physics.sampling import bayer_masks
 
 

@@ -33,7 +33,7 @@ ENTRIES = {(e["method"], e["task"]): e for e in MANIFEST["models"]}
 
 def test_every_shipped_file_has_its_training_history():
     """The installed manifest keeps the last stage; docs/weights-history.json keeps every stage
-    (tools/ship_weights.py writes both), and the two agree."""
+    (lab/tools/ship_weights.py writes both), and the two agree."""
     history = json.loads((ROOT / "docs" / "weights-history.json").read_text())
     for (method, task), e in ENTRIES.items():
         stages = history[f"{method}_{task}"]

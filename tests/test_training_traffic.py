@@ -1,4 +1,4 @@
-"""research/count_training_traffic.py: both paths count a training step, and the fused path (the
+"""lab/research/count_training_traffic.py: both paths count a training step, and the fused path (the
 Triton training kernels recorded, not run) moves less and launches less than the unfused one.
 Skipped where Triton is not installed (the fused path needs its interpreter to be chosen on a CPU)."""
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_fused_training_step_moves_and_launches_less_than_the_unfused_one():
-    res = subprocess.run([sys.executable, str(REPO / "research" / "count_training_traffic.py"), "--models",
+    res = subprocess.run([sys.executable, str(REPO / "lab" / "research" / "count_training_traffic.py"), "--models",
                           "ugtv_demosaic", "--batch", "1", "--patch", "16", "--path", "pytorch,fused"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -1,6 +1,6 @@
 """The fused Triton kernels as the GPU job meets them, checked without a GPU: every variant that
 the shipped models launch compiles for an H100 / H200 (sm_90) with Triton's real compiler in a
-few seconds (tools/triton_sm90.py), the tile shape does not choose the variant, and the launch
+few seconds (lab/tools/triton_sm90.py), the tile shape does not choose the variant, and the launch
 grid keeps within CUDA's limits on a 24-MP tile. Skipped where Triton is not installed."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MODELS = {"ugtv_demosaic", "uglr_demosaic", "ugtv_upscale2x", "uglr_upscale2x"}
 def test_every_kernel_variant_the_job_launches_compiles_for_sm90_in_seconds(tmp_path):
     shapes = ["16x16", "22x18"]
     out = tmp_path / "sm90.json"
-    res = subprocess.run([sys.executable, str(REPO / "tools" / "triton_sm90.py"), "--shapes", ",".join(shapes),
+    res = subprocess.run([sys.executable, str(REPO / "lab" / "tools" / "triton_sm90.py"), "--shapes", ",".join(shapes),
                           "--json", str(out)], capture_output=True, text=True, timeout=900, cwd=REPO)
     assert out.is_file(), res.stdout[-3000:] + res.stderr[-3000:]
     variants = json.loads(out.read_text())["variants"]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gsprestore.evaluation import release
+from gsprestore_lab import release
 from gsprestore.methods import weights as W
 from gsprestore.methods.defaults import recorded_speed
 from gsprestore.core.errors import WeightsError

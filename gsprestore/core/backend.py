@@ -169,7 +169,7 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
 
 
 #: (module, kernel) of every fused Triton kernel: inference (graphs, CG steps, the ADMM edge
-#: replay) and training (the CG and ADMM edge adjoints, the graphs' backward); tools/triton_sm90.py compiles them all
+#: replay) and training (the CG and ADMM edge adjoints, the graphs' backward); lab/tools/triton_sm90.py compiles them all
 TRITON_KERNELS = [("gsprestore.graph.triton_kernels", "_random_walk_kernel"), ("gsprestore.graph.triton_kernels", "_edge_weights_kernel"),
                   ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
                   ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),

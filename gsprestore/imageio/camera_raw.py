@@ -91,21 +91,6 @@ def is_camera_raw(path: str | Path) -> bool:
     return not any(head.startswith(m) for m in _IMAGE_MAGIC)
 
 
-def libraw_open(path: str | Path):
-    """``rawpy.imread`` of ``path``, also when its name is not UTF-8 text: rawpy encodes a path as
-    UTF-8, so a name Python holds with surrogate escapes (any non-ASCII name under ``LC_ALL=C``,
-    or bytes that are not UTF-8) is read through a file object instead."""
-    import rawpy
-
-    name = str(path)
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        with open(path, "rb") as f:
-            return rawpy.imread(io.BytesIO(f.read()))
-    return rawpy.imread(name)
-
-
 def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
     """``value`` lower-cased if it is one of ``choices``, else a :class:`UsageError` (exit 2)."""
     v = str(value).lower()
@@ -207,6 +192,8 @@ def read_raw(path: str | Path, *, reserve: Reserve | None = None) -> RawFrame:
     complaints: list[str] = []
     with _libraw_stderr(complaints):
         try:
+            from .openers import libraw_open
+
             raw = libraw_open(path)
         except Exception as exc:
             raw, error = None, GspError(f"not a camera RAW file LibRaw can read ({_first_line(exc)})", path)

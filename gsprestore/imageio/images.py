@@ -56,6 +56,7 @@ from . import jpeg_header as jpegcheck, png as pngcodec, tiff as tiffcodec
 from . import metadata as _md
 from ..core.atomic import UMASK, create_exclusive, temp_name
 from ..core.errors import GspError
+from .openers import MAX_PIXELS, pillow  # noqa: F401 - both also part of this module's interface
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadata import Metadata
@@ -64,7 +65,6 @@ IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".jpg", ".jpeg", ".webp")  # written,
 PHOTO_FORMATS = ("jpeg", "webp")  # 8-bit lossy formats, through Pillow
 DEFAULT_QUALITY = 95
 MIN_SIDE = 2
-MAX_PIXELS = 1 << 30  # larger headers are refused before decoding (corrupt, or a decompression bomb)
 
 
 @dataclass
@@ -145,16 +145,6 @@ def apply_orientation(array: np.ndarray, orientation: int, *, inverse: bool = Fa
     if inverse:
         o = _INVERSE.get(o, o)
     return np.ascontiguousarray(_ORIENT[o](array))
-
-
-def pillow():
-    """Pillow's ``Image`` module with its decompression-bomb limit set to ours (:data:`MAX_PIXELS`,
-    checked on every header before decoding): Pillow's own lower one would print a two-line
-    warning before our one-line answer."""
-    from PIL import Image as PILImage
-
-    PILImage.MAX_IMAGE_PIXELS = MAX_PIXELS
-    return PILImage
 
 
 def _from_pillow(data: bytes, orientation: int = 1, meta: dict | None = None,

@@ -113,7 +113,7 @@ def quiet() -> Iterator[list[str]]:
 def read_metadata(data: bytes, fmt: str, *, png: Any = None) -> Metadata:
     """The EXIF / XMP of the file whose bytes are ``data`` (``fmt``: png, tiff, jpeg, webp; ``png``:
     a PNG's :class:`gsprestore.imageio.png.PngInfo`). Never raises: what cannot be parsed is left out."""
-    from .images import pillow; PILImage = pillow()  # noqa: E702
+    from .openers import pillow; PILImage = pillow()  # noqa: E702
 
     try:
         if fmt == "png":
@@ -177,9 +177,9 @@ def thumbnail_metadata(path: str) -> Metadata:
     exposure and GPS; none when the file has no JPEG preview."""
     try:
         import rawpy
-        from .images import pillow; PILImage = pillow()  # noqa: E702
+        from .openers import pillow; PILImage = pillow()  # noqa: E702
 
-        from .camera_raw import libraw_open
+        from .openers import libraw_open
 
         with libraw_open(path) as raw:
             thumb = raw.extract_thumb()

@@ -19,7 +19,7 @@ gsprestore decodes 16-bit PNGs and encodes every PNG itself:
   header's size needs and an ICC profile to no more than 16 MiB, so a small file declaring a small
   image cannot expand into gigabytes (a decompression bomb is refused, not decoded).
 
-Why not a library: measured (issue 38, ``research/image_codecs.py``; docs/architecture.md,
+Why not a library: measured (issue 38, ``lab/research/image_codecs.py``; docs/architecture.md,
 "Libraries"), the one small maintained codec for 16-bit PNG (pypng) reads 8-24x slower, carries no
 ICC profile or text chunk and inflates a decompression bomb whole; the libpng-based ones (OpenCV,
 imagecodecs) are 82-160 MB of native code and write no text chunk.
@@ -369,10 +369,10 @@ def encode(
         out.append(comp.flush(zlib.Z_FINISH if i == len(starts) - 1 else zlib.Z_SYNC_FLUSH))
         return b"".join(out), adler, n
 
-    if len(starts) > 1 and _workers() > 1:
+    if len(starts) > 1 and deflate_threads() > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(_workers(), len(starts))) as pool:
+        with ThreadPoolExecutor(max_workers=min(deflate_threads(), len(starts))) as pool:
             parts = list(pool.map(segment, range(len(starts))))
     else:
         parts = [segment(i) for i in range(len(starts))]
@@ -385,7 +385,7 @@ def encode(
     fh.write(_chunk(b"IEND", b""))
 
 
-def _workers() -> int:
+def deflate_threads() -> int:
     """Threads that deflate segments at once: the CPUs this process may use, at most
     :data:`MAX_DEFLATE_THREADS` (the output does not depend on it)."""
     import os

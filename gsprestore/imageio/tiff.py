@@ -15,7 +15,7 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
   the strips deflated in parallel), horizontal predictor for integer samples, unassociated alpha
   as an extra sample, and the ICC profile.
 
-Why not tifffile: measured again (issue 38, ``research/image_codecs.py``; docs/architecture.md,
+Why not tifffile: measured again (issue 38, ``lab/research/image_codecs.py``; docs/architecture.md,
 "Libraries") on a 3000x2000 16-bit RGB Deflate TIFF, tifffile 2026.3 alone reads (0.60 s against
 0.60-0.63 s) and writes (5.0 s against 5.2-5.4 s) at our speed, but cannot read or write LZW, the
 most common TIFF compression, nor the floating-point predictor, and inflates a strip whole (a
@@ -396,13 +396,13 @@ def encode(
             blk = np.diff(blk, axis=1, prepend=np.zeros_like(blk[:, :1]))
         return zlib.compress(np.ascontiguousarray(blk).tobytes(), level)
 
-    from .png import _workers  # noqa: PLC0415
+    from .png import deflate_threads
 
     starts = list(range(0, h, rps))
-    if len(starts) > 1 and _workers() > 1:
+    if len(starts) > 1 and deflate_threads() > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(_workers(), len(starts))) as pool:
+        with ThreadPoolExecutor(max_workers=min(deflate_threads(), len(starts))) as pool:
             strips = list(pool.map(strip, starts))
     else:
         strips = [strip(y0) for y0 in starts]

@@ -3,7 +3,7 @@
 The two networks unroll different priors (GTV's l1 penalty solved by ADMM, eqs. 19-24; GLR's
 quadratic one solved by CG, eq. 9) over graphs they learned separately, so their errors are only
 partly correlated and the mean of their outputs is better than either: on the training pack's 163
-held-out crops (never a test set; ``research/average_outputs.py``, docs/training.md, "What we
+held-out crops (never a test set; ``lab/research/average_outputs.py``, docs/training.md, "What we
 tried") demosaicking uGTV 33.229 dB, uGLR 33.275, their mean **33.517**, and as self-ensembles
 33.386 / 33.389 -> **33.588**. It costs the two networks' time together (two passes; four as a
 self-ensemble, :mod:`gsprestore.methods.self_ensemble`).
@@ -11,7 +11,7 @@ self-ensemble, :mod:`gsprestore.methods.self_ensemble`).
 The ensemble is a method like the others: the engine tiles it (its halo is the larger of the
 two), the benchmark scores it (``--weights ugtv=A --weights uglr=B`` also set its members), and its
 recorded scores go in the weights manifest's ``ensembles`` section *with the SHA-256 of the member
-weights they were measured with* (``tools/record_ensemble.py``). Shipping new weights for a member
+weights they were measured with* (``lab/tools/record_ensemble.py``). Shipping new weights for a member
 makes those scores stale, and a stale record counts for nothing (:func:`gsprestore.methods.defaults.current_ensembles`) until the
 ensemble is scored again: ``--best`` never runs it on the strength of other weights' figures.
 """

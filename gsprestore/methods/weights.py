@@ -315,7 +315,7 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     training ``stages`` (default: the file's own ``meta``: recipe, command, data, epochs, steps,
     validation PSNR, device...), ``scores`` (e.g. ``gsprestore benchmark --json`` rows per data
     set), ``history``: where the records of earlier stages are kept when ``stages`` holds only the
-    last (the installed manifest keeps what a user needs; ``tools/ship_weights.py`` keeps the rest in
+    last (the installed manifest keeps what a user needs; ``lab/tools/ship_weights.py`` keeps the rest in
     docs/weights-history.json), measured ``speed`` per kind of device (``{"cuda": {"megapixels_per_second": ...,
     "source": ..., "conditions": ...}}``: what :func:`gsprestore.methods.defaults.recorded_speed` reads) and
     free-text ``notes``. The file is loaded (``weights_only``) and rebuilt as a network

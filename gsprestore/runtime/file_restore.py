@@ -398,12 +398,13 @@ def header_pixels(path: str | Path) -> int | None:
             with tifffile.TiffFile(path) as tf:
                 shape = tf.pages[0].shape
                 return int(shape[0]) * int(shape[1])
-        from ..imageio.camera_raw import is_camera_raw, libraw_open
+        from ..imageio.camera_raw import is_camera_raw
+        from ..imageio.openers import libraw_open
 
         if is_camera_raw(path):
             with libraw_open(path) as raw:
                 return int(raw.sizes.width) * int(raw.sizes.height)
-        from ..imageio.images import pillow; PILImage = pillow()  # noqa: E702
+        from ..imageio.openers import pillow; PILImage = pillow()  # noqa: E702
 
         with PILImage.open(path) as im:
             return int(im.width) * int(im.height)

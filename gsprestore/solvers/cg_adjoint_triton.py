@@ -24,7 +24,7 @@ once, the steps and channels summed in registers::
 
 The first form folded those 12 edges' read-modify-writes into the step kernel and ran a (b, k)
 plane's channels in one program: 255 registers a thread and ~1 KB of spilled stack on sm_90
-(``tools/triton_sm90.py`` prints every variant's registers and stack), and in the fourth GPU
+(``lab/tools/triton_sm90.py`` prints every variant's registers and stack), and in the fourth GPU
 window's H100 profile 53-66 % of a training step, 11x the forward's step kernel a launch.
 
 Runs wherever Triton runs: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1`` (how

@@ -12,14 +12,10 @@ from torch import Tensor
 
 from ..graph import operators as G
 from . import admm_adjoint_triton
-from .admm_edge import admm_edge_step, can_replay, gamma_tensor
-from .admm_reference import admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian
+from .admm_edge import admm_edge_step, can_replay, edge_term_replayed, gamma_tensor, node_update
+from .admm_reference import (admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian,
+                             mu_c_update)
 from .cg import CGSpec, StencilOperator, solve_cg, cg_exact, cg_unrolled
-
-# bound here under private names: the cost model (evaluation/cost_model.py) times these three by wrapping them in this module
-from .admm_edge import edge_term_replayed as _edge_term_replayed
-from .admm_edge import node_update as _node_update
-from .admm_reference import mu_c_update as _mu_c_update
 
 __all__ = ["gtv_interpolate", "gtv_laplacian"]
 
@@ -113,15 +109,15 @@ def gtv_interpolate(
         if replay:  # inference on the CPU: the edge state replayed instead of stored
             if c is None:
                 c = (pb.mask * mu_c / gamma_per_head(gamma, 5)).expand(shape).contiguous()
-            base = _node_update(c, pb, x)  # eq. 24, block c (divided by gamma); y - c
+            base = node_update(c, pb, x)  # eq. 24, block c (divided by gamma); y - c
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
-            rhs = _edge_term_replayed(xs, wbar, gamma, base=base)
+            rhs = edge_term_replayed(xs, wbar, gamma, base=base)
         elif fused_training or (fused_training is None and admm_adjoint_triton.usable(x, wbar, gamma, admm_iters - 1)):
             fused_training = True  # autograd on a GPU: each edge term replayed from the iterates, no edge state
             xs.append(x)
             n = admm_adjoint_triton.edge_term(xs, wbar, gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
-            mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
+            mu_c = mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
         else:
             fused_training = False
             reuse = workspace.get("gtv_edge_state") if (workspace is not None and D is None) else None
@@ -129,7 +125,7 @@ def gtv_interpolate(
             if workspace is not None and not torch.is_grad_enabled():
                 workspace["gtv_edge_state"] = (D, u, v)
             xs.append(x)
-            mu_c = _mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
+            mu_c = mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
     return x
 
 

@@ -1,7 +1,7 @@
 """One training step's forward, loss and backward captured in a CUDA graph (issue #12).
 
 The unrolled solvers run as ~14k-40k small PyTorch operators per training step
-(``research/count_training_traffic.py``); eagerly, each costs a Python dispatch and a kernel
+(``lab/research/count_training_traffic.py``); eagerly, each costs a Python dispatch and a kernel
 launch, several microseconds of CPU time, so the GPU waits on the CPU. Captured once in a
 ``torch.cuda.CUDAGraph``, the whole forward + backward is replayed with one launch; a new batch is
 copied into the graph's static input first. The optimizer step, gradient clipping and the

@@ -142,7 +142,7 @@ def refuse_test_sets(folders: list[Path], files: dict[Path, list[Path]] | None =
 def _header_size(path: Path) -> tuple[int, int]:
     """(height, width) from the file header (no full decode)."""
     try:
-        from ..imageio.images import pillow; PILImage = pillow()  # noqa: E702
+        from ..imageio.openers import pillow; PILImage = pillow()  # noqa: E702
 
         with PILImage.open(path) as im:
             w, h = im.size
@@ -209,7 +209,7 @@ def downscale2(rgb: np.ndarray, method: str = "lanczos") -> np.ndarray:
         a = rgb[: 2 * h2, : 2 * w2].astype(np.float64)
         return a.reshape(h2, 2, w2, 2, -1).mean(axis=(1, 3)).astype(np.float32)
     if method == "lanczos":
-        from ..imageio.images import pillow; PILImage = pillow()  # noqa: E702
+        from ..imageio.openers import pillow; PILImage = pillow()  # noqa: E702
 
         planes = [
             np.asarray(PILImage.fromarray(np.ascontiguousarray(rgb[:, :, c], dtype=np.float32), mode="F")
@@ -223,7 +223,7 @@ def downscale2(rgb: np.ndarray, method: str = "lanczos") -> np.ndarray:
 def _read_with_pillow(path: Path) -> np.ndarray:
     """A JPEG or WebP photo as float32 ``(H, W, 3)`` in [0, 1] (Pillow's decoder; grey and CMYK
     made RGB)."""
-    from ..imageio.images import pillow; PILImage = pillow()  # noqa: E702
+    from ..imageio.openers import pillow; PILImage = pillow()  # noqa: E702
 
     try:
         with PILImage.open(path) as im:

@@ -16,7 +16,7 @@ areas that teach a demosaicker nothing. A *pack* keeps the textured parts of the
    ``score ** texture_power`` (seeded), so smooth crops are rare but not absent, until the next
    crop would overrun the byte budget of its split (crops are encoded as they are drawn, the
    budget counts real bytes).
-5. **Lossless codec by measurement** (``research/pack_codecs.py``): on the most textured
+5. **Lossless codec by measurement** (``lab/research/pack_codecs.py``): on the most textured
    256x256 crop of every 12th training photo, lossless WebP (method 4) takes 0.421 of the raw RGB
    bytes, optimised PNG 0.536: WebP carries 27 % more pixels in the same budget. Both decode
    bit-exactly with Pillow.
