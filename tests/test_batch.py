@@ -37,7 +37,8 @@ def test_discover_folder_sorted_images_only(tree):
     found = discover([str(tree)])
     assert _names(found) == ["a.tif", "b.png", "c.JPG"]
     assert all(s.base == tree for s in found.sources)
-    assert [Path(p).name for p in found.skipped_other] == ["notes.txt", "x.dng"]
+    assert [Path(p).name for p in found.skipped_other] == ["notes.txt"]
+    assert [Path(p).name for p in found.skipped_raw] == ["x.dng"]  # named apart: "develop it first"
     assert sorted(Path(p).name for p in found.skipped_hidden) == [".git", ".hidden.png"]
     assert [Path(p).name for p in found.skipped_folders] == ["sub"]
     assert found.missing == []

@@ -1033,7 +1033,10 @@ def test_train_help_shows_every_default_it_names():
     parentheses, and no help text ends in a dangling ' .'."""
     import re
 
-    res = _cli(["train", "--help"])
+    from gsprestore.cli.app import _register, app
+
+    _register()
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})  # Rich's panels (a wide terminal)
     assert res.exit_code == 0
     flat = " ".join(res.output.replace("│", " ").split())
     for text in ("Validation patches (default: patches x val-fraction).", "Epochs (default: 30).",
