@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from cli_runner import cli, gray, rgb
+from test_user_files import PACK_ARGS, _photos  # the same small photo folder and pack options
 
 SECRET = "the user's own notes\n"
 
@@ -31,17 +31,6 @@ def _dead_pid() -> int:
     return p.pid
 
 
-def _photos(folder: Path, n: int = 6) -> Path:
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for i in range(n):
-        Image.fromarray(rng.integers(0, 256, size=(96, 128, 3), dtype=np.uint8)).save(folder / f"p{i}.png")
-    return folder
-
-
-PACK_ARGS = ["--budget-mib", "0.1", "--crop", "64", "--val-fraction", "0.2", "--val-share", "0.2"]
 TRAIN = ["train", "--task", "demosaic", "--prior", "gtv", "--data", "photos", "--patch-size", "16", "--patches", "8",
          "--val-patches", "4", "--batch-size", "4", "--blocks", "1", "--cg-iters", "2",
          "--admm-iters", "1", "--device", "cpu", "--no-progress"]

@@ -542,9 +542,6 @@ def write_dng(
     source photo's EXIF, :class:`gsprestore.imageio.metadata.Metadata`): its make, model, date and exposure
     go into IFD0 (as TIFF/EP and LibRaw read them), so the DNG is a camera file with that camera's
     record."""
-    import tifffile
-
-    from ..core.atomic import atomic_file
     from ..physics.sampling import check_pattern
 
     pattern = check_pattern(pattern)
@@ -574,11 +571,19 @@ def write_dng(
         (50728, "2I", 3, _rationals(as_shot_neutral), True),  # AsShotNeutral
         *recorded.values(),
     ]
-    tags.sort(key=lambda t: t[0])
-    data = np.ascontiguousarray(cfa, dtype=np.uint16)
+    return _write_dng(path, np.ascontiguousarray(cfa, dtype=np.uint16), tags, photometric=32803)
+
+
+def _write_dng(path: Path, data: np.ndarray, tags: list, **tiff: object) -> Path:
+    """``data`` with the DNG ``tags`` (sorted here) as a TIFF, written atomically (temp file +
+    rename); an OS error is one line naming ``path``."""
+    import tifffile
+
+    from ..core.atomic import atomic_file
+
     buffer = io.BytesIO()
-    tifffile.imwrite(buffer, data, photometric=32803, subfiletype=0, extratags=tags, metadata=None,
-                     software="gsprestore")
+    tifffile.imwrite(buffer, data, subfiletype=0, extratags=sorted(tags, key=lambda t: t[0]), metadata=None,
+                     software="gsprestore", **tiff)
     try:
         with atomic_file(path, "wb", suffix=".part") as fh:
             fh.write(buffer.getbuffer())
@@ -593,8 +598,8 @@ def linear_camera_rgb(frame: RawFrame, demosaic: Callable[[np.ndarray, str], np.
     order, and the white-balance gains of ``wb``: the mosaic is demosaicked white-balanced (as
     :func:`develop` does: colour-difference methods need it) and the gains divided out again, so
     that a raw editor applies them itself from the DNG's AsShotNeutral."""
-    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice)
     rgb = np.asarray(demosaic(balanced_mosaic(frame, wb, notice), frame.pattern), dtype=np.float32)
+    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"))  # balanced_mosaic said any fallback
     if not (rgb.flags.writeable and rgb.flags.c_contiguous):
         rgb = np.array(rgb, order="C")
     np.clip(rgb, 0.0, 1.0, out=rgb)
@@ -619,10 +624,6 @@ def write_linear_dng(
     None: camera RGB is sRGB), AsShotNeutral ``1 / gains``, black 0 and white 65535, the
     orientation of LibRaw's ``flip`` code, and the source's camera record (``metadata``: make,
     model, dates, exposure, ISO). Refuses an existing file unless ``overwrite``."""
-    import tifffile
-
-    from ..core.atomic import atomic_file
-
     path = Path(path)
     if path.exists() and not overwrite:
         raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
@@ -650,14 +651,5 @@ def write_linear_dng(
         (50728, "2I", 3, _rationals(neutral), True),  # AsShotNeutral
         *recorded.values(),
     ]
-    tags.sort(key=lambda t: t[0])
     data = np.rint(np.clip(rgb, 0.0, 1.0) * 65535.0).astype(np.uint16)
-    buffer = io.BytesIO()
-    tifffile.imwrite(buffer, data, photometric=34892, planarconfig="contig", subfiletype=0, extratags=tags,
-                     metadata=None, software="gsprestore")
-    try:
-        with atomic_file(path, "wb", suffix=".part") as fh:
-            fh.write(buffer.getbuffer())
-    except OSError as exc:
-        raise GspError(f"could not write DNG ({exc.strerror or exc})", path) from None
-    return path
+    return _write_dng(path, data, tags, photometric=34892, planarconfig="contig")

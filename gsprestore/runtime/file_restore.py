@@ -250,9 +250,6 @@ def develop_raw_file(
             device=resolve_device(run.get("device", "auto")))
 
     frame = read_raw(source, reserve=reserve)
-    if Path(output).suffix.lower() == ".dng":  # a linear DNG: demosaicked camera RGB for a raw editor
-        return _linear_dng(restorer, frame, source, output, wb=wb, overwrite=overwrite, notice=notice,
-                           progress=progress, expect=expect, **run)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
 
@@ -261,6 +258,9 @@ def develop_raw_file(
             expect(mosaic.shape[0] * mosaic.shape[1] / 1e6)
         return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
                        **run).numpy()
+
+    if Path(output).suffix.lower() == ".dng":  # a linear DNG: demosaicked camera RGB for a raw editor
+        return _linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice)
 
     out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
@@ -273,23 +273,14 @@ def develop_raw_file(
             "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
 
 
-def _linear_dng(restorer: "Restorer", frame: Any, source: str | Path, output: str | Path, *, wb: str,
-                overwrite: bool, notice: Notice | None, progress: Progress | None, expect: Expect | None,
-                **run: Any) -> dict:
-    """:func:`develop_raw_file` to a ``.dng``: the demosaicked linear camera RGB as shot
-    (:func:`gsprestore.imageio.camera_raw.linear_camera_rgb`), written as a LinearRaw DNG with the
-    camera's matrix, white balance and record (:func:`gsprestore.imageio.camera_raw.write_linear_dng`)."""
-    import torch
-
+def _linear_dng(demosaic: Callable[[Any, str], Any], frame: Any, source: str | Path, output: str | Path, *,
+                wb: str, overwrite: bool, notice: Notice | None) -> dict:
+    """:func:`develop_raw_file` to a ``.dng`` (``demosaic``: its restorer through the engine): the
+    demosaicked linear camera RGB as shot (:func:`gsprestore.imageio.camera_raw.linear_camera_rgb`),
+    written as a LinearRaw DNG with the camera's matrix, white balance and record
+    (:func:`gsprestore.imageio.camera_raw.write_linear_dng`)."""
     from ..imageio.camera_raw import linear_camera_rgb, write_linear_dng
     from ..imageio.metadata import raw_metadata
-    from .tiling import restore
-
-    def demosaic(mosaic: Any, bayer: str) -> Any:
-        if expect is not None:
-            expect(mosaic.shape[0] * mosaic.shape[1] / 1e6)
-        return restore(restorer, torch.from_numpy(mosaic)[None], bayer, progress=progress, notice=notice,
-                       **run).numpy()
 
     rgb, gains = linear_camera_rgb(frame, demosaic, wb, notice=lambda message: _say(notice, f"{source}: {message}"))
     write_linear_dng(output, rgb, rgb_cam=frame.rgb_cam, gains=gains, flip=frame.flip, overwrite=overwrite,
