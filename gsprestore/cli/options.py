@@ -19,7 +19,7 @@ NAME_LABELS = {
     "method": "METHOD", "methods": "M1,M2,...", "prior": "glr|gtv", "task": "TASK", "pattern": "PATTERN",
     "device": "DEVICE", "precision": "PRECISION", "crop": "X,Y,W,H", "pixel": "X,Y", "ext": "EXT",
     "suffix": "TEXT", "model_opt": "KEY=VALUE", "noise_sigma": "S1,S2,...", "time_budget": "SECONDS",
-    "wb": "WB", "output_space": "SPACE", "bright": "auto|none|FACTOR", "dataset": "NAME", "schedule": "NAME",
+    "wb": "WB", "output_space": "SPACE", "bright": "auto|none|FACTOR", "denoise": "auto|off|on|FACTOR", "dataset": "NAME", "schedule": "NAME",
     "loss": "NAME", "codec": "NAME",
 }
 TYPE_LABELS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
@@ -125,6 +125,10 @@ Bright = Annotated[str, typer.Option("--bright", help="Camera RAW only: auto (as
                                      "brightest channel's 99th percentile to white), none (the sensor's clipping "
                                      "point is white) or a FACTOR on linear values. Highlights above white are "
                                      "clipped, as LibRaw's default highlight mode.")]
+Denoise = Annotated[str, typer.Option("--denoise", help="Camera RAW only: auto (the sensor noise is measured "
+                                      "from the file; a noisy one is denoised by ugtv-lite-denoise, and the report "
+                                      "says so), off, on, or a FACTOR on the measured noise variance (0.5 gentler, "
+                                      "2 stronger).")]
 BitDepth = Annotated[Optional[int], typer.Option("--bit-depth", help="8 or 16 (default: the input file's depth).")]
 Recursive = Annotated[bool, typer.Option("--recursive", "-r", help="Descend into sub-folders of folder inputs.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace existing outputs (default: refuse).")]

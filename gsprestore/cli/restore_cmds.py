@@ -20,7 +20,7 @@ import typer
 
 from ..methods.advice import best_help, fast_or_best, prior_method, self_ensemble_help
 from .options import (
-    BayerPattern, BitDepth, Bright, ContinueOnError, Device, Ext, Fast, Inputs, JsonOut, Method, MosaicExt, Output,
+    BayerPattern, BitDepth, Bright, ContinueOnError, Denoise, Device, Ext, Fast, Inputs, JsonOut, Method, MosaicExt, Output,
     OutputSpace, Overlap, Overwrite, Precision, Prior, Quality, Quiet, RawInputs, RawPattern, Recursive, Shard,
     SkipExisting, Tile, Weights, WhiteBalance, suffix_option,
 )
@@ -90,6 +90,7 @@ def demosaic_cmd(
     wb: WhiteBalance = "camera",
     output_space: OutputSpace = "srgb",
     bright: Bright = "auto",
+    denoise: Denoise = "auto",
     weights: Weights = None,
     tile: Tile = 0,
     overlap: Overlap = None,
@@ -124,7 +125,7 @@ def demosaic_cmd(
     batch = api.BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
                              skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, shard=shard)
     _restore("demosaic", inputs, batch, as_json, method=method, prior=prior, fast=fast, best=best, weights=weights,
-             pattern=pattern, wb=wb, output_space=output_space, bright=bright, tile=tile, overlap=overlap,
+             pattern=pattern, wb=wb, output_space=output_space, bright=bright, denoise=denoise, tile=tile, overlap=overlap,
              device=device, precision=precision, bit_depth=bit_depth, quality=quality, self_ensemble=self_ensemble)
 
 

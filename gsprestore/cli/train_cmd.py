@@ -66,6 +66,9 @@ def train(
                           "difficulty: the error of the task's classical method (Menon / bicubic) on them.")] = 0.0,
     color_jitter: Annotated[float, typer.Option("--color-jitter", help="Exposure and colour-balance jitter of the "
                             "training patches: log-gain spread per patch (half per channel); 0 off.")] = 0.0,
+    raw_noise: Annotated[str, typer.Option("--raw-noise", metavar="LEVEL", help="Noisy training pairs up to this "
+                         "level (low, medium, high): sensor noise on the linear mosaic, for a noise-aware model "
+                         "(--model-opt noise_input=true or --init such weights).")] = "",
     blocks: Annotated[Optional[int], typer.Option("--blocks", help="Model: unrolled blocks.")] = None,
     heads: Annotated[Optional[int], typer.Option("--heads", help="Model: graph-learning heads per block.")] = None,
     width: Annotated[Optional[int], typer.Option("--width", help="Model: feature-CNN channels.")] = None,

@@ -336,6 +336,27 @@ def parse_bright(value: str | float) -> str | float:
     return factor
 
 
+#: ``--denoise``: ``auto`` (denoise a camera RAW file the noise estimate finds noisy, with the
+#: noise-aware network), ``off``, ``on`` (always, at the measured level) or a FACTOR on the
+#: measured noise variance (a stronger or gentler denoising).
+DENOISE_CHOICES: tuple[str, ...] = ("auto", "off", "on")
+
+
+def parse_denoise(value: str | float) -> str | float:
+    """``--denoise``: ``"auto"``, ``"off"``, ``"on"`` or a positive FACTOR (float); else a
+    :class:`UsageError`."""
+    v = str(value).strip().lower()
+    if v in DENOISE_CHOICES:
+        return v
+    try:
+        factor = float(v)
+    except ValueError:
+        factor = float("nan")
+    if not (np.isfinite(factor) and factor > 0):
+        raise UsageError(f"unknown --denoise {value!r}; expected auto, off, on or a factor > 0 (e.g. 0.5)")
+    return factor
+
+
 def auto_bright_gain(histogram: np.ndarray, pixels: int, thr: float = AUTO_BRIGHT_THR) -> float:
     """LibRaw's auto-brightness gain from the (3, 8192) histogram of the 16-bit linear output
     (value >> 3, per channel) of ``pixels`` pixels: the highest bin, over the channels, below

@@ -39,7 +39,13 @@ def make_restorer(
     * iGLR / iGTV: ``cg="unrolled"`` (default, fixed alpha 0.5 / beta 0.3 as in the paper) or
       ``"exact"``; ``options`` override :data:`~.interpolators.DEFAULTS` (e.g. ``passes=2``).
     * uGLR / uGTV: ``weights=PATH`` or the shipped file from ``weights/manifest.json``; without
-      either a :class:`~gsprestore.core.errors.WeightsError` says so. Demosaicking models are trained
+      either a :class:`~gsprestore.core.errors.WeightsError` says so. The noise-aware
+      ``ugtv-lite-denoise`` also takes ``noise`` (``(3, 2)``: the Poisson-Gaussian ``(a, b)`` per
+      colour channel of the linear mosaic, :mod:`gsprestore.physics.noise`; None: clean) and
+      ``linear=True`` (the mosaic is linear: it is sRGB-encoded for the network and decoded after),
+      with ``exposure`` (the linear mosaic is multiplied by it before and divided after: an
+      underexposed frame is brought to the exposure of the photos the network learned from, and
+      ``noise`` is scaled with it). Demosaicking models are trained
       on RGGB; other patterns are flipped/shifted into RGGB and back (:mod:`.pattern`).
     """
     from .interface import Restorer
@@ -63,12 +69,22 @@ def make_restorer(
     elif kind == "learned":
         if cg is not None:
             raise UsageError(f"--cg applies to iglr/igtv; {name} uses its learned unrolled CG")
+        noise = options.pop("noise", None)
+        linear = bool(options.pop("linear", False))
+        exposure = float(options.pop("exposure", 1.0))
         if options:
             raise UsageError(f"unknown options for {name}: {', '.join(sorted(options))}")
         from .weights import load_model
 
         model = load_model(name, task, path=weights)
         info = {"config": dict(model.config), "weights": getattr(model, "weights_file", None)}
+        if (noise is not None or linear) and not model.config.get("noise_input"):
+            raise UsageError(f"{name} is not noise-aware: it takes no noise level (ugtv-lite-denoise does)")
+        if noise is not None:
+            # the noise of the values the network reads: the mosaic times ``exposure``
+            noise = torch.as_tensor(noise, dtype=torch.float32).reshape(1, 3, 2)
+            noise = noise * torch.tensor([exposure, exposure * exposure])
+            info["noise"] = noise[0].tolist()
     else:
         raise UsageError(f"{name} is not a graph method (iglr, igtv, uglr, ugtv)")
     model = model.to(torch.device(device)).eval()
@@ -76,15 +92,27 @@ def make_restorer(
     info["receptive_field"] = rf
     align = kind == "learned" and is_mosaic(task)
 
+    def net(known: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if noise is None:
+            return model(known, mask)
+        return model(known, mask, noise=noise.to(known.device, known.dtype).expand(known.shape[0], 3, 2))
+
     def fn(y: torch.Tensor, pattern: str = "RGGB") -> torch.Tensor:
         with torch.inference_mode():
-            if is_mosaic(task):
-                pattern = check_pattern(pattern)
-                if align and pattern != "RGGB":
-                    y_rggb, undo = to_rggb(y, pattern)
-                    known, mask = observation(task, y_rggb, "RGGB")
-                    return undo(model(known, mask))
-            known, mask = observation(task, y, pattern)
-            return model(known, mask)
+            if linear:  # a noise-aware network reads sRGB-encoded values (what it was trained on)
+                from ..physics.noise import decode_srgb, encode_srgb
+
+                return decode_srgb(fn_encoded(encode_srgb(y * exposure), pattern)) / exposure
+            return fn_encoded(y, pattern)
+
+    def fn_encoded(y: torch.Tensor, pattern: str) -> torch.Tensor:
+        if is_mosaic(task):
+            pattern = check_pattern(pattern)
+            if align and pattern != "RGGB":
+                y_rggb, undo = to_rggb(y, pattern)
+                known, mask = observation(task, y_rggb, "RGGB")
+                return undo(net(known, mask))
+        known, mask = observation(task, y, pattern)
+        return net(known, mask)
 
     return Restorer(name=name, task=task, fn=fn, halo=_halo(rf), kind=kind, module=model, info=info)

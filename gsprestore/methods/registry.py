@@ -56,6 +56,8 @@ METHODS: dict[str, MethodSpec] = {
                    "CPU-size unrolled GLR network: one half-resolution feature trunk shared by 3 blocks"),
         MethodSpec("ugtv-lite", ("demosaic",), "learned", "gsprestore.methods.graph_methods:make_restorer",
                    "CPU-size unrolled GTV network: one half-resolution feature trunk shared by 3 blocks"),
+        MethodSpec("ugtv-lite-denoise", ("demosaic",), "learned", "gsprestore.methods.graph_methods:make_restorer",
+                   "noise-aware ugtv-lite: the sensor noise level in, GLR denoising of the samples on a learned graph, then GTV"),
         MethodSpec("ensemble", TASKS, "ensemble", "gsprestore.methods.ensemble:make_restorer",
                    "the mean of the uGTV and uGLR networks' outputs (both passes: their two times together)"),
     ]

@@ -41,7 +41,7 @@ ENV_VAR = "GSPRESTORE_WEIGHTS"
 MANIFEST = "manifest.json"
 #: The learned methods (``gsprestore.models.unrolled.METHOD_PRIOR``): the paper-size networks and
 #: their CPU-size ``-lite`` variants.
-LEARNED_METHODS: tuple[str, ...] = ("uglr", "ugtv", "uglr-lite", "ugtv-lite")
+LEARNED_METHODS: tuple[str, ...] = ("uglr", "ugtv", "uglr-lite", "ugtv-lite", "ugtv-lite-denoise")
 FILE_KEYS: tuple[str, ...] = ("state_dict", "config", "method", "task")
 
 
@@ -290,7 +290,8 @@ def load_model(method: str, task: str, path: str | Path | None = None, *, verify
         raise WeightsError(f"holds {obj['method']} ({obj['task']}) weights, not {method} ({task})", file)
     config = dict(obj["config"])
     prior, ftask = config.pop("prior", None), config.pop("task", None)
-    if prior != METHOD_PRIOR[method] or ftask != task or method_name(prior, config.get("feature_trunk", "per-block")) != method:
+    if prior != METHOD_PRIOR[method] or ftask != task or method_name(prior, config.get("feature_trunk", "per-block"),
+                                                                bool(config.get("noise_input"))) != method:
         raise WeightsError(f"config is for {prior!r}/{ftask!r} ({config.get('feature_trunk', 'per-block')} features), "
                            f"not {method} ({task})", file)
     try:
@@ -355,7 +356,8 @@ def ship_weights(source: str | Path, *, folder: str | Path | None = None, stages
     models = [e for e in manifest["models"] if not (e.get("method") == method and e.get("task") == task)]
     models.append(entry)
     order = {(m, t): i for i, (m, t) in enumerate((m, t) for t in TASKS
-                                                   for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite"))}
+                                                   for m in ("ugtv", "uglr", "ugtv-lite", "uglr-lite",
+                                                             "ugtv-lite-denoise"))}
     models.sort(key=lambda e: order.get((e.get("method"), e.get("task")), 99))
     manifest["models"] = models
     with atomic_file(manifest_file, "w") as f:

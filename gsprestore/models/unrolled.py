@@ -47,19 +47,23 @@ from .packed_trunk import BlockFeatureHead, PackedTrunk, packed_observation
 PRIORS: tuple[str, ...] = ("glr", "gtv")
 #: The learned methods and their priors: the paper-size uGLR / uGTV, and their CPU-size variants
 #: ``uglr-lite`` / ``ugtv-lite`` (``feature_trunk="packed"``, :mod:`.packed_trunk`; issue 39).
-METHOD_PRIOR: dict[str, str] = {"uglr": "glr", "ugtv": "gtv", "uglr-lite": "glr", "ugtv-lite": "gtv"}
+METHOD_PRIOR: dict[str, str] = {"uglr": "glr", "ugtv": "gtv", "uglr-lite": "glr", "ugtv-lite": "gtv",
+                                "ugtv-lite-denoise": "gtv"}
+#: The suffix of a noise-aware network's name (``noise_input``, :mod:`.noise_aware`).
+DENOISE_SUFFIX = "-denoise"
 #: The suffix of a learned method's name that says its feature trunk.
 TRUNK_SUFFIX: dict[str, str] = {"per-block": "", "packed": "-lite"}
 
 
-def method_name(prior: str, feature_trunk: str = "per-block") -> str:
-    """``("gtv", "packed")`` -> ``"ugtv-lite"``: the learned method a configuration is."""
-    return "u" + prior + TRUNK_SUFFIX.get(feature_trunk, "")
+def method_name(prior: str, feature_trunk: str = "per-block", noise_input: bool = False) -> str:
+    """``("gtv", "packed")`` -> ``"ugtv-lite"``: the learned method a configuration is
+    (``noise_input``: the noise-aware ``"ugtv-lite-denoise"``)."""
+    return "u" + prior + TRUNK_SUFFIX.get(feature_trunk, "") + (DENOISE_SUFFIX if noise_input else "")
 
 
 def method_trunk(method: str) -> str:
     """``"ugtv-lite"`` -> ``"packed"``, ``"ugtv"`` -> ``"per-block"``."""
-    return "packed" if method.endswith(TRUNK_SUFFIX["packed"]) else "per-block"
+    return "packed" if method.removesuffix(DENOISE_SUFFIX).endswith(TRUNK_SUFFIX["packed"]) else "per-block"
 
 #: Parameter counts reported in the paper (Tables 1 and 3).
 PAPER_PARAMS: dict[tuple[str, str], int] = {
@@ -99,6 +103,8 @@ CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "blocks": (1, 32), "heads": (1, 64), "features": (1, 256), "width": (1, 512), "cnn_layers": (1, 32),
     "cg_iters": (1, 500), "admm_iters": (1, 100), "channels": (1, 4),
 }
+#: Configuration keys that switch a part on (absent from the stored configuration when off).
+OPTIONAL_KEYS: tuple[str, ...] = ("noise_input",)
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -364,7 +370,7 @@ class UnrolledNet(nn.Module):
     def __init__(self, prior: str, task: str, *, checkpoint: bool | str = False, **overrides: Any):
         super().__init__()
         cfg = default_config(prior, task)
-        unknown = set(overrides) - set(cfg)
+        unknown = set(overrides) - set(cfg) - set(OPTIONAL_KEYS)
         if unknown:
             raise TypeError(f"unknown {prior} model options: {', '.join(sorted(unknown))}")
         cfg.update(overrides)
@@ -399,9 +405,20 @@ class UnrolledNet(nn.Module):
             block_kw.update(admm_iters=cfg["admm_iters"], gamma_init=cfg["gamma_init"], mu_init=cfg["mu_init"],
                             gtv_precondition=cfg["gtv_precondition"])
         self.blocks = nn.ModuleList(UnrolledBlock(prior, cnn_in=cnn_in, **block_kw) for _ in range(cfg["blocks"]))
+        if cfg.get("noise_input") and not (cfg["feature_trunk"] == "packed" and is_mosaic(task)
+                                           and int(cfg["channels"]) == 3):
+            raise ValueError("noise_input is for the 3-channel demosaicking networks with the packed trunk")
         if cfg["feature_trunk"] == "packed":
             packed_in = 1 if cfg["cnn_input"] == "luma" else 4
+            if cfg.get("noise_input"):  # the packed noise map beside the packed mosaic
+                packed_in += 4
             self.trunk = PackedTrunk(packed_in, int(cfg["width"]), int(cfg["cnn_layers"]))
+        if cfg.get("noise_input"):
+            from .noise_aware import GraphDenoiser
+
+            self.denoiser = GraphDenoiser(int(cfg["width"]))
+        else:
+            cfg.pop("noise_input", None)
         # the paper's choices are left out of the stored configuration, so the weights files and
         # manifest records made before these keys existed describe the same network
         for key, paper in (("feature_trunk", "per-block"), ("initial_estimate", "bilinear")):
@@ -418,7 +435,7 @@ class UnrolledNet(nn.Module):
 
     @property
     def method(self) -> str:
-        return method_name(self.prior, self.config.get("feature_trunk", "per-block"))
+        return method_name(self.prior, self.config.get("feature_trunk", "per-block"), bool(self.config.get("noise_input")))
 
     def initial(self, known: Tensor, mask: Tensor) -> Tensor:
         """x^0 (``initial_estimate``): the tent interpolation (in colour differences for the
@@ -440,16 +457,35 @@ class UnrolledNet(nn.Module):
             return green_difference_estimate(known, mask)
         return initial_estimate(known, mask)
 
-    def trunk_features(self, known: Tensor) -> Tensor | None:
+    def trunk_features(self, known: Tensor, sigma: Tensor | None = None) -> Tensor | None:
         """The shared trunk's features ``(B, width, ceil(H/2), ceil(W/2))`` of the observation
-        ``known`` (``feature_trunk="packed"``; None for the paper's per-block CNNs). Odd sizes are
+        ``known`` (``feature_trunk="packed"``; None for the paper's per-block CNNs) and, for a
+        noise-aware network, the noise map ``sigma`` ``(B, 1, H, W)``. Odd sizes are
         zero-padded at the bottom / right to whole 2x2 cells (the heads crop back)."""
         if self.config.get("feature_trunk", "per-block") != "packed":
             return None
         H, W = known.shape[-2:]
         if H % 2 or W % 2:
             known = F.pad(known, (0, W % 2, 0, H % 2))
-        return self.trunk(packed_observation(known, self.config["cnn_input"]))
+            sigma = None if sigma is None else F.pad(sigma, (0, W % 2, 0, H % 2), mode="replicate")
+        packed = packed_observation(known, self.config["cnn_input"])
+        if self.config.get("noise_input"):
+            from .noise_aware import packed_sigma
+
+            s = packed.new_zeros(packed.shape) if sigma is None else packed_sigma(sigma)
+            packed = torch.cat([packed, s], dim=1)
+        return self.trunk(packed)
+
+    def noise_map(self, known: Tensor, mask: Tensor, noise: Tensor | None) -> Tensor:
+        """The noise-aware network's per-site noise deviation ``(B, 1, H, W)`` in the values it
+        reads, from ``noise`` ``(B, 3, 2)`` (:func:`gsprestore.physics.noise.std_map`)."""
+        from ..physics.noise import std_map
+
+        H, W = known.shape[-2:]
+        if H % 2 or W % 2:
+            known = F.pad(known, (0, W % 2, 0, H % 2), mode="replicate")
+            mask = F.pad(mask, (0, W % 2, 0, H % 2), mode="replicate")
+        return std_map(known, mask, noise)[..., :H, :W]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -466,6 +502,8 @@ class UnrolledNet(nn.Module):
         else:  # each CG step applies C^T C (4 px); each ADMM iteration one C x for q (2 px)
             per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
         start = {"menon": 8, "bicubic": 4}.get(cfg.get("initial_estimate"), 2)  # Menon's halo, 4x4 taps, 5x5 tent
+        if cfg.get("noise_input"):  # the noise map's 3x3 phase mean (2 px), the denoiser's CG (4 px a step)
+            start += 2 + 4 * self.denoiser.iters
         return start + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block
 
     def _check_input(self, known: Tensor, mask: Tensor) -> None:
@@ -477,11 +515,23 @@ class UnrolledNet(nn.Module):
                 f"this {self.method} model takes {self.config['channels']} channels, got shape {tuple(known.shape)}"
             )
 
-    def forward(self, known: Tensor, mask: Tensor, *, return_all: bool = False) -> Tensor | list[Tensor]:
+    def forward(self, known: Tensor, mask: Tensor, *, noise: Tensor | None = None,
+                return_all: bool = False) -> Tensor | list[Tensor]:
         """Interpolate: ``known = H^T y``, ``mask = H^T 1`` (``(B, C, H, W)``) -> x ``(B, C, H, W)``
-        with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``."""
+        with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``. ``noise``: a
+        noise-aware network's ``(B, 3, 2)`` Poisson-Gaussian ``(a, b)`` per colour channel of the
+        sRGB-decoded observation (:mod:`.noise_aware`; None: clean); then ``H x`` is the denoised
+        observation."""
         self._check_input(known, mask)
         mask = mask.expand_as(known)
+        if noise is not None and not self.config.get("noise_input"):
+            raise ValueError(f"this {self.method} model is not noise-aware (it takes no noise level)")
+        trunk = None
+        if self.config.get("noise_input"):
+            sigma = self.noise_map(known, mask, noise)
+            trunk = self.trunk_features(known, sigma)
+            if noise is not None:
+                known = self.denoiser(trunk, known, mask, sigma)
         x = self.initial(known, mask)
         xs = [x]
         mode = {False: "", None: "", True: "block"}.get(self.checkpoint, self.checkpoint)
@@ -489,7 +539,8 @@ class UnrolledNet(nn.Module):
             raise ValueError(f"unknown checkpoint mode {self.checkpoint!r}; expected one of {CHECKPOINT_MODES}")
         heads = "head" in mode
         workspace = None if torch.is_grad_enabled() else {}  # buffers shared by the blocks
-        trunk = self.trunk_features(known)
+        if trunk is None:
+            trunk = self.trunk_features(known)
         for block in self.blocks:
             if "block" in mode and torch.is_grad_enabled():
                 x = checkpoint(block, x, known, mask, checkpoint_heads=heads, use_reentrant=False, trunk=trunk)
@@ -547,6 +598,8 @@ def build_model(method: str, task: str, **overrides: Any) -> UnrolledNet:
         raise ValueError(f"unknown learned method {method!r}; expected one of {', '.join(METHOD_PRIOR)}")
     if method_trunk(method) == "packed":
         overrides = {**lite_config(prior, task), **overrides}
+    if method.endswith(DENOISE_SUFFIX):
+        overrides = {**overrides, "noise_input": True}
     return UnrolledNet(prior, task, **overrides)
 
 

@@ -110,3 +110,115 @@ def estimate(mosaic: np.ndarray, *, bins: int = 16, low: float = 0.02, high: flo
     if a < 0:  # no signal dependence: the mean variance
         a, b = 0.0, float((wts * v).sum() / wts.sum())
     return NoiseFit(float(a), float(b), tuple(points))
+
+
+# ----------------------------------------------------------------------------------------------
+# Noisy training and test pairs (torch): the photo's sRGB curve inverted to a linear mosaic, the
+# noise of the model added there, the mosaic encoded again for the network
+# ----------------------------------------------------------------------------------------------
+
+#: White-balance gains drawn for the synthetic pairs (R, B; G is 1): noise added to the mosaic
+#: *before* white balance reaches the network multiplied by the gains, so a channel's noise
+#: parameters become ``(g a, g^2 b)``; the ranges span daylight to tungsten of typical sensors.
+WB_RANGE: dict[str, tuple[float, float]] = {"R": (1.3, 2.6), "B": (1.2, 2.2)}
+
+
+def encode_srgb(x):
+    """The sRGB transfer curve (IEC 61966-2-1) on a tensor, odd-symmetric below 0 (a noisy linear
+    value under black keeps its sign and its size), not clipped above 1."""
+    import torch
+
+    v = x.abs()
+    y = torch.where(v <= 0.0031308, 12.92 * v, 1.055 * v.clamp_min(0.0031308) ** (1.0 / 2.4) - 0.055)
+    return torch.copysign(y, x)
+
+
+def decode_srgb(y):
+    """The inverse of :func:`encode_srgb`."""
+    import torch
+
+    v = y.abs()
+    x = torch.where(v <= 0.04045, v / 12.92, ((v.clamp_min(0.04045) + 0.055) / 1.055) ** 2.4)
+    return torch.copysign(x, y)
+
+
+def srgb_slope(x):
+    """d encode_srgb / dx at linear ``x >= 0``: how much a small linear noise grows in the
+    encoded values (12.92 in the linear toe, 1.055 / 2.4 x^(1/2.4 - 1) above)."""
+    import torch
+
+    v = x.clamp_min(0.0)
+    return torch.where(v <= 0.0031308, torch.full_like(v, 12.92),
+                       (1.055 / 2.4) * v.clamp_min(0.0031308) ** (1.0 / 2.4 - 1.0))
+
+
+def draw_levels(n: int, seed: tuple[int, ...] | int, *, top: str = "high", clean_share: float = 0.25):
+    """``(n, 3, 2)`` float32 tensor: per pair and colour channel (R, G, B) the ``(a, b)`` of the
+    noise the *network* sees (after white balance). ``clean_share`` of the pairs are clean
+    (0, 0); the others draw ``a`` log-uniformly from a quarter of ``low``'s up to ``top``'s,
+    ``b`` from the fitted relation of :data:`LEVELS` times a log-normal spread (sigma 0.5, as
+    sensors scatter around it), and white-balance gains from :data:`WB_RANGE`. A pure function
+    of ``seed``."""
+    import torch
+
+    rng = np.random.default_rng(seed if isinstance(seed, int) else list(seed))
+    lo, hi = LEVELS["low"][0] / 4, LEVELS[top][0]
+    a = np.exp(rng.uniform(math.log(lo), math.log(hi), size=n))
+    b = np.array([_read_variance(v) for v in a]) * np.exp(rng.normal(0.0, 0.5, size=n))
+    g = np.ones((n, 3))
+    g[:, 0] = rng.uniform(*WB_RANGE["R"], size=n)
+    g[:, 2] = rng.uniform(*WB_RANGE["B"], size=n)
+    clean = rng.uniform(size=n) < clean_share
+    out = np.stack([g * a[:, None], g * g * b[:, None]], axis=-1)
+    out[clean] = 0.0
+    return torch.from_numpy(out.astype(np.float32))
+
+
+def level_params(level: str, gains: tuple[float, float, float] = (1.0, 1.0, 1.0)):
+    """``(1, 3, 2)`` tensor of a named level of :data:`LEVELS` after white-balance ``gains``."""
+    import torch
+
+    a, b = LEVELS[level]
+    return torch.tensor([[[g * a, g * g * b] for g in gains]], dtype=torch.float32)
+
+
+def noisy_mosaic(gt, noise, seed: tuple[int, ...] | int, pattern: str = "RGGB"):
+    """The network's noisy observation of sRGB ground truths ``gt`` ``(N, 3, H, W)`` in [0, 1]:
+    the sRGB curve inverted, the Bayer mosaic taken, Poisson-Gaussian noise of variance
+    ``a_c x + b_c`` added (``noise`` ``(N, 3, 2)``, per colour channel), and the curve applied
+    again (:func:`encode_srgb`): ``(N, 1, H, W)``. The noise is a pure function of ``seed``."""
+    import torch
+
+    from . import sampling
+
+    lin = sampling.mosaic(decode_srgb(gt), pattern)
+    masks = sampling.bayer_masks(gt.shape[-2], gt.shape[-1], pattern, device=gt.device, dtype=gt.dtype)
+    a = (masks * noise[..., 0].to(gt).view(-1, 3, 1, 1)).sum(1, keepdim=True)
+    b = (masks * noise[..., 1].to(gt).view(-1, 3, 1, 1)).sum(1, keepdim=True)
+    g = torch.Generator().manual_seed(int(np.random.SeedSequence(seed if isinstance(seed, int) else list(seed))
+                                          .generate_state(1)[0]))
+    z = torch.randn(lin.shape, generator=g, dtype=torch.float32).to(gt)
+    return encode_srgb(lin + (a * lin + b).clamp_min(0.0).sqrt() * z)
+
+
+def std_map(known, mask, noise):
+    """The noise standard deviation at every site of an encoded mosaic, in the encoded values the
+    network reads: ``known`` / ``mask`` ``(B, 3, H, W)`` (H, W even) as the graph models take them,
+    ``noise`` ``(B, 3, 2)`` per-channel ``(a, b)`` of the linear values, or None (clean: zeros).
+    The signal level is the local mean of the site's own Bayer phase (3x3 sites of that phase,
+    decoded to linear), never the unknown clean value, so training and inference compute it
+    alike; the linear deviation ``sqrt(a x + b)`` is carried through the curve's slope."""
+    import torch
+    import torch.nn.functional as F
+
+    B, _, H, W = known.shape
+    if noise is None:
+        return known.new_zeros(B, 1, H, W)
+    lin = decode_srgb(known.sum(dim=1, keepdim=True))
+    packed = F.pixel_unshuffle(lin, 2)
+    mean = F.avg_pool2d(F.pad(packed, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
+    level = F.pixel_shuffle(mean, 2).clamp(0.0, 1.0)
+    noise = noise.to(known).view(B, 3, 2)
+    a = (mask * noise[..., 0].view(B, 3, 1, 1)).sum(1, keepdim=True)
+    b = (mask * noise[..., 1].view(B, 3, 1, 1)).sum(1, keepdim=True)
+    return srgb_slope(level) * (a * level + b).clamp_min(0.0).sqrt()

@@ -116,6 +116,7 @@ def restore_file(
     wb: str = "camera",
     output_space: str = "srgb",
     bright: str | float = DEFAULT_BRIGHT,
+    denoise: str | float = "auto",
     software: str | None = None,
     alpha_restorer: "Restorer | None" = None,
     notice: Notice | None = None,
@@ -145,7 +146,8 @@ def restore_file(
     run = dict(tile=tile, overlap=overlap, device=device, precision=precision)
     if is_mosaic(task) and is_camera_raw(source):
         return develop_raw_file(restorer, source, output, pattern=pattern if pattern_given else None, wb=wb,
-                                output_space=output_space, bright=bright, bit_depth=bit_depth, quality=quality,
+                                output_space=output_space, bright=bright, denoise=denoise, bit_depth=bit_depth,
+                                quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, **run)
 
@@ -217,6 +219,7 @@ def develop_raw_file(
     wb: str = "camera",
     output_space: str = "srgb",
     bright: str | float = DEFAULT_BRIGHT,
+    denoise: str | float = "auto",
     bit_depth: int | None = None,
     quality: int | None = None,
     overwrite: bool = False,
@@ -229,7 +232,8 @@ def develop_raw_file(
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
     with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
-    brightness ``bright`` (:func:`gsprestore.imageio.camera_raw.develop`). ``run``: the engine's tile,
+    brightness ``bright`` (:func:`gsprestore.imageio.camera_raw.develop`); ``denoise``: see
+    :func:`raw_denoiser`. ``run``: the engine's tile,
     overlap, device, precision."""
     import torch
 
@@ -252,6 +256,7 @@ def develop_raw_file(
     frame = read_raw(source, reserve=reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+    restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"))
 
     def demosaic(mosaic: Any, bayer: str) -> Any:
         if expect is not None:
@@ -271,6 +276,64 @@ def develop_raw_file(
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
             "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
+
+
+#: The noise-aware network that ``--denoise`` uses (issue 49, :mod:`gsprestore.models.noise_aware`).
+DENOISER = "ugtv-lite-denoise"
+#: The learned demosaickers whose job ``--denoise auto`` takes over on a noisy file (the defaults);
+#: a classical method the user chose is kept, with a note.
+DENOISE_REPLACES = ("ugtv-lite", "ugtv", DENOISER)
+#: ``--denoise auto`` denoises when the measured noise deviation at the frame's median level is
+#: above this fraction of that level (a signal-to-noise ratio under 20, 26 dB): a photo whose
+#: mid-tones show grain once brightened. Base-ISO daylight frames measure 1-2 %.
+NOISY_RELATIVE_STD = 0.05
+#: The exposure the denoiser brings a frame to: its 99th percentile (white-balanced) to white, as
+#: LibRaw's auto-brightness does, between 1x and this.
+MAX_DENOISE_EXPOSURE = 16.0
+
+
+def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float,
+                 notice: Notice | None = None) -> "Restorer":
+    """The restorer that develops ``frame``: ``restorer`` itself, or with ``--denoise`` (``denoise``:
+    auto / on / a FACTOR on the measured variance; off) the noise-aware :data:`DENOISER` given the
+    Poisson-Gaussian level measured on the frame's own mosaic
+    (:func:`gsprestore.physics.noise.estimate`), white-balanced per channel and brought to the
+    exposure the network learned at. ``auto`` denoises only a noisy frame
+    (:data:`NOISY_RELATIVE_STD`) and only in place of a learned default (:data:`DENOISE_REPLACES`);
+    ``notice`` is told the measurement and the choice."""
+    import numpy as np
+
+    from ..core.errors import WeightsError
+    from ..imageio.camera_raw import wb_gains
+    from ..methods.registry import get_restorer
+    from ..physics.noise import estimate
+    from ..physics.sampling import CHANNEL
+
+    if denoise == "off":
+        return restorer
+    fit = estimate(frame.mosaic)
+    level = float(np.median(frame.mosaic[::2, ::2]))
+    relative = fit.std(level) / max(level, 1e-6)
+    measured = (f"sensor noise {100 * relative:.1f}% of the median level (variance {fit.a:.2g} x + {fit.b:.2g})")
+    if denoise == "auto" and relative <= NOISY_RELATIVE_STD:
+        return restorer
+    if denoise == "auto" and restorer.name not in DENOISE_REPLACES:
+        _say(notice, f"{measured}: noisy; {restorer.name} does not denoise (--denoise on uses {DENOISER})")
+        return restorer
+    strength = 1.0 if denoise in ("auto", "on") else float(denoise)
+    gains = wb_gains(frame, wb)
+    top = max(float(np.quantile(frame.mosaic[i::4, j::4], 0.99)) * float(gains[CHANNEL[c]])
+              for (i, j), c in zip(((0, 0), (0, 1), (1, 0), (1, 1)), frame.pattern))
+    exposure = float(np.clip(1.0 / max(top, 1e-6), 1.0, MAX_DENOISE_EXPOSURE))
+    noise = [[float(g) * fit.a * strength, float(g) ** 2 * fit.b * strength] for g in gains]
+    try:
+        den = get_restorer(DENOISER, "demosaic", noise=noise, linear=True, exposure=exposure)
+    except WeightsError as exc:
+        _say(notice, f"{measured}: noisy, but {DENOISER} is not available ({exc.reason}); not denoised")
+        return restorer
+    how = "" if strength == 1.0 else f" at {strength:g}x the measured variance"
+    _say(notice, f"{measured}: denoised by {DENOISER}{how} (--denoise off keeps the noise)")
+    return den
 
 
 def _linear_dng(demosaic: Callable[[Any, str], Any], frame: Any, source: str | Path, output: str | Path, *,

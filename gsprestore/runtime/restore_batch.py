@@ -30,7 +30,7 @@ class RestoreOptions:
     ``--method`` (``--prior gtv``). ``pattern``: the Bayer pattern of PNG / TIFF mosaics (None:
     RGGB, and a camera RAW file's own); the engine: ``tile``, ``overlap``, ``device``,
     ``precision``; the output: ``bit_depth`` (None: the input's), ``quality`` (JPEG / WebP); camera
-    RAW development: ``wb``, ``output_space``, ``bright``."""
+    RAW development: ``wb``, ``output_space``, ``bright``, ``denoise``."""
 
     method: str | None = None
     weights: str | None = None
@@ -47,6 +47,7 @@ class RestoreOptions:
     wb: str = "camera"
     output_space: str = "srgb"
     bright: str = "auto"
+    denoise: str = "auto"
 
 
 def check_formats(ext: str, bit_depth: int | None, overwrite: bool, skip_existing: bool,
@@ -106,7 +107,8 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
     """Restore every image of ``inputs`` (files, folders, globs; camera RAW files too for
     ``demosaic``) with the method ``restore`` names or the default, writing where ``options`` say."""
     from ..core.errors import UsageError
-    from ..imageio.camera_raw import OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright
+    from ..imageio.camera_raw import (OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright,
+                                      parse_denoise)
     from ..methods.defaults import choose_method
     from ..methods.registry import method_spec
     from ..methods.self_ensemble import PASSES
@@ -121,6 +123,7 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
     wb = check_choice(r.wb, WHITE_BALANCES, "--wb")
     output_space = check_choice(r.output_space, OUTPUT_SPACES, "--output-space")
     bright = parse_bright(r.bright)
+    denoise = parse_denoise(r.denoise)
     if o.output is not None and o.output.lower().endswith(".dng") and not is_mosaic(task):
         raise UsageError(f"-o {o.output}: {task} writes images (PNG, TIFF, JPEG, WebP); DNG is written by "
                          "`gsprestore mosaic` (a mosaic) and by `gsprestore demosaic` of a camera RAW (linear DNG)")
@@ -158,7 +161,8 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
             return restore_file(restorer, job.input, job.output, pattern=pattern, pattern_given=pattern_given,
                                 tile=r.tile, overlap=r.overlap, device=dev, precision=r.precision,
                                 bit_depth=r.bit_depth, quality=r.quality, overwrite=o.overwrite, wb=wb,
-                                output_space=output_space, bright=bright, alpha_restorer=alpha_restorer,
+                                output_space=output_space, bright=bright, denoise=denoise,
+                                alpha_restorer=alpha_restorer,
                                 notice=reporter.notice, progress=reporter.tiles)
 
         return work

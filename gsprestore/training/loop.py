@@ -282,11 +282,13 @@ class TrainingRun:
             return None
         vb = max(cfg.batch_size, 32)
         if not self.ranks.active:
-            return _package().evaluate(self.model, cfg.task, self.val_x, batch_size=vb, device=self.dev)
+            return _package().evaluate(self.model, cfg.task, self.val_x, batch_size=vb, device=self.dev,
+                                       raw_noise=cfg.raw_noise)
         lo, hi = D.split(n_val, self.ranks.rank, self.ranks.world)
         sums = [0.0, 0.0]
         if hi > lo:
-            part = _package().evaluate(self.model, cfg.task, self.val_x[lo:hi], batch_size=vb, device=self.dev)
+            part = _package().evaluate(self.model, cfg.task, self.val_x[lo:hi], batch_size=vb, device=self.dev,
+                                       raw_noise=cfg.raw_noise, offset=lo)
             sums = [(hi - lo) * 10.0 ** (-part[key] / 10.0) for key in ("psnr", "psnr_rgb")]
         total = D.all_sum(self.ranks, sums, self.dev, "the validation")
 
@@ -455,7 +457,7 @@ class TrainingRun:
         """The loss of batch ``gt`` with the gradients in ``.grad``: from the CUDA graph when one was
         captured for this batch shape, else eagerly (the first full-size batch tries the capture)."""
         cfg = self.cfg
-        if self.cuda_graph and not self.graph_tried and gt.shape[0] == cfg.batch_size:
+        if self.cuda_graph and not self.graph_tried and gt.shape[0] == cfg.batch_size and not cfg.raw_noise:
             from .graphed_step import capture_training_step
 
             self.graph_tried = True
@@ -463,7 +465,15 @@ class TrainingRun:
             self.log.write("cuda-graph", used=self.graphed is not None, **ginfo)
         if self.graphed is not None and tuple(gt.shape) == self.graphed.shape:
             return self.graphed(gt)  # overwrites every parameter's .grad
-        out = self.net(*network_input(cfg.task, gt))
+        if cfg.raw_noise:  # noisy pairs, a pure function of (seed, step)
+            from ..physics.noise import draw_levels, noisy_mosaic
+            from ..physics.tasks import observation
+
+            noise = draw_levels(gt.shape[0], (cfg.seed, 107, self.state["step"]), top=cfg.raw_noise)
+            y = noisy_mosaic(gt, noise, (cfg.seed, 108, self.state["step"]))
+            out = self.net(*observation(cfg.task, y), noise=noise.to(gt.device))
+        else:
+            out = self.net(*network_input(cfg.task, gt))
         loss = self.loss_fn(out, gt)
         # after a capture the gradients are the graph's static tensors: zero them, keep them
         self.opt.zero_grad(set_to_none=self.graphed is None)

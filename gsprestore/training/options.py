@@ -60,6 +60,7 @@ class TrainOptions:
     augment: bool = TrainConfig.augment
     mine_share: float = TrainConfig.mine_share
     color_jitter: float = TrainConfig.color_jitter
+    raw_noise: str = TrainConfig.raw_noise
     blocks: int | None = None
     heads: int | None = None
     width: int | None = None
@@ -146,7 +147,7 @@ def assemble(o: TrainOptions, given: set[str], say: Callable[[str], None]) -> tu
         step_epochs=o.step_epochs, step_gamma=o.step_gamma, warmup_steps=o.warmup_steps, loss=o.loss,
         grad_clip=o.grad_clip, weight_decay=o.weight_decay, step_size_lr_scale=o.step_size_lr_scale, seed=o.seed,
         downscale=downscale, downscale_filter=o.downscale_filter, downscale_scope=downscale_scope,
-        augment=o.augment, mine_share=o.mine_share, color_jitter=o.color_jitter, model=model,
+        augment=o.augment, mine_share=o.mine_share, color_jitter=o.color_jitter, raw_noise=o.raw_noise, model=model,
         init=None if o.init is None else str(o.init), log_every=o.log_every,
     ).check()
     return cfg, o.out

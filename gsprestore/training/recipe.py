@@ -59,6 +59,10 @@ class TrainConfig:
     #: exposure and colour-balance jitter of the training patches (:func:`.augment.jitter`): gains
     #: ``exp(U(-s, s))`` per patch and, at half that spread, per channel; 0 is off
     color_jitter: float = 0.0
+    #: noisy training pairs (issue 49, :func:`gsprestore.physics.noise.noisy_mosaic`): "" off, or
+    #: the highest named level of :data:`gsprestore.physics.noise.LEVELS` drawn (a noise-aware
+    #: network, ``noise_input``, learns from them; validation is noisy the same way, seeded)
+    raw_noise: str = ""
     model: dict[str, Any] = field(default_factory=dict)
     init: str | None = None
     log_every: int = 50
@@ -69,7 +73,8 @@ class TrainConfig:
         feature_trunk="packed"`` (the CPU-size networks, :func:`gsprestore.models.unrolled.lite_config`)."""
         from ..models.unrolled import method_name
 
-        return method_name(self.prior, str(self.model.get("feature_trunk", "per-block")))
+        return method_name(self.prior, str(self.model.get("feature_trunk", "per-block")),
+                           bool(self.model.get("noise_input")))
 
     def check(self) -> "TrainConfig":
         """Raise :class:`UsageError` for an impossible recipe (message shows the value)."""
@@ -126,6 +131,13 @@ class TrainConfig:
             raise UsageError(f"--mine-share must be a number in [0, 1], got {self.mine_share}")
         if not (isinstance(self.color_jitter, (int, float)) and 0.0 <= self.color_jitter <= 1.0):
             raise UsageError(f"--color-jitter must be a number in [0, 1], got {self.color_jitter}")
+        if self.raw_noise:
+            from ..physics.noise import LEVELS
+
+            if self.raw_noise not in LEVELS:
+                raise UsageError(f"--raw-noise must be one of {', '.join(LEVELS)}, got {self.raw_noise!r}")
+            if self.task != "demosaic":
+                raise UsageError("--raw-noise is for demosaicking")
         if self.downscale not in (1, 2):
             raise UsageError(f"--downscale must be 1 or 2, got {self.downscale}")
         return self
@@ -166,6 +178,8 @@ class TrainConfig:
             args += ["--mine-share", repr(self.mine_share)]
         if self.color_jitter:
             args += ["--color-jitter", repr(self.color_jitter)]
+        if self.raw_noise:
+            args += ["--raw-noise", self.raw_noise]
         for k, v in sorted(self.model.items()):
             args += ["--model-opt", f"{k}={json.dumps(v)}"]
         if self.init:

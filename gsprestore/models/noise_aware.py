@@ -1,0 +1,112 @@
+"""The noise-aware CPU-size network (``noise_input=True``, issue 49): the noise level is an input
+of the features that build the graphs and of the solver's weights.
+
+A noisy Bayer mosaic breaks the interpolation networks' premise, ``H x = y`` (the known samples
+are re-imposed after every block): the noise would stay on a third of the pixels and spread into
+the rest. The noise-aware network first *denoises the samples on a learned graph* and then
+interpolates from them as before:
+
+1. the noise model's standard deviation at every site (:func:`gsprestore.physics.noise.std_map`,
+   from the Poisson-Gaussian ``(a, b)`` per colour channel) is packed 2x2 like the observation
+   and read by the shared trunk next to it (4 more input channels), so every graph the network
+   learns (eq. 27's edge weights) sees how noisy each pixel is;
+2. :class:`GraphDenoiser` solves the graph Laplacian regularized problem of the paper's Sec. 2.2
+   (``min_z ||y - z||^2 + mu z^T L z``, eq. 3 with H = I) on the packed planes of the mosaic, the
+   four Bayer phases sharing one graph learned from the trunk (a 5x5-window graph at half
+   resolution, eq. 27's metric ``M = A A^T`` on a 1x1 projection of the trunk). The
+   regularization weight is per pixel and proportional to the noise variance there:
+   ``(I + lambda S L_n S) z = y`` with ``S = diag(sigma_i)`` and ``L_n`` the normalized Laplacian
+   (symmetric positive definite, eigenvalues in ``[1, 1 + 2 lambda max sigma^2]``), solved by
+   ``iters`` steps of conjugate gradient (eq. 9's solver). Where sigma is 0 the system is the
+   identity and the samples stay exactly what they were: the clean network is a special case,
+   and one model serves every level including zero;
+3. the denoised samples are the network's known samples from then on: Menon's initial estimate
+   and the unrolled GTV / GLR blocks run on them unchanged.
+
+The trunk's noise channels start at zero weights and the denoiser at any weights, so a clean
+network's weights give a noise-aware network that restores clean input exactly as they did
+(``lab/research/add_noise_input.py``), and training on noisy pairs starts from there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: The noise map enters the trunk multiplied by this (encoded deviations of 0.01-0.2 become
+#: inputs of order 0.1-2, the range of the observation's own channels).
+SIGMA_INPUT_SCALE = 10.0
+
+
+def packed_sigma(sigma: Tensor) -> Tensor:
+    """``(B, 1, H, W)`` noise map (H, W even) -> ``(B, 4, H/2, W/2)``, scaled for the trunk."""
+    return F.pixel_unshuffle(sigma, 2) * SIGMA_INPUT_SCALE
+
+
+class GraphDenoiser(nn.Module):
+    """GLR denoising of the packed mosaic on a graph learned from the trunk (see the module
+    docstring): ``features`` per pixel by a 1x1 convolution of the trunk, the metric factor
+    ``A`` (``features x features``, eq. 27), the log of the regularization weight lambda, and
+    ``iters`` conjugate-gradient steps."""
+
+    def __init__(self, trunk_width: int, features: int = 8, iters: int = 8, strength_init: float = 30.0,
+                 metric_init: float = 0.5):
+        super().__init__()
+        self.iters = int(iters)
+        self.features = int(features)
+        self.project = nn.Conv2d(trunk_width, features, 1)
+        metric = torch.zeros(1, features, features)
+        metric.diagonal(dim1=-2, dim2=-1).fill_(metric_init)
+        self.metric_factor = nn.Parameter(metric)
+        self.log_strength = nn.Parameter(torch.tensor(math.log(strength_init)))
+
+    def forward(self, trunk: Tensor, known: Tensor, mask: Tensor, sigma: Tensor) -> Tensor:
+        """The denoised known samples ``(B, 3, H, W)`` (zero where ``mask`` is) from the trunk's
+        features ``(B, width, ceil(H/2), ceil(W/2))``, the observation ``known`` / ``mask`` and the
+        noise map ``sigma`` ``(B, 1, H, W)``."""
+        from ..graph import operators as graph
+
+        H, W = known.shape[-2:]
+        mos = known.sum(dim=1, keepdim=True)
+        if H % 2 or W % 2:  # whole 2x2 cells, as the trunk saw them
+            mos = F.pad(mos, (0, W % 2, 0, H % 2), mode="replicate")
+            sigma = F.pad(sigma, (0, W % 2, 0, H % 2), mode="replicate")
+        y = F.pixel_unshuffle(mos, 2).unsqueeze(1)  # (B, 1, 4, h, w): one graph, four signals
+        s = (F.pixel_unshuffle(sigma, 2) * torch.exp(0.5 * self.log_strength)).unsqueeze(1)
+        f = self.project(trunk).contiguous().unsqueeze(1)  # (B, 1, F, h, w)
+        A = self.metric_factor
+        w = graph.edge_weights(f, A @ A.transpose(-1, -2))
+        wn, diag = graph.normalized_weights(w)
+
+        def apply_A(v: Tensor) -> Tensor:  # (I + S L_n S) v
+            return v + s * graph.diag_minus_adjacency_apply(wn, s * v, diag)
+
+        z = damped_cg(apply_A, y, y, self.iters)
+        z = F.pixel_shuffle(z.squeeze(1), 2)[..., :H, :W]
+        return mask * z
+
+
+def damped_cg(apply_A, b: Tensor, x: Tensor, iters: int, rel_eps: float = 1e-12) -> Tensor:
+    """``iters`` conjugate-gradient steps for ``A x = b`` (every system over the last three
+    dimensions), differentiable by autograd, with ``rel_eps * |b|^2`` added to each denominator:
+    the denoiser's systems are near the identity at low noise, where CG converges in a few steps
+    and the residuals underflow; the plain ratios ``r.r / p.Ap`` then have gradients of
+    ``r.r / (p.Ap)^2`` that overflow to inf * 0 = NaN, the damped ones stay finite (and the
+    iterates are the same to rounding while the residual is above that floor)."""
+    dims = (-3, -2, -1)
+    eps = rel_eps * (b * b).sum(dim=dims, keepdim=True) + 1e-30
+    r = b - apply_A(x)
+    p = r
+    rr = (r * r).sum(dim=dims, keepdim=True)
+    for _ in range(iters):
+        Ap = apply_A(p)
+        alpha = rr / ((p * Ap).sum(dim=dims, keepdim=True) + eps)
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr_new = (r * r).sum(dim=dims, keepdim=True)
+        p = r + (rr_new / (rr + eps)) * p
+        rr = rr_new
+    return x
