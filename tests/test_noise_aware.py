@@ -268,3 +268,11 @@ def test_bad_denoise_values_are_usage_errors(bad):
     with pytest.raises(UsageError, match="--denoise"):
         parse_denoise(bad)
     assert parse_denoise("AUTO") == "auto" and parse_denoise("2") == 2.0
+
+
+def test_the_default_rule_knows_the_noise_aware_suffix():
+    from gsprestore.methods.defaults import NOISE_AWARE_SUFFIX
+    from gsprestore.models.unrolled import DENOISE_SUFFIX, METHOD_PRIOR
+
+    assert NOISE_AWARE_SUFFIX == DENOISE_SUFFIX
+    assert [m for m in METHOD_PRIOR if m.endswith(DENOISE_SUFFIX)] == ["ugtv-lite-denoise"]

@@ -19,8 +19,8 @@ NAME_LABELS = {
     "method": "METHOD", "methods": "M1,M2,...", "prior": "glr|gtv", "task": "TASK", "pattern": "PATTERN",
     "device": "DEVICE", "precision": "PRECISION", "crop": "X,Y,W,H", "pixel": "X,Y", "ext": "EXT",
     "suffix": "TEXT", "model_opt": "KEY=VALUE", "noise_sigma": "S1,S2,...", "time_budget": "SECONDS",
-    "wb": "WB", "output_space": "SPACE", "bright": "auto|none|FACTOR", "denoise": "auto|off|on|FACTOR", "dataset": "NAME", "schedule": "NAME",
-    "loss": "NAME", "codec": "NAME",
+    "wb": "WB", "output_space": "SPACE", "bright": "auto|none|FACTOR", "dataset": "NAME", "schedule": "NAME",
+    "loss": "NAME", "codec": "NAME", "denoise": "auto|off|on|FACTOR", "raw_noise": "LEVEL",
 }
 TYPE_LABELS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
 

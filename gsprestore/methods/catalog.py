@@ -36,6 +36,8 @@ def unrolling(method: str, config: dict[str, Any]) -> str:
         text += f", {config['signal']}"
     if config.get("feature_trunk") == "packed":
         text += f", one {config.get('width', '?')}-wide {config.get('cnn_layers', '?')}-layer half-resolution trunk"
+    if config.get("noise_input"):
+        text += ", noise level in, samples denoised on a learned graph"
     return text
 
 

@@ -41,6 +41,11 @@ from typing import Any
 
 from ..core.errors import WeightsError
 
+#: The name suffix of the noise-aware networks (:data:`gsprestore.models.unrolled.DENOISE_SUFFIX`,
+#: repeated so that this module imports no torch; a test checks they agree): they are chosen by
+#: ``--denoise`` for a noisy camera RAW, never as the default for clean input.
+NOISE_AWARE_SUFFIX = "-denoise"
+
 CLASSICAL_DEFAULT = {"demosaic": "menon", "upscale2x": "bicubic"}
 DATASETS: tuple[str, ...] = ("mcm", "kodak")
 METRIC = "psnr_dataset_mse"
@@ -161,6 +166,8 @@ def best_by_quality(task: str, manifest: dict[str, Any] | None = None) -> Defaul
     winners: list[tuple[float, str]] = []
     losses: list[str] = []
     for method, scores in learned.items():
+        if method.endswith(NOISE_AWARE_SUFFIX):  # chosen by --denoise for a noisy camera RAW, not for clean input
+            continue
         if not (members_shipped(ensembles[method]["members"], task) if method in ensembles
                 else weights_status(method, task) == "shipped"):
             losses.append(f"{method} has no shipped weights")

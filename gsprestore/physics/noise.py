@@ -208,7 +208,6 @@ def std_map(known, mask, noise):
     The signal level is the local mean of the site's own Bayer phase (3x3 sites of that phase,
     decoded to linear), never the unknown clean value, so training and inference compute it
     alike; the linear deviation ``sqrt(a x + b)`` is carried through the curve's slope."""
-    import torch
     import torch.nn.functional as F
 
     B, _, H, W = known.shape

@@ -256,7 +256,9 @@ def develop_raw_file(
     frame = read_raw(source, reserve=reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+    chosen = restorer
     restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"))
+    denoised = {"method": restorer.name} if restorer is not chosen else {}
 
     def demosaic(mosaic: Any, bayer: str) -> Any:
         if expect is not None:
@@ -265,7 +267,7 @@ def develop_raw_file(
                        **run).numpy()
 
     if Path(output).suffix.lower() == ".dng":  # a linear DNG: demosaicked camera RGB for a raw editor
-        return _linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice)
+        return {**_linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice), **denoised}
 
     out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
@@ -275,7 +277,7 @@ def develop_raw_file(
     written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
-            "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright}
+            "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright, **denoised}
 
 
 #: The noise-aware network that ``--denoise`` uses (issue 49, :mod:`gsprestore.models.noise_aware`).

@@ -190,7 +190,7 @@ class Reporter:
             from ..core.heartbeat import clock
 
             what = (f"skipped ({res.info.get('reason', 'exists')})" if res.status == "skipped"
-                    else f"{self.method + ', ' if self.method else ''}{took(res.seconds)}")
+                    else f"{res.info.get('method', self.method) + ', ' if self.method else ''}{took(res.seconds)}")
             left = self._clock().left() if k + 1 < self.total else None
             eta = f", ETA {clock(left)}" if left is not None else ""
             self.console.print(one_line(f"[{k + 1}/{self.total}] {res.input} -> {res.output}  {what}{eta}"),
