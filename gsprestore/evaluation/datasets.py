@@ -26,7 +26,6 @@ digests are cached in-process by (path, size, mtime), so hashing happens once pe
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from ..core.digest import sha256_file as _sha256
 from ..core.errors import DatasetError, UsageError
 
 ENV_VAR = "GSPRESTORE_DATA_DIR"
@@ -118,19 +118,10 @@ def read_checksums(spec: DatasetSpec) -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=4096)
-def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def sha256_file(path: str | Path) -> str:
-    """SHA-256 of a file; cached by (path, size, mtime) for the life of the process."""
-    st = os.stat(path)
-    return _sha256_cached(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    """SHA-256 of a data set file (:func:`gsprestore.core.digest.sha256_file`, cached by path, size
+    and mtime for the life of the process)."""
+    return _sha256(path, cached=True)
 
 
 def cache_dir() -> Path:

@@ -19,7 +19,6 @@ unpickled; a missing, truncated or tampered file is a one-line :class:`WeightsEr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import site
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..physics.tasks import TASKS, is_mosaic
 from ..core.atomic import atomic_file
+from ..core.digest import sha256_file
 from ..core.errors import GspError, WeightsError
 from ..core.fileid import same_file
 from ..core.jsontext import loads
@@ -103,14 +103,6 @@ def manifest_entry(method: str, task: str, manifest: dict[str, Any] | None = Non
         if entry.get("method") == method and entry.get("task") == task:
             return entry
     return None
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def weights_status(method: str, task: str) -> str:
