@@ -55,6 +55,7 @@ def make_restorer(
     check_task(task)
     name = name.lower()
     kind = "graph" if name in GRAPH_METHODS else "learned" if name in METHOD_PRIOR else None
+    noise, linear, exposure = None, False, 1.0  # the noise-aware network's options (below)
     if kind == "graph":
         if weights is not None:
             raise UsageError(f"{name} is not learned and takes no weights (--weights is for uglr/ugtv)")

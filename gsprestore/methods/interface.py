@@ -20,7 +20,7 @@ class MethodSpec:
     name: str
     tasks: tuple[str, ...]
     kind: str  # "classical" | "graph" (non-learned solver) | "learned" | "ensemble" (of learned ones)
-    factory: str  # "module:function"; ``function(task, **options) -> Restorer``
+    factory: Callable[..., "Restorer"]  # ``factory(name, task, **options) -> Restorer`` (:mod:`.registry`)
     summary: str
 
 

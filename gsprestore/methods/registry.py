@@ -11,15 +11,16 @@ A :class:`Restorer` maps a task's *observation* to its reconstruction:
 Graph and learned models work on the full-resolution pair ``(known, mask)`` = ``(H^T y, H^T 1)``
 given by :func:`gsprestore.physics.tasks.observation`; that keeps one model code path for both tasks.
 What a task is lives in :mod:`gsprestore.physics.tasks`, what a method is in :mod:`gsprestore.methods.interface`;
-this module is the registry above both, and reaches the methods' factories by name only, so the
-methods never import it.
+this module is the registry above both: each spec names its factory as a function here
+(:func:`_classical`, :func:`_graph`, :func:`_ensemble`) that imports the factory's module when it
+is first called, so "go to definition" leads from a spec to the code that builds its restorer,
+listing the methods imports no torch, and the methods never import the registry.
 
 This module imports torch lazily (``gsprestore --help`` must stay fast).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from ..core.errors import UsageError
@@ -30,35 +31,56 @@ __all__ = ["METHODS", "MethodSpec", "Restorer", "TASKS", "check_task", "get_rest
            "method_spec", "methods_for", "observation"]
 
 
+def _classical(name: str, task: str, **options: Any) -> Restorer:
+    """The classical methods' restorers: :func:`gsprestore.methods.classical_methods.make_restorer`."""
+    from .classical_methods import make_restorer
+
+    return make_restorer(name, task, **options)
+
+
+def _graph(name: str, task: str, **options: Any) -> Restorer:
+    """The graph solvers' and learned networks' restorers: :func:`gsprestore.methods.graph_methods.make_restorer`."""
+    from .graph_methods import make_restorer
+
+    return make_restorer(name, task, **options)
+
+
+def _ensemble(name: str, task: str, **options: Any) -> Restorer:
+    """The ensemble's restorer: :func:`gsprestore.methods.ensemble.make_restorer`."""
+    from .ensemble import make_restorer
+
+    return make_restorer(name, task, **options)
+
+
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in [
-        MethodSpec("bilinear", ("demosaic",), "classical", "gsprestore.methods.classical_methods:make_restorer",
+        MethodSpec("bilinear", ("demosaic",), "classical", _classical,
                    "bilinear demosaicking (per-channel 3x3 interpolation)"),
-        MethodSpec("malvar", ("demosaic",), "classical", "gsprestore.methods.classical_methods:make_restorer",
+        MethodSpec("malvar", ("demosaic",), "classical", _classical,
                    "Malvar, He & Cutler 2004 gradient-corrected linear demosaicking"),
-        MethodSpec("menon", ("demosaic",), "classical", "gsprestore.methods.classical_methods:make_restorer",
+        MethodSpec("menon", ("demosaic",), "classical", _classical,
                    "Menon, Andriani & Calvagno 2007 DDFAPD with refining step"),
-        MethodSpec("bicubic", ("upscale2x",), "classical", "gsprestore.methods.classical_methods:make_restorer",
+        MethodSpec("bicubic", ("upscale2x",), "classical", _classical,
                    "bicubic (Keys a=-0.75, edge replication) aligned to the sampling grid: known pixels kept"),
-        MethodSpec("bicubic-halfpixel", ("upscale2x",), "classical", "gsprestore.methods.classical_methods:make_restorer",
+        MethodSpec("bicubic-halfpixel", ("upscale2x",), "classical", _classical,
                    "bicubic with OpenCV INTER_CUBIC's half-pixel convention (the paper's baseline)"),
-        MethodSpec("iglr", TASKS, "graph", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("iglr", TASKS, "graph", _graph,
                    "non-learned GLR interpolation (eq. 9) solved by CG"),
-        MethodSpec("igtv", TASKS, "graph", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("igtv", TASKS, "graph", _graph,
                    "non-learned GTV interpolation (LP, eqs. 19-24) solved by ADMM"),
-        MethodSpec("uglr", TASKS, "learned", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("uglr", TASKS, "learned", _graph,
                    "unrolled GLR network: blocks of graph-learning heads + CG (size: `gsprestore models`)"),
-        MethodSpec("ugtv", TASKS, "learned", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("ugtv", TASKS, "learned", _graph,
                    "unrolled GTV network: blocks of graph-learning heads + ADMM x CG (size: `gsprestore models`)"),
         # the CPU-size networks, for the task each is trained for (docs/cpu-networks.md)
-        MethodSpec("uglr-lite", ("upscale2x",), "learned", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("uglr-lite", ("upscale2x",), "learned", _graph,
                    "CPU-size unrolled GLR network: one half-resolution feature trunk shared by 3 blocks"),
-        MethodSpec("ugtv-lite", ("demosaic",), "learned", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("ugtv-lite", ("demosaic",), "learned", _graph,
                    "CPU-size unrolled GTV network: one half-resolution feature trunk shared by 3 blocks"),
-        MethodSpec("ugtv-lite-denoise", ("demosaic",), "learned", "gsprestore.methods.graph_methods:make_restorer",
+        MethodSpec("ugtv-lite-denoise", ("demosaic",), "learned", _graph,
                    "noise-aware ugtv-lite: the sensor noise level in, GLR denoising of the samples on a learned graph, then GTV"),
-        MethodSpec("ensemble", TASKS, "ensemble", "gsprestore.methods.ensemble:make_restorer",
+        MethodSpec("ensemble", TASKS, "ensemble", _ensemble,
                    "the mean of the uGTV and uGLR networks' outputs (both passes: their two times together)"),
     ]
 }
@@ -105,9 +127,7 @@ def get_restorer(name: str, task: str, *, self_ensemble: bool = False, **options
     (:func:`gsprestore.methods.self_ensemble.self_ensemble`; twice the time)."""
     check_task(task)
     spec = method_spec(name, task)
-    module_name, func_name = spec.factory.split(":")
-    factory = getattr(importlib.import_module(module_name), func_name)
-    restorer = factory(spec.name, task, **options)
+    restorer = spec.factory(spec.name, task, **options)
     if self_ensemble:
         from .self_ensemble import self_ensemble as wrap
 
