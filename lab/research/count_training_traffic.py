@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 from gsprestore_lab.op_count import Counter, Tracker  # noqa: E402
 
-HBM_BYTES_PER_S = 3.0e12  # H100 80GB, measured in the first GPU window (docs/training.md)
+HBM_BYTES_PER_S = 3.0e12  # H100 80GB, measured in the first GPU window (lab/notes/gpu-windows.md)
 LAUNCH_S = 4e-6
 
 

@@ -13,7 +13,7 @@
 # or only the demosaickers: MODELS=ugtv_demosaic,uglr_demosaic SHARES=uglr_demosaic=1.0 (the second window).
 # (BUDGET_S: the device time left less ~60 s of start-up and transfer; delete carry/init afterwards.)
 # A recipe trial (issue 3/6), e.g. the paper's 5 ADMM x 10 CG for uGTV demosaic from 2 x 5 weights (job 1's
-# with INIT=carry/init, else the shipped ones), the next window's best second job (docs/training.md, the third
+# with INIT=carry/init, else the shipped ones), the next window's best second job (lab/notes/gpu-windows.md, the third
 # and fourth windows: 2 x 5 gains ~0.05 dB a window now; the fourth window ran a plain job 2 instead):
 #   OUT=$OUT INIT=carry/init MODELS=ugtv_demosaic MODEL_OPTS="ugtv_demosaic:admm_iters=5,cg_iters=10" BUDGET_S=300 INFER_S=0 ...
 # (the probe sizes the batch for the changed network; judge it on the pack's validation crops like any stage;
@@ -26,7 +26,7 @@
 # lab/tools/record_ensemble.py --task demosaic --speed cuda=...job1-infer.json:ensemble_demosaic_fp32_fused (scores kept)
 # (at >= 1 MP/s the demosaicking ensemble, best by quality, becomes the GPU default).
 # Job 1's profile (job1 infer.json "profile") times the CG adjoint kernels split after the fourth window
-# (_adjoint_step_kernel, _weight_grad_kernel): compare with docs/training.md, the fourth window.
+# (_adjoint_step_kernel, _weight_grad_kernel): compare with lab/notes/gpu-windows.md, the fourth window.
 # Rehearsal on this CPU (what CI runs, in a few minutes):
 #   DRY_RUN=1 OUT=/tmp/dry PACK=some/pack PYTHON=.venv/bin/python bash lab/tools/device-train.sh
 set -uo pipefail
