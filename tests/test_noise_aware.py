@@ -276,3 +276,29 @@ def test_the_default_rule_knows_the_noise_aware_suffix():
 
     assert NOISE_AWARE_SUFFIX == DENOISE_SUFFIX
     assert [m for m in METHOD_PRIOR if m.endswith(DENOISE_SUFFIX)] == ["ugtv-lite-denoise"]
+
+
+def test_a_second_denoising_pass_is_one_more_glr_solve_and_passes_gradcheck():
+    """denoise_stages=2: the second pass solves (I + S L2 S) z2 = z1 on a graph from the trunk and
+    from z1 (checked against glr_denoise called by hand), and its gradients pass gradcheck."""
+    from gsprestore.models.noise_aware import glr_denoise
+
+    torch.manual_seed(3)
+    den = GraphDenoiser(6, features=3, iters=6, stages=2).double()
+    with torch.no_grad():
+        den.stages[0].log_strength.fill_(math.log(20.0))
+    trunk = torch.randn(1, 6, 5, 6, dtype=torch.float64, requires_grad=True)
+    gt = torch.rand(1, 3, 10, 12, dtype=torch.float64)
+    known, mask = network_input("demosaic", gt)
+    sigma = 0.05 + 0.1 * torch.rand(1, 1, 10, 12, dtype=torch.float64)
+    with torch.no_grad():
+        y = torch.nn.functional.pixel_unshuffle(known.sum(1, keepdim=True), 2).unsqueeze(1)
+        sd = torch.nn.functional.pixel_unshuffle(sigma, 2).unsqueeze(1)
+        z1 = glr_denoise(y, den.project(trunk), den.metric_factor, sd * torch.exp(0.5 * den.log_strength), 6)
+        st = den.stages[0]
+        f2 = st.project(trunk) + st.refine(torch.nn.functional.pad(z1.squeeze(1), (1, 1, 1, 1), mode="replicate"))
+        z2 = glr_denoise(z1, f2, st.metric_factor, sd * torch.exp(0.5 * st.log_strength), 6)
+        expected = mask * torch.nn.functional.pixel_shuffle(z2.squeeze(1), 2)
+        assert torch.allclose(den(trunk, known, mask, sigma), expected, atol=1e-12)
+        assert not torch.allclose(z2, z1, atol=1e-4)  # the pass does something
+    assert torch.autograd.gradcheck(lambda t: den(t, known, mask, sigma), (trunk,), eps=1e-6, atol=1e-6)

@@ -53,7 +53,7 @@ class GraphDenoiser(nn.Module):
     ``iters`` conjugate-gradient steps."""
 
     def __init__(self, trunk_width: int, features: int = 8, iters: int = 8, strength_init: float = 30.0,
-                 metric_init: float = 0.5):
+                 metric_init: float = 0.5, stages: int = 1):
         super().__init__()
         self.iters = int(iters)
         self.features = int(features)
@@ -62,31 +62,59 @@ class GraphDenoiser(nn.Module):
         metric.diagonal(dim1=-2, dim2=-1).fill_(metric_init)
         self.metric_factor = nn.Parameter(metric)
         self.log_strength = nn.Parameter(torch.tensor(math.log(strength_init)))
+        self.stages = nn.ModuleList(RefineStage(trunk_width, features, metric_init) for _ in range(int(stages) - 1))
 
     def forward(self, trunk: Tensor, known: Tensor, mask: Tensor, sigma: Tensor) -> Tensor:
         """The denoised known samples ``(B, 3, H, W)`` (zero where ``mask`` is) from the trunk's
         features ``(B, width, ceil(H/2), ceil(W/2))``, the observation ``known`` / ``mask`` and the
         noise map ``sigma`` ``(B, 1, H, W)``."""
-        from ..graph import operators as graph
-
         H, W = known.shape[-2:]
         mos = known.sum(dim=1, keepdim=True)
         if H % 2 or W % 2:  # whole 2x2 cells, as the trunk saw them
             mos = F.pad(mos, (0, W % 2, 0, H % 2), mode="replicate")
             sigma = F.pad(sigma, (0, W % 2, 0, H % 2), mode="replicate")
         y = F.pixel_unshuffle(mos, 2).unsqueeze(1)  # (B, 1, 4, h, w): one graph, four signals
-        s = (F.pixel_unshuffle(sigma, 2) * torch.exp(0.5 * self.log_strength)).unsqueeze(1)
-        f = self.project(trunk).contiguous().unsqueeze(1)  # (B, 1, F, h, w)
-        A = self.metric_factor
-        w = graph.edge_weights(f, A @ A.transpose(-1, -2))
-        wn, diag = graph.normalized_weights(w)
-
-        def apply_A(v: Tensor) -> Tensor:  # (I + S L_n S) v
-            return v + s * graph.diag_minus_adjacency_apply(wn, s * v, diag)
-
-        z = damped_cg(apply_A, y, y, self.iters)
+        sd = F.pixel_unshuffle(sigma, 2).unsqueeze(1)
+        z = glr_denoise(y, self.project(trunk), self.metric_factor, sd * torch.exp(0.5 * self.log_strength),
+                        self.iters)
+        for stage in self.stages:  # re-learn the graph from the denoised planes, denoise again
+            f = stage.project(trunk) + stage.refine(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"))
+            z = glr_denoise(z, f, stage.metric_factor, sd * torch.exp(0.5 * stage.log_strength), self.iters)
         z = F.pixel_shuffle(z.squeeze(1), 2)[..., :H, :W]
         return mask * z
+
+
+class RefineStage(nn.Module):
+    """A further GLR denoising pass (``denoise_stages`` > 1): its graph's features come from the
+    trunk and from the planes the previous pass denoised (a 3x3 convolution), so the graph is
+    learned from a cleaner signal, as iterative graph denoisers re-estimate theirs. Its strength
+    starts at 1e-4 (the pass is then close to the identity: adding one leaves a trained network
+    nearly unchanged)."""
+
+    def __init__(self, trunk_width: int, features: int, metric_init: float = 0.5):
+        super().__init__()
+        self.project = nn.Conv2d(trunk_width, features, 1)
+        self.refine = nn.Conv2d(4, features, 3)
+        metric = torch.zeros(1, features, features)
+        metric.diagonal(dim1=-2, dim2=-1).fill_(metric_init)
+        self.metric_factor = nn.Parameter(metric)
+        self.log_strength = nn.Parameter(torch.tensor(math.log(1e-4)))
+
+
+def glr_denoise(y: Tensor, features: Tensor, factor: Tensor, s: Tensor, iters: int) -> Tensor:
+    """``(I + S L_n S) z = y`` (eq. 3 of the paper with H = I, the regulariser weighted per pixel)
+    by ``iters`` CG steps from ``z = y``: ``y`` ``(B, 1, C, h, w)``, the graph of eq. 27 from
+    ``features`` ``(B, F, h, w)`` and the metric factor ``factor`` ``(1, F, F)``, ``s`` the
+    per-pixel weights ``(B, 1, C, h, w)``."""
+    from ..graph import operators as graph
+
+    w = graph.edge_weights(features.contiguous().unsqueeze(1), factor @ factor.transpose(-1, -2))
+    wn, diag = graph.normalized_weights(w)
+
+    def apply_A(v: Tensor) -> Tensor:  # (I + S L_n S) v
+        return v + s * graph.diag_minus_adjacency_apply(wn, s * v, diag)
+
+    return damped_cg(apply_A, y, y, iters)
 
 
 def damped_cg(apply_A, b: Tensor, x: Tensor, iters: int, rel_eps: float = 1e-12) -> Tensor:

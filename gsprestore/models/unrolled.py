@@ -101,10 +101,10 @@ SIGNALS: tuple[str, ...] = ("rgb", "green-difference")
 #: tensor is allocated (a 4096-wide network or 10^7 ADMM iterations are not a model, but gigabytes).
 CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "blocks": (1, 32), "heads": (1, 64), "features": (1, 256), "width": (1, 512), "cnn_layers": (1, 32),
-    "cg_iters": (1, 500), "admm_iters": (1, 100), "channels": (1, 4),
+    "cg_iters": (1, 500), "admm_iters": (1, 100), "channels": (1, 4), "denoise_stages": (1, 8),
 }
 #: Configuration keys that switch a part on (absent from the stored configuration when off).
-OPTIONAL_KEYS: tuple[str, ...] = ("noise_input",)
+OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages")
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -416,9 +416,10 @@ class UnrolledNet(nn.Module):
         if cfg.get("noise_input"):
             from .noise_aware import GraphDenoiser
 
-            self.denoiser = GraphDenoiser(int(cfg["width"]))
+            self.denoiser = GraphDenoiser(int(cfg["width"]), stages=int(cfg.get("denoise_stages", 1)))
         else:
             cfg.pop("noise_input", None)
+            cfg.pop("denoise_stages", None)
         # the paper's choices are left out of the stored configuration, so the weights files and
         # manifest records made before these keys existed describe the same network
         for key, paper in (("feature_trunk", "per-block"), ("initial_estimate", "bilinear")):
@@ -503,7 +504,7 @@ class UnrolledNet(nn.Module):
             per_block += cfg["admm_iters"] * (4 * cfg["cg_iters"] + 4)
         start = {"menon": 8, "bicubic": 4}.get(cfg.get("initial_estimate"), 2)  # Menon's halo, 4x4 taps, 5x5 tent
         if cfg.get("noise_input"):  # the noise map's 3x3 phase mean (2 px), the denoiser's CG (4 px a step)
-            start += 2 + 4 * self.denoiser.iters
+            start += (2 + 4 * self.denoiser.iters) * (1 + len(self.denoiser.stages))
         return start + (2 * cfg["cnn_layers"] + 2 if packed else 0) + cfg["blocks"] * per_block
 
     def _check_input(self, known: Tensor, mask: Tensor) -> None:
