@@ -34,14 +34,14 @@ from .runtime.restore_batch import RestoreOptions, mosaic_paths, restore_paths
 
 if TYPE_CHECKING:  # pragma: no cover - loaded on first use (:data:`_LAZY`)
     from .evaluation.benchmark_run import BenchmarkOptions
-    from .training.options import TrainOptions
+    from .training.train_options import TrainOptions
 
 __all__ = ["BatchOptions", "BatchOutcome", "BenchmarkOptions", "RestoreOptions", "TrainOptions", "demo", "demosaic",
            "models", "mosaic_paths", "plan_benchmark", "restore_file", "restore_paths", "train", "upscale2x"]
 
 #: Option classes whose modules import torch: loaded when first asked for (``import gsprestore.api``
 #: and ``gsprestore --help`` stay torch-free).
-_LAZY = {"TrainOptions": "gsprestore.training.options", "BenchmarkOptions": "gsprestore.evaluation.benchmark_run"}
+_LAZY = {"TrainOptions": "gsprestore.training.train_options", "BenchmarkOptions": "gsprestore.evaluation.benchmark_run"}
 
 
 def __getattr__(name: str) -> Any:
@@ -217,8 +217,8 @@ def train(options: Any, given: "set[str] | None" = None, *, say: Any = print, pr
     flag of the command, its defaults included), ``given`` the names the user set (the rest are
     defaults a resumed or ``--init`` run may take from its own record), ``say`` where the run's
     notes go; its :class:`gsprestore.training.report.TrainResult`
-    (:func:`gsprestore.training.options.train_from_options`)."""
-    from .training.options import train_from_options
+    (:func:`gsprestore.training.train_options.train_from_options`)."""
+    from .training.train_options import train_from_options
 
     return train_from_options(options, set(given or ()), say=say, progress=progress)
 

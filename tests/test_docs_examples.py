@@ -243,7 +243,7 @@ def test_doc_python_c_line_runs(tmp_path, where, code):
 
 
 def test_help_shows_no_python_type_tags():
-    from gsprestore.cli.registry import COMMANDS as REGISTERED
+    from gsprestore.cli.command_table import COMMANDS as REGISTERED
 
     names = [name or fn.__name__ for name, fn, _ in REGISTERED]
     assert {"demosaic", "train", "benchmark", "compare"} <= set(names)

@@ -32,7 +32,7 @@ def test_the_cli_reference_is_generated_from_the_app_and_current():
     assert proc.returncode == 0, proc.stderr + proc.stdout
     text = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
     from gsprestore.cli.app import _register
-    from gsprestore.cli.registry import COMMANDS
+    from gsprestore.cli.command_table import COMMANDS
 
     _register()
     for name, fn, _ in COMMANDS:

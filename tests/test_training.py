@@ -697,7 +697,7 @@ def test_max_steps_cuts_only_the_patches_a_smoke_run_uses(photos, stand, tmp_pat
     assert code == 0 and "--max-steps" not in err
     info = json.loads((tmp_path / "r2/config.json").read_text())
     assert info["patches"]["train_patches"] == 40 and info["patches"]["val_patches"] == 6
-    from gsprestore.training.options import smoke_sets
+    from gsprestore.training.train_options import smoke_sets
 
     assert smoke_sets(20, 16, 10000, None, 0.1, set())[:2] == (320, 32)
     assert smoke_sets(20, 16, 10000, None, 0.1, {"patches"}) == (10000, None, None)
@@ -1049,7 +1049,7 @@ def test_resume_of_an_ended_run_says_what_is_left_or_refuses(photos, stand, tmp_
     """train --resume of a run that ended (a --max-steps smoke run) without --epochs / --max-steps:
     what is left and about how long at its recorded pace; refused when that is long (it used to
     train on silently toward the recipe's epochs); a complete run needs --epochs."""
-    from gsprestore.training.options import RESUME_QUIET_S, resume_plan
+    from gsprestore.training.train_options import RESUME_QUIET_S, resume_plan
     from gsprestore.core.errors import UsageError
 
     run = tmp_path / "r"

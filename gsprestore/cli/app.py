@@ -23,7 +23,7 @@ from ..core.process import (
     ClosedStream, Terminated, broken_install, cover_closed_streams, install_signal_handlers, os_error_line,
     restore_signal_handlers, stdout_fails,
 )
-from .options import Command, Group
+from .shared_options import Command, Group
 
 app = typer.Typer(
     name="gsprestore",
@@ -59,12 +59,12 @@ def _register() -> None:
     """Add every command (:mod:`.commands` imports the families, each records its functions in
     :mod:`.registry`) to ``app``, once. Imports are cheap: no torch at module level."""
     from . import commands  # noqa: F401
-    from .registry import COMMANDS
+    from .command_table import COMMANDS
 
     for name, fn, options in COMMANDS:
         if id(fn) not in _registered:
             _registered.add(id(fn))
-            app.command(name, cls=Command, **options)(fn)  # --help labels: cli/options.py
+            app.command(name, cls=Command, **options)(fn)  # --help labels: cli/shared_options.py
 
 
 def _usage_error(exc: BaseException) -> None:

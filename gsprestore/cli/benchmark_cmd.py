@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .registry import command
+from .command_table import command
 
 
 @command("benchmark")

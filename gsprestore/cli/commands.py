@@ -1,5 +1,5 @@
 """Every command family, one import line each (this order is the order of ``--help``): importing
-this module fills :data:`gsprestore.cli.registry.COMMANDS` (no command module imports the app)."""
+this module fills :data:`gsprestore.cli.command_table.COMMANDS` (no command module imports the app)."""
 
 from . import restore_cmds  # noqa: F401
 from . import models_cmd  # noqa: F401

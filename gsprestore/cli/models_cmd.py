@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .registry import command
+from .command_table import command
 
 #: Narrowest description column worth drawing; below it the descriptions are listed under the table.
 MIN_DESCRIPTION = 24

@@ -19,12 +19,12 @@ from typing import Annotated, Any
 import typer
 
 from ..methods.advice import best_help, fast_or_best, prior_method, self_ensemble_help
-from .options import (
+from .shared_options import (
     BayerPattern, BitDepth, Bright, ContinueOnError, Denoise, Device, Ext, Fast, Inputs, JsonOut, Method, MosaicExt, Output,
     OutputSpace, Overlap, Overwrite, Precision, Prior, Quality, Quiet, RawInputs, RawPattern, Recursive, Shard,
     SkipExisting, Tile, Weights, WhiteBalance, suffix_option,
 )
-from .registry import command
+from .command_table import command
 
 MosaicSuffix, DemosaicSuffix, UpscaleSuffix = suffix_option("-mosaic"), suffix_option("-demosaic"), suffix_option("-2x")
 BestDemosaic = Annotated[bool, typer.Option("--best", help=best_help("demosaic"))]

@@ -1,8 +1,8 @@
 """``gsprestore train``: train uGLR / uGTV on folders of photos, or resume a run; ``gsprestore
 train-pack``: pack photo folders into the training data that travels to a GPU machine.
 
-Thin commands: the options, as :class:`gsprestore.training.options.TrainOptions`, are checked,
-assembled into a recipe and trained by :func:`gsprestore.training.options.train_from_options`;
+Thin commands: the options, as :class:`gsprestore.training.train_options.TrainOptions`, are checked,
+assembled into a recipe and trained by :func:`gsprestore.training.train_options.train_from_options`;
 :func:`gsprestore.training.trainpack.make_pack` packs. No torch import at module level."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .registry import command
+from .command_table import command
 
 
 @command("train")

@@ -11,8 +11,8 @@ import typer
 
 from ..runtime.chart_demo import DEMO_OUTPUT
 from ..viz.inputs import compare_default
-from .options import AnyDevice
-from .registry import command
+from .shared_options import AnyDevice
+from .command_table import command
 
 ImageArg = Annotated[str, typer.Argument(help="PNG, TIFF, JPEG or WebP: the ground truth (RGB), or a 1-channel mosaic / "
                                          "the low-resolution input with --no-reference; or a camera RAW file (DNG, "
