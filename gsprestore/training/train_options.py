@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .recipe import TrainConfig
+from .recipe import RESUMABLE_CHANGES, TrainConfig
 
-#: Options that may be given together with --resume (they do not change the recipe).
-RESUME_OPTIONS = {"resume", "epochs", "device", "threads", "workers", "max_steps", "progress", "quiet", "checkpoint",
-                  "time_budget", "cuda_graph"}
+#: The options that say how a call runs, never what it trains (not part of any recipe).
+RUNTIME_OPTIONS = {"device", "threads", "workers", "max_steps", "progress", "quiet", "checkpoint", "time_budget",
+                   "cuda_graph"}
+#: Options that may be given together with --resume: the runtime ones and the recipe's
+#: :data:`~gsprestore.training.recipe.RESUMABLE_CHANGES` (its one list of what may change).
+RESUME_OPTIONS = {"resume", *RESUMABLE_CHANGES, *RUNTIME_OPTIONS}
 #: Model options with their own flag: option name -> build_model key.
 MODEL_FLAGS = {"blocks": "blocks", "heads": "heads", "width": "width", "cg_iters": "cg_iters",
                "admm_iters": "admm_iters"}
