@@ -74,7 +74,8 @@ def stages(raw: str, methods: list[str], kinds: list[str], tmp: Path) -> dict:
     import numpy as np
     import torch
 
-    from gsprestore.imageio.camera_raw import develop, read_raw
+    from gsprestore.imageio.camera_raw import read_raw
+    from gsprestore.imageio.raw_develop import develop
     from gsprestore.imageio.images import write_image
     from gsprestore.imageio.metadata import for_output, raw_metadata
     from gsprestore.methods.registry import get_restorer

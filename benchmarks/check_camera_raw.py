@@ -25,7 +25,8 @@ import tempfile
 
 import numpy as np
 
-from gsprestore.imageio import camera_raw as cr
+from gsprestore.imageio import camera_raw as cr, raw_develop
+from gsprestore.imageio import dng as dng_io
 from gsprestore.imageio.images import read_image
 
 CAMERA_MATRIX = np.array([[0.90, -0.30, -0.05], [-0.40, 1.30, 0.10], [-0.05, 0.15, 0.60]])
@@ -65,7 +66,7 @@ def check_raw_file(path: str) -> list[tuple[str, float, float]]:
     bilinear = get_restorer("bilinear", "demosaic")
     out = []
     for bright in ("none", "auto"):
-        ours = cr.develop(frame, lambda m, p: restore(bilinear, torch.from_numpy(m)[None], p, device="cpu").numpy(),
+        ours = raw_develop.develop(frame, lambda m, p: restore(bilinear, torch.from_numpy(m)[None], p, device="cpu").numpy(),
                           bright=bright)
         ours = np.rint(ours * 65535) / 65535  # the 16-bit file
         ref = libraw_srgb(path, auto_bright=bright == "auto")
@@ -99,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     truth = read_image(args.image).array
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "test.dng")
-        cfa = cr.mosaic_for_dng(cr.srgb_decode(truth), args.pattern, color_matrix=CAMERA_MATRIX,
+        cfa = dng_io.mosaic_for_dng(raw_develop.srgb_decode(truth), args.pattern, color_matrix=CAMERA_MATRIX,
                                 as_shot_neutral=NEUTRAL)
-        cr.write_dng(path, cfa, args.pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL,
+        dng_io.write_dng(path, cfa, args.pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL,
                      orientation=args.orientation)
         frame = cr.read_raw(path)
-        truth_o = cr.orient(truth, frame.flip)
+        truth_o = raw_develop.orient(truth, frame.flip)
         pairs = [("bilinear", "LINEAR"), ("menon", "AHD")]
         if default_method("demosaic") not in ("bilinear", "menon"):
             pairs.append((default_method("demosaic"), "AHD"))
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
               f"camera WB {np.round(frame.wb_camera, 3).tolist()}")
         for ours_name, libraw_name in pairs:
             restorer = get_restorer(ours_name, "demosaic")
-            ours = cr.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,  # noqa: B023
+            ours = raw_develop.develop(frame, lambda m, p: restore(restorer, torch.from_numpy(m)[None], p,  # noqa: B023
                                                           device="cpu").numpy(), bright="none")
             ours = np.rint(ours * 65535) / 65535  # the 16-bit file
             with rawpy.imread(path) as raw:

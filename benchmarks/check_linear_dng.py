@@ -24,7 +24,8 @@ import numpy as np
 import rawpy
 import torch
 
-from gsprestore.imageio.camera_raw import develop, read_raw
+from gsprestore.imageio.camera_raw import read_raw
+from gsprestore.imageio.raw_develop import develop
 from gsprestore.methods.registry import get_restorer
 from gsprestore.runtime.tiling import restore
 

@@ -1,4 +1,4 @@
-"""Camera RAW in (gsprestore.imageio.camera_raw): DNG files the tests make with our own writer, developed
+"""Camera RAW in (gsprestore.imageio.camera_raw, raw_develop, dng): DNG files the tests make with our own writer, developed
 by our pipeline and checked against LibRaw's own pipeline (rawpy ``postprocess``, the oracle) with
 the same white balance, colour space, curve and orientation, on all four Bayer phases."""
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore.imageio import camera_raw as cr
+from gsprestore.imageio import camera_raw as cr, raw_develop
+from gsprestore.imageio import dng as dng_io
 from gsprestore.runtime.tiling import restore
 from gsprestore.core.errors import GspError
 from gsprestore.methods.registry import get_restorer
@@ -37,8 +38,8 @@ def _scene(h: int = 48, w: int = 64, seed: int = 0) -> np.ndarray:
 
 def _dng(tmp_path, pattern="RGGB", orientation=1, name="x.dng", scene=None):
     scene = _scene() if scene is None else scene
-    cfa = cr.mosaic_for_dng(scene, pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL)
-    return cr.write_dng(tmp_path / name, cfa, pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL,
+    cfa = dng_io.mosaic_for_dng(scene, pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL)
+    return dng_io.write_dng(tmp_path / name, cfa, pattern, color_matrix=CAMERA_MATRIX, as_shot_neutral=NEUTRAL,
                         orientation=orientation), cfa
 
 
@@ -69,7 +70,7 @@ def test_written_dng_is_read_by_libraw_with_every_tag(tmp_path):
         assert np.array_equal(raw.raw_image_visible, cfa)
         assert list(raw.black_level_per_channel) == [512] * 4 and raw.white_level == 16383
         assert np.allclose(raw.camera_whitebalance[:3], 1 / np.array(NEUTRAL), rtol=1e-4)
-        assert raw.sizes.flip == cr.ORIENTATION_TO_FLIP[6]
+        assert raw.sizes.flip == dng_io.ORIENTATION_TO_FLIP[6]
     frame = cr.read_raw(path)
     assert frame.pattern == "GBRG" and frame.flip == 6 and frame.bits == 14
     assert np.allclose(frame.wb_camera, [1 / 0.55, 1, 1 / 0.72], rtol=1e-4)
@@ -79,7 +80,7 @@ def test_written_dng_is_read_by_libraw_with_every_tag(tmp_path):
 def test_camera_to_srgb_matrix_matches_the_dng_colour_matrix(tmp_path):
     """Independent of LibRaw: rgb_cam = inverse of (ColorMatrix1 @ XYZ_from_sRGB, rows scaled to 1)."""
     path, _ = _dng(tmp_path)
-    cam_rgb = CAMERA_MATRIX @ cr.XYZ_FROM_SRGB
+    cam_rgb = CAMERA_MATRIX @ dng_io.XYZ_FROM_SRGB
     cam_rgb /= cam_rgb.sum(axis=1, keepdims=True)
     assert np.allclose(cr.read_raw(path).rgb_cam, np.linalg.inv(cam_rgb), atol=1e-4)
 
@@ -89,7 +90,7 @@ def test_develop_matches_libraw_on_every_bayer_phase_and_orientation(tmp_path, p
     """Same demosaicker (bilinear vs LibRaw's LINEAR), camera WB, matrix, sRGB curve, orientation:
     the interiors agree to ~85 dB (16-bit rounding); only the 1-2 px borders are filled differently."""
     path, _ = _dng(tmp_path, pattern, orientation)
-    ours = cr.develop(cr.read_raw(path), _bilinear, bright="none")
+    ours = raw_develop.develop(cr.read_raw(path), _bilinear, bright="none")
     ref = _libraw(path)
     assert ours.shape == ref.shape
     if orientation in (6, 8):
@@ -106,7 +107,7 @@ def test_white_balances_and_output_spaces_match_libraw(tmp_path, wb, space):
         kw["user_wb"] = [1.0, 1.0, 1.0, 1.0]
     kw["gamma"] = (1, 1)
     kw["output_color"] = rawpy.ColorSpace.raw if space == "camera" else rawpy.ColorSpace.sRGB
-    ours = cr.develop(cr.read_raw(path), _bilinear, wb=wb, output_space=space, bright="none")
+    ours = raw_develop.develop(cr.read_raw(path), _bilinear, wb=wb, output_space=space, bright="none")
     assert _psnr(ours, _libraw(path, **kw), border=4) > 70
 
 
@@ -116,11 +117,11 @@ def _dng_without_matrix(path, scene, make="Canon", model="Canon EOS 5D Mark II",
     DC50's .KDC file (``../shared/raw``)."""
     import tifffile
 
-    cfa = cr.mosaic_for_dng(scene, pattern, as_shot_neutral=NEUTRAL)
+    cfa = dng_io.mosaic_for_dng(scene, pattern, as_shot_neutral=NEUTRAL)
     tags = [(271, "s", 0, make, True), (272, "s", 0, model, True), (50706, "B", 4, (1, 4, 0, 0), True),
             (50708, "s", 0, model, True), (33421, "H", 2, (2, 2), True),
-            (33422, "B", 4, bytes(cr._CFA_CODE[c] for c in pattern), True), (50710, "B", 3, bytes((0, 1, 2)), True),
-            (50714, "H", 1, 512, True), (50717, "H", 1, 16383, True), (50728, "2I", 3, cr._rationals(NEUTRAL), True)]
+            (33422, "B", 4, bytes(dng_io._CFA_CODE[c] for c in pattern), True), (50710, "B", 3, bytes((0, 1, 2)), True),
+            (50714, "H", 1, 512, True), (50717, "H", 1, 16383, True), (50728, "2I", 3, dng_io._rationals(NEUTRAL), True)]
     tifffile.imwrite(path, cfa, photometric=32803, extratags=tags, metadata=None)
     return path
 
@@ -136,13 +137,13 @@ def test_libraw_own_matrix_is_used_when_rawpy_reports_none(tmp_path):
     assert frame.rgb_cam is not None and abs(frame.rgb_cam[0, 0] - 1) > 0.2
     assert np.allclose(frame.rgb_cam.sum(axis=1), 1, atol=1e-3)
     for bright, kw in (("none", {}), ("auto", {"no_auto_bright": False})):
-        ours = cr.develop(frame, _bilinear, bright=bright)
+        ours = raw_develop.develop(frame, _bilinear, bright=bright)
         ref = _libraw(path, **kw)
         assert _psnr(ours, ref, border=1) >= 45, bright
     # a camera LibRaw knows no matrix for: camera RGB is taken as sRGB, as LibRaw does, and said
     unknown = _dng_without_matrix(tmp_path / "unknown.dng", _scene(48, 64, seed=2), make="Nobody", model="X1")
     notes: list[str] = []
-    ours = cr.develop(cr.read_raw(unknown), _bilinear, bright="none", notice=notes.append)
+    ours = raw_develop.develop(cr.read_raw(unknown), _bilinear, bright="none", notice=notes.append)
     assert _psnr(ours, _libraw(unknown), border=1) >= 45
     assert any("LibRaw knows no colour matrix" in n for n in notes)
 
@@ -153,28 +154,28 @@ def test_auto_brightness_matches_libraw_default_and_clips_highlights(tmp_path):
     scene = _scene(48, 64, seed=4) * 0.4  # a dim exposure
     path, _ = _dng(tmp_path, "GRBG", scene=scene)
     frame = cr.read_raw(path)
-    auto = cr.develop(frame, _bilinear)  # the default
+    auto = raw_develop.develop(frame, _bilinear)  # the default
     assert _psnr(auto, _libraw(path, no_auto_bright=False), border=1) >= 45
-    none = cr.develop(frame, _bilinear, bright="none", output_space="linear")
-    twice = cr.develop(frame, _bilinear, bright=2, output_space="linear")
+    none = raw_develop.develop(frame, _bilinear, bright="none", output_space="linear")
+    twice = raw_develop.develop(frame, _bilinear, bright=2, output_space="linear")
     assert np.allclose(twice, np.clip(none * 2, 0, 1), atol=1e-5)
-    assert float(np.percentile(auto, 99)) > float(np.percentile(cr.srgb_encode(none), 99)) + 0.1
-    assert cr.parse_bright("AUTO") == "auto" and cr.parse_bright("1.5") == 1.5
+    assert float(np.percentile(auto, 99)) > float(np.percentile(raw_develop.srgb_encode(none), 99)) + 0.1
+    assert raw_develop.parse_bright("AUTO") == "auto" and raw_develop.parse_bright("1.5") == 1.5
     from gsprestore.core.errors import UsageError
 
     for bad in ("bright", "0", "-1", "nan"):
         with pytest.raises(UsageError, match="--bright"):
-            cr.parse_bright(bad)
+            raw_develop.parse_bright(bad)
     from gsprestore.runtime.file_restore import DEFAULT_BRIGHT
 
-    assert DEFAULT_BRIGHT == cr.DEFAULT_BRIGHT
+    assert DEFAULT_BRIGHT == raw_develop.DEFAULT_BRIGHT
 
 
 def test_round_trip_recovers_the_scene(tmp_path):
     """Scene -> camera mosaic (DNG) -> develop: the scene comes back (linear output, a smooth scene)."""
     scene = _scene(64, 64, seed=3)
     path, _ = _dng(tmp_path, "GRBG", scene=scene)
-    back = cr.develop(cr.read_raw(path), _bilinear, output_space="linear", bright="none")
+    back = raw_develop.develop(cr.read_raw(path), _bilinear, output_space="linear", bright="none")
     assert _psnr(back, scene, border=2) > 30
     assert abs(float(back.mean()) - float(scene.mean())) < 0.01
 
@@ -185,10 +186,10 @@ def test_menon_on_a_camera_file_is_close_to_libraw_ahd(tmp_path):
     scene = _scene(64, 96, seed=5)
     path, _ = _dng(tmp_path, "RGGB", scene=scene)
     menon = get_restorer("menon", "demosaic")
-    ours = cr.develop(cr.read_raw(path), lambda m, p: restore(menon, torch.from_numpy(m)[None], p,
+    ours = raw_develop.develop(cr.read_raw(path), lambda m, p: restore(menon, torch.from_numpy(m)[None], p,
                                                              device="cpu").numpy(), bright="none")
     ref = _libraw(path, demosaic_algorithm=rawpy.DemosaicAlgorithm.AHD)
-    truth = cr.srgb_encode(scene)
+    truth = raw_develop.srgb_encode(scene)
     assert _psnr(ours, ref, border=4) > 30
     assert _psnr(ours, truth, border=4) > _psnr(ref, truth, border=4) - 1.5
 
@@ -199,7 +200,7 @@ def test_x_trans_and_non_raw_files_are_refused_in_one_line(tmp_path):
     xtrans = [1, 1, 0, 1, 1, 2, 1, 1, 2, 1, 1, 0, 2, 0, 1, 0, 2, 1, 1, 1, 2, 1, 1, 0, 1, 1, 0, 1, 1, 2, 0, 2, 1, 2, 0, 1]
     tags = [(50706, "B", 4, (1, 4, 0, 0), True), (50708, "s", 0, "x", True), (33421, "H", 2, (6, 6), True),
             (33422, "B", 36, bytes(xtrans), True), (50714, "H", 1, 512, True), (50717, "H", 1, 4095, True),
-            (50721, "2i", 9, cr._rationals(np.eye(3)), True)]
+            (50721, "2i", 9, dng_io._rationals(np.eye(3)), True)]
     tifffile.imwrite(tmp_path / "xt.dng", np.full((36, 48), 1000, np.uint16), photometric=32803, extratags=tags,
                      metadata=None)
     with pytest.raises(GspError, match=r"xt.dng: X-Trans sensor \(6x6 colour filter\)") as exc:
@@ -219,9 +220,9 @@ def test_unknown_choices_are_usage_errors(tmp_path):
 
     path, _ = _dng(tmp_path)
     with pytest.raises(UsageError, match="--wb"):
-        cr.develop(cr.read_raw(path), _bilinear, wb="tungsten")
+        raw_develop.develop(cr.read_raw(path), _bilinear, wb="tungsten")
     with pytest.raises(UsageError, match="--output-space"):
-        cr.develop(cr.read_raw(path), _bilinear, output_space="adobe")
+        raw_develop.develop(cr.read_raw(path), _bilinear, output_space="adobe")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ def _cli(args):
 def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
     from gsprestore.imageio.images import read_image, write_image
 
-    photo = cr.srgb_encode(_scene(40, 56, seed=7))
+    photo = raw_develop.srgb_encode(_scene(40, 56, seed=7))
     write_image(tmp_path / "photo.png", photo, 16)
     code, out, err = _cli(["mosaic", str(tmp_path / "photo.png"), "-o", str(tmp_path / "x.dng"), "-p", "GRBG"])
     assert code == 0, err
@@ -252,7 +253,7 @@ def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
     assert dev.bit_depth == 16 and dev.array.shape == (40, 56, 3)
     assert _psnr(dev.array, photo, border=3) > 25  # menon on a small hard-edged scene, through linear light
     menon = get_restorer("menon", "demosaic")
-    direct = cr.develop(cr.read_raw(tmp_path / "x.dng"),
+    direct = raw_develop.develop(cr.read_raw(tmp_path / "x.dng"),
                         lambda m, p: restore(menon, torch.from_numpy(m)[None], p, device="cpu").numpy(), bright="none")
     assert _psnr(dev.array, direct) > 90  # the CLI is the pipeline (16-bit rounding apart)
     assert info["bright"] == "none"
@@ -260,7 +261,7 @@ def test_cli_mosaic_to_dng_then_demosaic_the_camera_file(tmp_path):
                            "--device", "cpu", "--json"])
     assert code == 0, err
     assert json.loads(out)["files"][0]["info"]["bright"] == "auto"  # the default
-    auto = cr.develop(cr.read_raw(tmp_path / "x.dng"),
+    auto = raw_develop.develop(cr.read_raw(tmp_path / "x.dng"),
                       lambda m, p: restore(menon, torch.from_numpy(m)[None], p, device="cpu").numpy())
     assert _psnr(read_image(tmp_path / "dev-auto.png").array, auto) > 90
     code, _, err = _cli(["demosaic", str(tmp_path / "x.dng"), "--bright", "lots", "-m", "menon"])

@@ -124,7 +124,8 @@ def workspace(tmp_path_factory):
     RAW files (DNGs, also under .NEF / .CR2 names: LibRaw goes by content), folders, a RAW+JPEG
     shoot with a sub-folder of TIFF mosaics, a test DNG (the tutorial's), copies of the shipped uGTV
     weights (also as a training run's ``model.pt``), data folders under a fake home."""
-    from gsprestore.imageio.camera_raw import mosaic_for_dng, srgb_decode, write_dng
+    from gsprestore.imageio.raw_develop import srgb_decode
+    from gsprestore.imageio.dng import mosaic_for_dng, write_dng
     from gsprestore.imageio.images import write_image
     from gsprestore.physics.sampling import mosaic_array
 

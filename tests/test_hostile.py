@@ -266,7 +266,7 @@ def test_automatic_tiles_are_sized_from_what_the_output_leaves(monkeypatch):
 def test_reading_and_developing_make_no_full_size_temporaries(tmp_path):
     """The probes' peaks came from whole-image temporaries: a float division after the integer
     copy (read), a clip, a matrix product and five arrays of the sRGB curve (camera RAW)."""
-    from gsprestore.imageio import camera_raw as cr
+    from gsprestore.imageio import camera_raw as cr, raw_develop
 
     src = rgb(tmp_path / "a.png", 1024, 256)
     floats = 1024 * 256 * 3 * 4
@@ -274,14 +274,14 @@ def test_reading_and_developing_make_no_full_size_temporaries(tmp_path):
                         wb_camera=np.array([2.0, 1.0, 1.5]), wb_daylight=None,
                         rgb_cam=np.array([[1.6, -0.4, -0.2], [-0.2, 1.4, -0.2], [0.0, -0.5, 1.5]]), flip=0, bits=14)
     demosaic = lambda m, p: np.repeat(m[:, :, None], 3, axis=2)  # noqa: E731
-    read_image(src), cr.develop(frame, demosaic)  # imports done before measuring
+    read_image(src), raw_develop.develop(frame, demosaic)  # imports done before measuring
     tracemalloc.start()
     try:
         read_image(src)
         read_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
-        cr.develop(frame, demosaic)
+        raw_develop.develop(frame, demosaic)
         develop_peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
@@ -291,9 +291,10 @@ def test_reading_and_developing_make_no_full_size_temporaries(tmp_path):
 
 def test_camera_raw_that_cannot_fit_is_refused_from_its_header(tmp_path, monkeypatch):
     from gsprestore.imageio import camera_raw as cr
+    from gsprestore.imageio import dng as dng_io
 
-    cfa = cr.mosaic_for_dng(np.full((64, 96, 3), 0.5, np.float32), "RGGB")
-    path = cr.write_dng(tmp_path / "x.dng", cfa, "RGGB")
+    cfa = dng_io.mosaic_for_dng(np.full((64, 96, 3), 0.5, np.float32), "RGGB")
+    path = dng_io.write_dng(tmp_path / "x.dng", cfa, "RGGB")
     monkeypatch.setattr(memory, "available_memory", lambda: 512 << 10)
     with pytest.raises(GspError) as err:
         cr.read_raw(path, reserve=lambda h, w, c: h * w * 100)  # what the caller will need: 600 KB
@@ -371,10 +372,10 @@ def test_animated_png_and_webp_say_only_the_first_frame_is_read(tmp_path, fmt):
 
 
 def test_truncated_dng_is_one_line_with_libraws_words(tmp_path):
-    from gsprestore.imageio import camera_raw as cr
+    from gsprestore.imageio import dng as dng_io
 
-    cfa = cr.mosaic_for_dng(np.random.default_rng(0).random((128, 128, 3)), "RGGB")
-    whole = cr.write_dng(tmp_path / "whole.dng", cfa, "RGGB").read_bytes()
+    cfa = dng_io.mosaic_for_dng(np.random.default_rng(0).random((128, 128, 3)), "RGGB")
+    whole = dng_io.write_dng(tmp_path / "whole.dng", cfa, "RGGB").read_bytes()
     (tmp_path / "cut.dng").write_bytes(whole[: len(whole) * 2 // 3])
     proc = run_cli("demosaic", "cut.dng", "-m", "bilinear", "-q", cwd=tmp_path)
     assert proc.returncode == 1

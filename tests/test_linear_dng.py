@@ -56,14 +56,14 @@ def test_only_a_camera_raw_makes_a_linear_dng(tmp_path):
 
 def test_the_raw_orientation_goes_into_the_linear_dng(tmp_path):
     rawpy = pytest.importorskip("rawpy")
-    from gsprestore.imageio import camera_raw as cr
+    from gsprestore.imageio import dng as dng_io
 
     rng = np.random.default_rng(1)
     scene = rng.uniform(0.1, 0.8, size=(8, 10, 3)).repeat(4, 0).repeat(4, 1)  # 32 x 40, blocks
-    cr.write_dng(tmp_path / "turned.dng", cr.mosaic_for_dng(scene, "GRBG"), "GRBG", orientation=6)
+    dng_io.write_dng(tmp_path / "turned.dng", dng_io.mosaic_for_dng(scene, "GRBG"), "GRBG", orientation=6)
     code, _, err = cli("demosaic", tmp_path / "turned.dng", "-o", tmp_path / "lin.dng", "-m", "bilinear")
     assert code == 0, err
     with rawpy.imread(str(tmp_path / "lin.dng")) as raw:
-        assert raw.sizes.flip == cr.ORIENTATION_TO_FLIP[6]
+        assert raw.sizes.flip == dng_io.ORIENTATION_TO_FLIP[6]
         out = raw.postprocess(output_bps=16, no_auto_bright=True, gamma=(2.4, 12.92), use_camera_wb=True)
     assert out.shape[:2] == (40, 32)  # shown upright: turned a quarter

@@ -263,7 +263,7 @@ def test_auto_keeps_a_classical_method_the_user_chose_and_says_so(calls):
 @pytest.mark.parametrize("bad", ["loud", "-1", "0", "nan"])
 def test_bad_denoise_values_are_usage_errors(bad):
     from gsprestore.core.errors import UsageError
-    from gsprestore.imageio.camera_raw import parse_denoise
+    from gsprestore.imageio.raw_develop import parse_denoise
 
     with pytest.raises(UsageError, match="--denoise"):
         parse_denoise(bad)

@@ -1,5 +1,5 @@
-"""Camera RAW files (DNG, CR2, NEF, ARW, RAF, ...) in: read through rawpy (LibRaw), develop with
-any of our demosaickers.
+"""Camera RAW files (DNG, CR2, NEF, ARW, RAF, ...) in, read through rawpy (LibRaw). Developing
+the mosaic is :mod:`.raw_develop`; writing DNG files, :mod:`.dng`.
 
 :func:`read_raw` takes from the file, through LibRaw, what a raw developer needs and nothing else:
 
@@ -13,56 +13,27 @@ any of our demosaickers.
   because rawpy's ``color_matrix`` and ``rgb_xyz_matrix`` read zeros for many cameras whose
   matrix LibRaw takes from its own tables) and the EXIF orientation (LibRaw's ``flip`` code).
 
-:func:`develop` is the pipeline, in LibRaw's order so that its output can serve as the oracle:
-white-balance gains on the mosaic (normalised so the smallest is 1, then clipped at 1, as LibRaw's
-``scale_colors`` does: demosaicking white-balanced data keeps colour-difference methods and the
-learned models, trained on balanced images, in their element), then the demosaicker, then the
-camera-to-sRGB matrix (``--output-space srgb`` or ``linear``; ``camera`` keeps the white-balanced
-camera RGB), then the brightness (``bright``: LibRaw's auto-brightness by default, the 99th
-percentile of the brightest channel to white; highlights clipped, LibRaw's default ``-H 0``), then
-the sRGB transfer curve (``srgb`` only), then the orientation.
-
-:func:`write_dng` writes a minimal valid DNG 1.4 (one uncompressed 16-bit CFA image with its
-pattern, black and white levels, colour matrix, as-shot neutral and orientation): what ``gsprestore
-mosaic photo.png -o x.dng`` makes, so users and tests have camera files with a known truth.
+:func:`is_camera_raw` says whether a file is taken as one (by its suffix and its content).
 """
 
 from __future__ import annotations
 
-import io
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
-from ..core.errors import GspError, UsageError
+from ..core.errors import GspError
 from .images import Reserve, existing_file
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .metadata import Metadata
 
 RAW_SUFFIXES: tuple[str, ...] = (
     ".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".raf", ".orf", ".rw2",
     ".pef", ".srw", ".rwl", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mrw", ".mos", ".x3f",
 )
-WHITE_BALANCES: tuple[str, ...] = ("camera", "daylight", "none")
-#: LibRaw (dcraw's identify) takes no camera file under 22 pixels a side as RAW.
-DNG_MIN_SIDE = 22
-OUTPUT_SPACES: tuple[str, ...] = ("srgb", "linear", "camera")
-#: ``--bright``: ``auto`` (LibRaw's and dcraw's default auto-brightness), ``none`` (the sensor's
-#: white level is white) or a FACTOR multiplying the linear values.
-DEFAULT_BRIGHT = "auto"
-#: LibRaw's ``auto_bright_thr``: auto-brightness scales so that this fraction of the pixels, in the
-#: brightest channel, clips.
-AUTO_BRIGHT_THR = 0.01
-
-# sRGB (D65) primaries to CIE XYZ, the matrix LibRaw multiplies a camera's XYZ->camera matrix with
-XYZ_FROM_SRGB = np.array([[0.412453, 0.357580, 0.180423],
-                          [0.212671, 0.715160, 0.072169],
-                          [0.019334, 0.119193, 0.950227]])
 
 
 def is_raw_name(path: str | Path) -> bool:
@@ -89,14 +60,6 @@ def is_camera_raw(path: str | Path) -> bool:
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return False
     return not any(head.startswith(m) for m in _IMAGE_MAGIC)
-
-
-def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    """``value`` lower-cased if it is one of ``choices``, else a :class:`UsageError` (exit 2)."""
-    v = str(value).lower()
-    if v not in choices:
-        raise UsageError(f"unknown {option} {value!r}; expected {', '.join(choices)}")
-    return v
 
 
 @dataclass
@@ -313,364 +276,3 @@ def libraw_rgb_cam(raw: object) -> np.ndarray:
     # a frame too small for clean bands: least squares over every pixel
     return np.linalg.lstsq(cam.reshape(-1, 3).astype(np.float64), srgb.reshape(-1, 3).astype(np.float64),
                            rcond=None)[0].T
-
-
-#: Pixels of the frame's edge that auto-brightness does not count: there each demosaicker
-#: extrapolates in its own way (our bilinear mixes colours in the outermost pixel, as
-#: colour-demosaicing does; LibRaw's LINEAR averages neighbours), and a few wrong pixels there
-#: must not set the brightness of the picture.
-_EDGE = 2
-
-
-def parse_bright(value: str | float) -> str | float:
-    """``--bright``: ``"auto"``, ``"none"`` or a positive FACTOR (float); else a :class:`UsageError`."""
-    v = str(value).strip().lower()
-    if v in ("auto", "none"):
-        return v
-    try:
-        factor = float(v)
-    except ValueError:
-        factor = float("nan")
-    if not (np.isfinite(factor) and factor > 0):
-        raise UsageError(f"unknown --bright {value!r}; expected auto, none or a factor > 0 (e.g. 1.5)")
-    return factor
-
-
-#: ``--denoise``: ``auto`` (denoise a camera RAW file the noise estimate finds noisy, with the
-#: noise-aware network), ``off``, ``on`` (always, at the measured level) or a FACTOR on the
-#: measured noise variance (a stronger or gentler denoising).
-DENOISE_CHOICES: tuple[str, ...] = ("auto", "off", "on")
-
-
-def parse_denoise(value: str | float) -> str | float:
-    """``--denoise``: ``"auto"``, ``"off"``, ``"on"`` or a positive FACTOR (float); else a
-    :class:`UsageError`."""
-    v = str(value).strip().lower()
-    if v in DENOISE_CHOICES:
-        return v
-    try:
-        factor = float(v)
-    except ValueError:
-        factor = float("nan")
-    if not (np.isfinite(factor) and factor > 0):
-        raise UsageError(f"unknown --denoise {value!r}; expected auto, off, on or a factor > 0 (e.g. 0.5)")
-    return factor
-
-
-def auto_bright_gain(histogram: np.ndarray, pixels: int, thr: float = AUTO_BRIGHT_THR) -> float:
-    """LibRaw's auto-brightness gain from the (3, 8192) histogram of the 16-bit linear output
-    (value >> 3, per channel) of ``pixels`` pixels: the highest bin, over the channels, below
-    which all but ``thr`` of the pixels lie (at least 32) is taken to white."""
-    perc = pixels * thr
-    t_white = 0
-    for c in range(histogram.shape[0]):
-        above = np.cumsum(histogram[c, ::-1])  # above[k]: pixels in bins >= 8191 - k
-        val = 32
-        for k in np.flatnonzero(above[: 8192 - 33] > perc)[:1]:
-            val = 8191 - int(k)
-        t_white = max(t_white, val)
-    return 65536.0 / (8 * t_white)
-
-
-def wb_gains(frame: RawFrame, wb: str, notice: Callable[[str], None] | None = None) -> np.ndarray:
-    """R, G, B gains of white balance ``wb`` (camera / daylight / none), scaled so the smallest is 1
-    (LibRaw's normalisation: the least amplified channel clips at the sensor's white)."""
-    gains = {"camera": frame.wb_camera, "daylight": frame.wb_daylight, "none": np.ones(3)}[wb]
-    if gains is None:
-        fallback = frame.wb_daylight if wb == "camera" and frame.wb_daylight is not None else np.ones(3)
-        if notice is not None:
-            notice(f"the file has no {wb} white balance; using {'daylight' if fallback is frame.wb_daylight else 'none'}")
-        gains = fallback
-    return np.asarray(gains, dtype=np.float64) / float(np.min(gains))
-
-
-def srgb_encode(linear: np.ndarray) -> np.ndarray:
-    """The sRGB transfer curve (IEC 61966-2-1) on values in [0, 1]."""
-    x = np.clip(linear, 0.0, 1.0)
-    return np.where(x <= 0.0031308, 12.92 * x, 1.055 * np.power(x, 1.0 / 2.4) - 0.055).astype(np.float32)
-
-
-def srgb_decode(encoded: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`srgb_encode`."""
-    x = np.clip(encoded, 0.0, 1.0)
-    return np.where(x <= 0.04045, x / 12.92, np.power((x + 0.055) / 1.055, 2.4)).astype(np.float32)
-
-
-def orient(image: np.ndarray, flip: int) -> np.ndarray:
-    """Apply LibRaw's orientation code (bit 1: mirror columns, bit 2: mirror rows, bit 4: transpose,
-    in that order, as dcraw's ``flip_index``) to an (H, W, C) image."""
-    out = image
-    if flip & 2:
-        out = out[::-1]
-    if flip & 1:
-        out = out[:, ::-1]
-    if flip & 4:
-        out = out.transpose(1, 0, 2)
-    return np.ascontiguousarray(out)
-
-
-def balanced_mosaic(frame: RawFrame, wb: str = "camera", notice: Callable[[str], None] | None = None) -> np.ndarray:
-    """The (H, W) float32 mosaic of ``frame`` with the white-balance gains of ``wb`` applied per
-    site and clipped to [0, 1]: what :func:`develop` demosaicks, and the observation ``compare``
-    and ``explain`` use for a camera RAW file (in camera RGB, stored order)."""
-    from ..physics.sampling import CHANNEL
-
-    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"), notice).astype(np.float32)
-    balanced = frame.mosaic.copy()
-    for k, colour in enumerate(frame.pattern):
-        di, dj = divmod(k, 2)
-        balanced[di::2, dj::2] *= gains[CHANNEL[colour]]
-    np.clip(balanced, 0.0, 1.0, out=balanced)
-    return balanced
-
-
-def develop(
-    frame: RawFrame,
-    demosaic: Callable[[np.ndarray, str], np.ndarray],
-    *,
-    wb: str = "camera",
-    output_space: str = "srgb",
-    bright: str | float = DEFAULT_BRIGHT,
-    notice: Callable[[str], None] | None = None,
-) -> np.ndarray:
-    """The developed (H', W', 3) float32 image in [0, 1] (oriented). ``demosaic(mosaic, pattern)``
-    maps the (H, W) white-balanced mosaic to (H, W, 3) camera RGB (any of our methods).
-    ``bright``: ``"auto"`` (LibRaw's default auto-brightness, :func:`auto_bright_gain`, over the
-    picture less its 2-pixel edge), ``"none"`` or a linear factor; values above white are clipped
-    (LibRaw's default highlight mode)."""
-    wb = check_choice(wb, WHITE_BALANCES, "--wb")
-    output_space = check_choice(output_space, OUTPUT_SPACES, "--output-space")
-    bright = parse_bright(bright)
-    balanced = balanced_mosaic(frame, wb, notice)
-    rgb = np.asarray(demosaic(balanced, frame.pattern), dtype=np.float32)
-    del balanced
-    matrix = frame.rgb_cam if output_space != "camera" else None
-    if output_space != "camera" and matrix is None and notice is not None:
-        notice("LibRaw knows no colour matrix for this camera; its camera RGB is taken as sRGB, as LibRaw does")
-    if not (rgb.flags.writeable and rgb.flags.c_contiguous):
-        rgb = np.array(rgb, order="C")
-    histogram = np.zeros((3, 8192), dtype=np.int64)
-    for r0 in range(0, rgb.shape[0], 64):  # in place, a row block at a time: no full-size temporaries
-        block = rgb[r0 : r0 + 64]
-        np.clip(block, 0.0, 1.0, out=block)
-        if matrix is not None:
-            np.clip(block @ matrix.T.astype(np.float32), 0.0, 1.0, out=block)
-        if bright == "auto":  # LibRaw's histogram (16-bit values >> 3), without the frame's edge
-            inner = block[max(0, _EDGE - r0) : max(0, rgb.shape[0] - _EDGE - r0), _EDGE : rgb.shape[1] - _EDGE]
-            bins = np.rint(inner.reshape(-1, 3) * 65535).astype(np.int64) >> 3
-            for c in range(3):
-                histogram[c] += np.bincount(bins[:, c], minlength=8192)
-    gain = (auto_bright_gain(histogram, int(histogram[0].sum())) if bright == "auto"
-            else 1.0 if bright == "none" else float(bright))
-    for r0 in range(0, rgb.shape[0], 64):
-        block = rgb[r0 : r0 + 64]
-        if gain != 1.0:
-            np.clip(block * np.float32(gain), 0.0, 1.0, out=block)  # highlights clip at white
-        if output_space == "srgb":
-            block[...] = srgb_encode(block)
-    return orient(rgb, frame.flip)
-
-
-# ----------------------------------------------------------------------------------------------
-# DNG writer
-# ----------------------------------------------------------------------------------------------
-
-_CFA_CODE = {"R": 0, "G": 1, "B": 2}
-# XYZ (D65) -> linear sRGB: as a DNG ColorMatrix1 it makes "camera RGB" linear sRGB itself
-SRGB_FROM_XYZ = np.linalg.inv(XYZ_FROM_SRGB)
-# EXIF orientation tag value -> LibRaw flip code (LibRaw's "50132467"[orientation & 7])
-ORIENTATION_TO_FLIP = {1: 0, 2: 1, 3: 3, 4: 2, 5: 4, 6: 6, 7: 7, 8: 5}
-
-
-def _rationals(values: np.ndarray, den: int = 1_000_000) -> list[int]:
-    out: list[int] = []
-    for v in np.asarray(values, dtype=np.float64).reshape(-1):
-        out += [int(round(float(v) * den)), den]
-    return out
-
-
-def mosaic_for_dng(
-    rgb_linear: np.ndarray,
-    pattern: str = "RGGB",
-    *,
-    black: int = 512,
-    white: int = 16383,
-    color_matrix: np.ndarray | None = None,
-    as_shot_neutral: tuple[float, float, float] = (1.0, 1.0, 1.0),
-) -> np.ndarray:
-    """The uint16 sensor mosaic a camera whose XYZ->camera matrix is ``color_matrix`` (default:
-    :data:`SRGB_FROM_XYZ`, i.e. camera RGB = linear sRGB) would record of the linear-sRGB scene
-    ``rgb_linear`` (H, W, 3) shot with white balance ``as_shot_neutral`` (camera RGB of white)."""
-    from ..physics.sampling import CHANNEL, check_pattern
-
-    pattern = check_pattern(pattern)
-    cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
-    cam_rgb = cm @ XYZ_FROM_SRGB
-    cam_rgb = cam_rgb / cam_rgb.sum(axis=1, keepdims=True)  # LibRaw's normalisation: white -> (1, 1, 1)
-    neutral = np.asarray(as_shot_neutral, dtype=np.float64)
-    cam = rgb_linear.astype(np.float64) @ cam_rgb.T * neutral  # camera RGB, as shot (unbalanced)
-    h, w = cam.shape[:2]
-    out = np.empty((h, w), dtype=np.float64)
-    for k, colour in enumerate(pattern):
-        di, dj = divmod(k, 2)
-        out[di::2, dj::2] = cam[di::2, dj::2, CHANNEL[colour]]
-    return np.rint(black + np.clip(out, 0.0, 1.0) * (white - black)).astype(np.uint16)
-
-
-#: EXIF tags :func:`write_dng` copies from the source photo: ASCII ones, and TIFF/EP exposure
-#: tags in IFD0 (code, tifffile dtype).
-_DNG_ASCII = (0x010F, 0x0110, 0x0132, 0x013B, 0x8298, 0x9003)
-_DNG_RATIONAL = (0x829A, 0x829D, 0x920A)  # ExposureTime, FNumber, FocalLength
-_DNG_SHORT = (0x8827,)  # ISOSpeedRatings
-
-
-def _dng_exif_tags(metadata: "Metadata | None") -> dict[int, tuple]:
-    """tifffile ``extratags`` of the source photo's camera record (make, model, dates, exposure)."""
-    if not metadata:
-        return {}
-    values = {**metadata.exif, **metadata.ifd0}
-    out: dict[int, tuple] = {}
-    for code in _DNG_ASCII:
-        if isinstance(values.get(code), str) and values[code].strip("\0 "):
-            out[code] = (code, "s", 0, values[code].strip("\0"), True)
-    for code in _DNG_RATIONAL:
-        v = values.get(code)
-        if v is not None and hasattr(v, "numerator") and float(v.denominator) > 0 and float(v.numerator) >= 0:
-            out[code] = (code, "2I", 1, (int(v.numerator), int(v.denominator)), True)
-    for code in _DNG_SHORT:
-        v = values.get(code)
-        v = v[0] if isinstance(v, tuple) and v else v
-        if isinstance(v, int) and 0 <= v < 65536:
-            out[code] = (code, "H", 1, v, True)
-    return out
-
-
-def write_dng(
-    path: str | Path,
-    cfa: np.ndarray,
-    pattern: str = "RGGB",
-    *,
-    black: int = 512,
-    white: int = 16383,
-    color_matrix: np.ndarray | None = None,
-    as_shot_neutral: tuple[float, float, float] = (1.0, 1.0, 1.0),
-    orientation: int = 1,
-    overwrite: bool = False,
-    metadata: "Metadata | None" = None,
-) -> Path:
-    """Write the uint16 mosaic ``cfa`` (H, W) as a minimal DNG 1.4 (uncompressed CFA, the tags a
-    DNG reader needs), atomically; refuses an existing file unless ``overwrite``. ``metadata`` (the
-    source photo's EXIF, :class:`gsprestore.imageio.metadata.Metadata`): its make, model, date and exposure
-    go into IFD0 (as TIFF/EP and LibRaw read them), so the DNG is a camera file with that camera's
-    record."""
-    from ..physics.sampling import check_pattern
-
-    pattern = check_pattern(pattern)
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
-    if orientation not in ORIENTATION_TO_FLIP:
-        raise UsageError(f"EXIF orientation must be 1..8, got {orientation}")
-    cm = SRGB_FROM_XYZ if color_matrix is None else np.asarray(color_matrix, dtype=np.float64).reshape(3, 3)
-    recorded = _dng_exif_tags(metadata)
-    tags = [
-        recorded.pop(271, (271, "s", 0, "gsprestore", True)),  # Make
-        recorded.pop(272, (272, "s", 0, "synthetic mosaic", True)),  # Model
-        (274, "H", 1, int(orientation), True),  # Orientation
-        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
-        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
-        (50708, "s", 0, "gsprestore synthetic mosaic", True),  # UniqueCameraModel
-        (33421, "H", 2, (2, 2), True),  # CFARepeatPatternDim
-        (33422, "B", 4, bytes(_CFA_CODE[c] for c in pattern), True),  # CFAPattern
-        (50710, "B", 3, bytes((0, 1, 2)), True),  # CFAPlaneColor
-        (50711, "H", 1, 1, True),  # CFALayout: rectangular
-        (50713, "H", 2, (1, 1), True),  # BlackLevelRepeatDim
-        (50714, "H", 1, int(black), True),  # BlackLevel
-        (50717, "H", 1, int(white), True),  # WhiteLevel
-        (50721, "2i", 9, _rationals(cm), True),  # ColorMatrix1 (XYZ -> camera)
-        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
-        (50728, "2I", 3, _rationals(as_shot_neutral), True),  # AsShotNeutral
-        *recorded.values(),
-    ]
-    return _write_dng(path, np.ascontiguousarray(cfa, dtype=np.uint16), tags, photometric=32803)
-
-
-def _write_dng(path: Path, data: np.ndarray, tags: list, **tiff: object) -> Path:
-    """``data`` with the DNG ``tags`` (sorted here) as a TIFF, written atomically (temp file +
-    rename); an OS error is one line naming ``path``."""
-    import tifffile
-
-    from ..core.atomic import atomic_file
-
-    buffer = io.BytesIO()
-    tifffile.imwrite(buffer, data, subfiletype=0, extratags=sorted(tags, key=lambda t: t[0]), metadata=None,
-                     software="gsprestore", **tiff)
-    try:
-        with atomic_file(path, "wb", suffix=".part") as fh:
-            fh.write(buffer.getbuffer())
-    except OSError as exc:
-        raise GspError(f"could not write DNG ({exc.strerror or exc})", path) from None
-    return path
-
-
-def linear_camera_rgb(frame: RawFrame, demosaic: Callable[[np.ndarray, str], np.ndarray], wb: str = "camera",
-                      notice: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The demosaicked linear camera RGB of ``frame`` *as shot* (H, W, 3) float32 in [0, 1], stored
-    order, and the white-balance gains of ``wb``: the mosaic is demosaicked white-balanced (as
-    :func:`develop` does: colour-difference methods need it) and the gains divided out again, so
-    that a raw editor applies them itself from the DNG's AsShotNeutral."""
-    rgb = np.asarray(demosaic(balanced_mosaic(frame, wb, notice), frame.pattern), dtype=np.float32)
-    gains = wb_gains(frame, check_choice(wb, WHITE_BALANCES, "--wb"))  # balanced_mosaic said any fallback
-    if not (rgb.flags.writeable and rgb.flags.c_contiguous):
-        rgb = np.array(rgb, order="C")
-    np.clip(rgb, 0.0, 1.0, out=rgb)
-    rgb /= gains.astype(np.float32)
-    return rgb, gains
-
-
-def write_linear_dng(
-    path: str | Path,
-    rgb: np.ndarray,
-    *,
-    rgb_cam: np.ndarray | None,
-    gains: np.ndarray,
-    flip: int = 0,
-    overwrite: bool = False,
-    metadata: "Metadata | None" = None,
-    camera: str = "",
-) -> Path:
-    """Write demosaicked linear camera RGB (H, W, 3) in [0, 1] as a LinearRaw DNG 1.4 (16-bit, 3
-    samples, PhotometricInterpretation 34892), atomically, for a raw editor to keep developing:
-    ColorMatrix1 (XYZ -> camera, D65) from LibRaw's camera -> sRGB matrix ``rgb_cam`` (identity when
-    None: camera RGB is sRGB), AsShotNeutral ``1 / gains``, black 0 and white 65535, the
-    orientation of LibRaw's ``flip`` code, and the source's camera record (``metadata``: make,
-    model, dates, exposure, ISO). Refuses an existing file unless ``overwrite``."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise GspError("output exists (pass --overwrite to replace it, or --skip-existing)", path)
-    # LibRaw reads ColorMatrix1 as cam_xyz and takes rgb_cam = inverse of its rows-normalised
-    # cam_xyz @ xyz_rgb: this cam_xyz gives back exactly the matrix LibRaw used for the source
-    cam_rgb = np.linalg.inv(np.asarray(rgb_cam, dtype=np.float64)) if rgb_cam is not None else np.eye(3)
-    cm = cam_rgb @ SRGB_FROM_XYZ
-    neutral = 1.0 / np.asarray(gains, dtype=np.float64)
-    neutral = neutral / neutral.max()
-    orientation = {v: k for k, v in ORIENTATION_TO_FLIP.items()}.get(int(flip), 1)
-    recorded = _dng_exif_tags(metadata)
-    unique = " ".join(filter(None, [str(recorded.get(271, (0, 0, 0, ""))[3]).strip(),
-                                    str(recorded.get(272, (0, 0, 0, ""))[3]).strip()])) or camera or "camera"
-    tags = [
-        recorded.pop(271, (271, "s", 0, "gsprestore", True)),  # Make
-        recorded.pop(272, (272, "s", 0, camera or "linear DNG", True)),  # Model
-        (274, "H", 1, int(orientation), True),  # Orientation
-        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
-        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
-        (50708, "s", 0, unique, True),  # UniqueCameraModel
-        (50714, "H", 1, 0, True),  # BlackLevel
-        (50717, "H", 1, 65535, True),  # WhiteLevel
-        (50721, "2i", 9, _rationals(cm), True),  # ColorMatrix1 (XYZ -> camera)
-        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
-        (50728, "2I", 3, _rationals(neutral), True),  # AsShotNeutral
-        *recorded.values(),
-    ]
-    data = np.rint(np.clip(rgb, 0.0, 1.0) * 65535.0).astype(np.uint16)
-    return _write_dng(path, data, tags, photometric=34892, planarconfig="contig")

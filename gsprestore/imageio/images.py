@@ -478,7 +478,7 @@ def output_format(path: str | Path) -> str:
         return "jpeg"
     if suffix == ".webp":
         return "webp"
-    if suffix == ".dng":  # a camera RAW mosaic: written by gsprestore.imageio.camera_raw.write_dng only
+    if suffix == ".dng":  # a camera RAW mosaic: written by gsprestore.imageio.dng.write_dng only
         return "dng"
     raise GspError(f"unsupported output format {suffix or '(no suffix)'!r} (use .png, .tif, .tiff, .jpg or .webp)",
                    path)

@@ -37,7 +37,7 @@ Expect = Callable[[float], None]
 
 #: The classical method to suggest (CLI) or fall back to (``gsprestore demo``) when a learned
 #: method's weights are not available.
-#: A camera RAW file's default brightness (:data:`gsprestore.imageio.camera_raw.DEFAULT_BRIGHT`, repeated
+#: A camera RAW file's default brightness (:data:`gsprestore.imageio.raw_develop.DEFAULT_BRIGHT`, repeated
 #: here so that this module imports nothing heavy; a test checks they agree).
 DEFAULT_BRIGHT = "auto"
 
@@ -232,12 +232,13 @@ def develop_raw_file(
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
     with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
-    brightness ``bright`` (:func:`gsprestore.imageio.camera_raw.develop`); ``denoise``: see
+    brightness ``bright`` (:func:`gsprestore.imageio.raw_develop.develop`); ``denoise``: see
     :func:`raw_denoiser`. ``run``: the engine's tile,
     overlap, device, precision."""
     import torch
 
-    from ..imageio.camera_raw import develop, read_raw
+    from ..imageio.camera_raw import read_raw
+    from ..imageio.raw_develop import develop
     from .tiling import job_bytes, resolve_device, restore
     from ..imageio.images import TOOL_TAG, write_image
     from ..imageio.metadata import for_output, raw_metadata
@@ -306,7 +307,7 @@ def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float
     import numpy as np
 
     from ..core.errors import WeightsError
-    from ..imageio.camera_raw import wb_gains
+    from ..imageio.raw_develop import wb_gains
     from ..methods.registry import get_restorer
     from ..physics.noise import estimate
     from ..physics.sampling import CHANNEL
@@ -341,10 +342,11 @@ def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float
 def _linear_dng(demosaic: Callable[[Any, str], Any], frame: Any, source: str | Path, output: str | Path, *,
                 wb: str, overwrite: bool, notice: Notice | None) -> dict:
     """:func:`develop_raw_file` to a ``.dng`` (``demosaic``: its restorer through the engine): the
-    demosaicked linear camera RGB as shot (:func:`gsprestore.imageio.camera_raw.linear_camera_rgb`),
+    demosaicked linear camera RGB as shot (:func:`gsprestore.imageio.raw_develop.linear_camera_rgb`),
     written as a LinearRaw DNG with the camera's matrix, white balance and record
-    (:func:`gsprestore.imageio.camera_raw.write_linear_dng`)."""
-    from ..imageio.camera_raw import linear_camera_rgb, write_linear_dng
+    (:func:`gsprestore.imageio.dng.write_linear_dng`)."""
+    from ..imageio.raw_develop import linear_camera_rgb
+    from ..imageio.dng import write_linear_dng
     from ..imageio.metadata import raw_metadata
 
     rgb, gains = linear_camera_rgb(frame, demosaic, wb, notice=lambda message: _say(notice, f"{source}: {message}"))
@@ -417,7 +419,8 @@ def mosaic_file(source: str | Path, output: str | Path, pattern: str = "RGGB", *
     # the mosaic of the upright picture: its sensor order is the display order
     upright = apply_orientation(img.array, img.meta.get("orientation", 1))
     if dng:
-        from ..imageio.camera_raw import DNG_MIN_SIDE, mosaic_for_dng, srgb_decode, write_dng
+        from ..imageio.raw_develop import srgb_decode
+        from ..imageio.dng import DNG_MIN_SIDE, mosaic_for_dng, write_dng
 
         if min(upright.shape[:2]) < DNG_MIN_SIDE:
             raise GspError(f"{upright.shape[1]}x{upright.shape[0]} is too small for a DNG: LibRaw (and so "

@@ -107,8 +107,8 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
     """Restore every image of ``inputs`` (files, folders, globs; camera RAW files too for
     ``demosaic``) with the method ``restore`` names or the default, writing where ``options`` say."""
     from ..core.errors import UsageError
-    from ..imageio.camera_raw import (OUTPUT_SPACES, RAW_SUFFIXES, WHITE_BALANCES, check_choice, parse_bright,
-                                      parse_denoise)
+    from ..imageio.camera_raw import RAW_SUFFIXES
+    from ..imageio.raw_develop import OUTPUT_SPACES, WHITE_BALANCES, check_choice, parse_bright, parse_denoise
     from ..methods.defaults import choose_method
     from ..methods.registry import method_spec
     from ..methods.self_ensemble import PASSES

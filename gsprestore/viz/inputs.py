@@ -17,7 +17,8 @@ def read_input(image: str, task: str, pattern: str, no_reference: bool,
     """``(float (H, W, C) array, Bayer pattern, reference?)`` of IMAGE. A camera RAW file (by its
     suffix, as ``demosaic`` takes it) is its white-balanced sensor mosaic in stored order, with the
     file's own Bayer pattern: an observation, never a ground truth, and for ``--task demosaic`` only."""
-    from ..imageio.camera_raw import balanced_mosaic, is_camera_raw, read_raw
+    from ..imageio.camera_raw import is_camera_raw, read_raw
+    from ..imageio.raw_develop import balanced_mosaic
     from ..core.errors import GspError
     from ..imageio.images import read_image
 
