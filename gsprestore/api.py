@@ -190,16 +190,9 @@ def models(device: str = "auto") -> dict[str, Any]:
     ``device``: ``auto`` (this machine's: cuda if available), ``cpu`` or ``cuda`` (``cuda:N`` is
     its kind)."""
     from .methods.catalog import catalog
+    from .runtime.tiling import device_kind
 
-    name = device.strip().lower()
-    if name == "auto":
-        from .runtime.tiling import resolve_device
-
-        return catalog(resolve_device("auto").type)
-    kind = name.split(":")[0]
-    if kind not in ("cpu", "cuda"):
-        raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
-    return catalog(kind)
+    return catalog(device_kind(device))
 
 
 def demo(output: Any = "gsprestore-demo.png", method: str | None = None, pattern: str = "RGGB", *,

@@ -65,11 +65,11 @@ def benchmark(
     from rich.console import Console
 
     from ..core.errors import GspError
-    from .. import api
+    from ..evaluation.benchmark_run import BenchmarkOptions, plan_benchmark
     from ..evaluation.benchmark_run import results_table
     from ..runtime.progress import CountProgress
 
-    plan = api.plan_benchmark(api.BenchmarkOptions(**ctx.params))  # argument errors first (exit 2), then the data
+    plan = plan_benchmark(BenchmarkOptions(**ctx.params))  # argument errors first (exit 2), then the data
     err = Console(stderr=True)
     if (line := plan.estimate_line()) is not None:
         err.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""``gsprestore models``: the catalog of methods (:func:`gsprestore.api.models`,
+"""``gsprestore models``: the catalog of methods (:func:`gsprestore.methods.catalog.catalog`,
 :mod:`gsprestore.methods.catalog`) as JSON, or one table per task with the default rule and why
 each task's default was chosen. No torch import at module level."""
 
@@ -69,11 +69,12 @@ def models(
     """List every method: task, kind, parameter count and unrolling of the shipped weights, weights
     status, the recorded McM / Kodak PSNR and speed, and each task's default method on this kind
     of device, the rule that chose it and why."""
-    from .. import api
+    from ..methods.catalog import catalog
     from ..methods.weights import read_manifest
+    from ..runtime.tiling import device_kind
 
     read_manifest()  # a damaged manifest, or GSPRESTORE_WEIGHTS naming no folder: one line, not a table of menon
-    info = api.models(device)
+    info = catalog(device_kind(device))
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return

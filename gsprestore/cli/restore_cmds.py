@@ -1,8 +1,8 @@
 """``gsprestore mosaic | demosaic | upscale2x``: files and folders through the tiled engine.
 
-Thin commands: the options become :class:`gsprestore.api.RestoreOptions` (how each file is restored)
-and :class:`gsprestore.api.BatchOptions` (where the files come from and go), and
-:func:`gsprestore.api.restore_paths` / :func:`gsprestore.api.mosaic_paths` do the rest
+Thin commands: the options become :class:`gsprestore.runtime.restore_batch.RestoreOptions` (how each
+file is restored) and :class:`gsprestore.runtime.batch_run.BatchOptions` (where the files come from
+and go), and :func:`gsprestore.runtime.restore_batch.restore_paths` / ``mosaic_paths`` do the rest
 (:mod:`gsprestore.runtime.restore_batch`: checks, method, progress and summary on stderr); ``--json``
 prints the summary record. Nothing heavy is imported at module level (``gsprestore --help`` stays
 fast and torch-free).
@@ -62,22 +62,23 @@ def mosaic_cmd(
 
     Example: gsprestore mosaic photo.png -o raw_bayer.png --pattern RGGB
     """
-    from .. import api
+    from ..runtime.batch_run import BatchOptions
+    from ..runtime.restore_batch import mosaic_paths
 
-    batch = api.BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
-                             skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet)
-    _finish(api.mosaic_paths(inputs, pattern, bit_depth, batch, on_record=_print_record if as_json else None))
+    batch = BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
+                         skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet)
+    _finish(mosaic_paths(inputs, pattern, bit_depth, batch, on_record=_print_record if as_json else None))
 
 
 def _restore(task: str, inputs: list[str], batch: Any, as_json: bool, *, method: str | None, prior: str | None,
              fast: bool, best: bool, weights: str | None, **restore: Any) -> None:
     """``--prior`` and ``--fast`` / ``--best`` as the method or a preference, then the batch."""
-    from .. import api
+    from ..runtime.restore_batch import RestoreOptions, restore_paths
 
     method = prior_method(prior, method)
-    options = api.RestoreOptions(method=method, weights=weights, how=None if prior is None else f"--prior {prior.lower()}",
-                                 prefer=fast_or_best(fast, best, method, weights), **restore)
-    _finish(api.restore_paths(task, inputs, options, batch, on_record=_print_record if as_json else None))
+    options = RestoreOptions(method=method, weights=weights, how=None if prior is None else f"--prior {prior.lower()}",
+                             prefer=fast_or_best(fast, best, method, weights), **restore)
+    _finish(restore_paths(task, inputs, options, batch, on_record=_print_record if as_json else None))
 
 
 @command("demosaic")
@@ -120,10 +121,10 @@ def demosaic_cmd(
 
     Examples: gsprestore demosaic IMG_0042.dng ; gsprestore demosaic raw_bayer.png -o out.png --pattern RGGB
     """
-    from .. import api
+    from ..runtime.batch_run import BatchOptions
 
-    batch = api.BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
-                             skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, shard=shard)
+    batch = BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
+                         skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, shard=shard)
     _restore("demosaic", inputs, batch, as_json, method=method, prior=prior, fast=fast, best=best, weights=weights,
              pattern=pattern, wb=wb, output_space=output_space, bright=bright, denoise=denoise, tile=tile, overlap=overlap,
              device=device, precision=precision, bit_depth=bit_depth, quality=quality, self_ensemble=self_ensemble)
@@ -159,10 +160,10 @@ def upscale2x_cmd(
 
     Example: gsprestore upscale2x photos/ -o big/ --prior gtv
     """
-    from .. import api
+    from ..runtime.batch_run import BatchOptions
 
-    batch = api.BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
-                             skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, shard=shard)
+    batch = BatchOptions(output=output, suffix=suffix, ext=ext, recursive=recursive, overwrite=overwrite,
+                         skip_existing=skip_existing, continue_on_error=continue_on_error, quiet=quiet, shard=shard)
     _restore("upscale2x", inputs, batch, as_json, method=method, prior=prior, fast=fast, best=best, weights=weights,
              tile=tile, overlap=overlap, device=device, precision=precision, bit_depth=bit_depth, quality=quality,
              self_ensemble=self_ensemble)

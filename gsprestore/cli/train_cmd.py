@@ -108,7 +108,7 @@ def train(
     Ctrl-C or SIGTERM finishes the step, writes a checkpoint and exits 130 / 143: then --resume RUN_DIR."""
     from rich.console import Console
 
-    from .. import api
+    from ..training.train_options import TrainOptions, train_from_options
     from ..runtime.distributed import ranks_from_env
     from ..runtime.progress import RichProgress, summary_table
 
@@ -116,14 +116,14 @@ def train(
     main_rank = ranks_from_env().main  # under torchrun, rank 0 alone prints (every rank trains)
     given = {name for name in ctx.params  # what the command line (or the environment) set, not a default
              if (src := ctx.get_parameter_source(name)) is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")}
-    options = api.TrainOptions(**ctx.params)
+    options = TrainOptions(**ctx.params)
 
     def say(text: str) -> None:
         if main_rank:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    result = api.train(options, given, say=say,
-                        progress=RichProgress(console, enabled=options.progress and not options.quiet))
+    result = train_from_options(options, given, say=say,
+                                progress=RichProgress(console, enabled=options.progress and not options.quiet))
     if main_rank:
         console.print(summary_table(result))
     if result.status == "stopped":

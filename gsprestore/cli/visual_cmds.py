@@ -1,7 +1,7 @@
 """``gsprestore compare | explain | demo``: montages of methods side by side, pictures of what a
 graph model uses on an image (:mod:`gsprestore.viz.drawing`, :mod:`gsprestore.viz.explain`, inputs
 checked by :mod:`gsprestore.viz.inputs`), and the bundled chart demosaicked by the best method beside
-the classical one (:func:`gsprestore.api.demo`). Nothing heavy is imported at module level."""
+the classical one (:func:`gsprestore.runtime.chart_demo.run_demo`). Nothing heavy is imported at module level."""
 
 from __future__ import annotations
 
@@ -147,10 +147,10 @@ def demo_cmd(
 
     --method picks another; menon (with a note) when the learned weights are not available.
     """
-    from .. import api
+    from ..runtime.chart_demo import run_demo
     from ..imageio.sample_chart import chart_path
 
-    d = api.demo(output, method, pattern, device=device, overwrite=overwrite)
+    d = run_demo(output, method, pattern, device=device, overwrite=overwrite)
     typer.echo(f"demosaicked the bundled {d.width}x{d.height} test chart ({chart_path().name}, Bayer {d.pattern}) "
                f"with {d.method} on {d.device}: PSNR {d.score:.2f} dB (8-bit output vs chart) in {d.seconds:.1f} s "
                f"-> {d.written}")

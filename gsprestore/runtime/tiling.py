@@ -82,6 +82,18 @@ ProgressFn = Callable[[int, int], None]
 # ----------------------------------------------------------------------------------------------
 
 
+def device_kind(device: str = "auto") -> str:
+    """The kind (``cpu`` / ``cuda``) a ``--device`` value names: ``auto`` is this machine's
+    (:func:`resolve_device`), ``cuda:N`` is ``cuda``; anything else a :class:`UsageError`."""
+    name = str(device).strip().lower()
+    if name == "auto":
+        return resolve_device("auto").type
+    kind = name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}; expected auto, cpu or cuda")
+    return kind
+
+
 def resolve_device(device: "str | torch.device | None" = "auto") -> "torch.device":
     """``auto`` -> CUDA if available, else CPU; ``cpu``; ``cuda`` / ``cuda:N`` only if present."""
     import torch
