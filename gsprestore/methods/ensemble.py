@@ -2,10 +2,9 @@
 
 The two networks unroll different priors (GTV's l1 penalty solved by ADMM, eqs. 19-24; GLR's
 quadratic one solved by CG, eq. 9) over graphs they learned separately, so their errors are only
-partly correlated and the mean of their outputs is better than either: on the training pack's 163
-held-out crops (never a test set; ``lab/research/average_outputs.py``, docs/training.md, "What we
-tried") demosaicking uGTV 33.229 dB, uGLR 33.275, their mean **33.517**, and as self-ensembles
-33.386 / 33.389 -> **33.588**. It costs the two networks' time together (two passes; four as a
+partly correlated and the mean of their outputs can beat either (measured on the training pack's
+held-out crops, never a test set: ``lab/research/average_outputs.py``; the figures are in
+docs/training.md, "What we tried"). It costs the two networks' time together (two passes; four as a
 self-ensemble, :mod:`gsprestore.methods.self_ensemble`).
 
 The ensemble is a method like the others: the engine tiles it (its halo is the larger of the

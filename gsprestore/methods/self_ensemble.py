@@ -12,8 +12,8 @@ rotations only the **transpose** gives a second, different estimate here:
 * ``upscale2x``: the input pixels sit at the even output coordinates (``HR[0::2, 0::2]``); a flip
   of an even-sized input would move them to the odd ones, the transpose keeps them.
 
-Measured on the training pack's 163 held-out crops (``docs/training.md``, "What we tried"): uGTV
-demosaic +0.16 dB, uGLR 2x +0.04 dB, for twice the time. The engine tiles a wrapped restorer like
+What it gains, for twice the time, was measured on the training pack's held-out crops
+(``docs/training.md``, "What we tried"). The engine tiles a wrapped restorer like
 any other: each tile runs both passes (the halo is the same in both directions).
 """
 

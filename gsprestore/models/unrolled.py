@@ -608,8 +608,8 @@ def lite_config(prior: str, task: str) -> dict[str, Any]:
     """The CPU-size network's options over :func:`default_config` (``uglr-lite`` / ``ugtv-lite``,
     issue 39; the shape of the shipped weights, chosen by the cost model, the ablation and the
     recipe trials in ``docs/cpu-networks.md``): one packed trunk (``width`` x ``cnn_layers`` at half
-    resolution) instead of five per-block CNNs, one block of one head (about 1 MP/s on two
-    threads of the project's CPU), started from Menon's estimate (demosaicking) or the
+    resolution) instead of five per-block CNNs, one block of one head (the size the CPU's time
+    budget allows: docs/cpu-networks.md), started from Menon's estimate (demosaicking) or the
     grid-aligned bicubic (2x); the solvers' depth as the shipped paper-size networks use it."""
     cfg: dict[str, Any] = {"feature_trunk": "packed", "blocks": 1, "heads": 1, "features": 12, "width": 32,
                            "cnn_layers": 4}
