@@ -619,11 +619,11 @@ def test_lite_network_gradcheck(method, gen):
 
 
 def test_lite_config_is_the_cpu_size_network():
-    from gsprestore.models.unrolled import METHOD_PRIOR, method_name, method_trunk
+    from gsprestore.models.unrolled import DENOISE_SUFFIX, METHOD_PRIOR, method_name, method_trunk
 
     for method, prior in METHOD_PRIOR.items():
         m = build_model(method, "demosaic")
-        assert m.method == method == method_name(prior, method_trunk(method))
+        assert m.method == method == method_name(prior, method_trunk(method), method.endswith(DENOISE_SUFFIX))
         assert m.config.get("feature_trunk", "per-block") == method_trunk(method)
     paper, lite = build_model("ugtv", "demosaic"), build_model("ugtv-lite", "demosaic")
     assert not hasattr(paper, "trunk") and hasattr(lite, "trunk")
