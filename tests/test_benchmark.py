@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -51,12 +50,8 @@ def _make(name, task, **options):
 
 @pytest.fixture(autouse=True)
 def fake_methods(monkeypatch):
-    mod = types.ModuleType("gsp_fake_methods")
-    mod.make = _make
-    monkeypatch.setitem(sys.modules, "gsp_fake_methods", mod)
     for name, task in [("fake-fill", "demosaic"), ("fake-nearest", "upscale2x"), ("fake-record", "demosaic")]:
-        monkeypatch.setitem(restorers.METHODS, name,
-                            restorers.MethodSpec(name, (task,), "test", "gsp_fake_methods:make", "test double"))
+        monkeypatch.setitem(restorers.METHODS, name, restorers.MethodSpec(name, (task,), "test", _make, "test double"))
 
 
 @pytest.fixture
@@ -158,7 +153,7 @@ def test_argument_errors(tiny_kodak):
     with pytest.raises(UsageError, match="unknown task"):
         benchmark.run_benchmark("denoise", "kodak", "fake-fill", parent)
     assert benchmark.parse_methods("demosaic", " fake-fill, FAKE-fill ,") == ["fake-fill"]
-    real = {"demosaic": ["bilinear", "malvar", "menon", "iglr", "igtv", "uglr", "ugtv", "ugtv-lite"],
+    real = {"demosaic": ["bilinear", "malvar", "menon", "iglr", "igtv", "uglr", "ugtv", "ugtv-lite", "ugtv-lite-denoise"],
             "upscale2x": ["bicubic", "bicubic-halfpixel", "iglr", "igtv", "uglr", "ugtv", "uglr-lite"]}
     for task, names in real.items():
         got = benchmark.default_methods(task)
@@ -167,8 +162,9 @@ def test_argument_errors(tiny_kodak):
 
 def test_bad_method_output_is_reported(tiny_kodak, monkeypatch):
     parent, _ = tiny_kodak
-    monkeypatch.setattr(sys.modules["gsp_fake_methods"], "make",
-                        lambda name, task: restorers.Restorer(name, task, lambda y, p: y[..., :-2, :]))
+    monkeypatch.setitem(restorers.METHODS, "fake-fill", restorers.MethodSpec(
+        "fake-fill", ("demosaic",), "test", lambda name, task: restorers.Restorer(name, task, lambda y, p: y[..., :-2, :]),
+        "test double"))
     with pytest.raises(GspError, match="returned shape"):
         benchmark.run_benchmark("demosaic", "kodak", "fake-fill", parent)
 
@@ -256,11 +252,8 @@ def test_learned_without_weights_is_skipped(tiny_kodak, monkeypatch):
     def no_weights(name, task, **options):
         raise WeightsError("no weights for fake-learned (pass --weights)", "weights/")
 
-    mod = sys.modules["gsp_fake_methods"]
-    monkeypatch.setattr(mod, "no_weights", no_weights, raising=False)
     monkeypatch.setitem(restorers.METHODS, "fake-learned",
-                        restorers.MethodSpec("fake-learned", ("demosaic",), "learned",
-                                             "gsp_fake_methods:no_weights", ""))
+                        restorers.MethodSpec("fake-learned", ("demosaic",), "learned", no_weights, ""))
     res = benchmark.run_benchmark("demosaic", "kodak", "fake-fill,fake-learned", parent, noise_sigma=[0, 10])
     ok, skipped = res["results"][:2], res["results"][2:]
     assert all(r["skipped"] is None and r["psnr_dataset_mse"] > 0 for r in ok)
