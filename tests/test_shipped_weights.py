@@ -41,10 +41,12 @@ def test_every_shipped_file_has_its_training_history():
         assert e["training_history"].startswith(f"docs/weights-history.json: {len(stages)} stage(s)")
 
 
-def test_the_six_models_are_shipped_with_their_record():
-    """The four paper-size networks, and the CPU-size ones for the task each is trained for."""
+def test_the_seven_models_are_shipped_with_their_record():
+    """The four paper-size networks, the CPU-size ones for the task each is trained for, and the
+    noise-aware demosaicker."""
     paper = [(m, t) for m in ("uglr", "ugtv") for t in ("demosaic", "upscale2x")]
-    assert sorted(ENTRIES) == sorted(paper + [("ugtv-lite", "demosaic"), ("uglr-lite", "upscale2x")])
+    assert sorted(ENTRIES) == sorted(paper + [("ugtv-lite", "demosaic"), ("uglr-lite", "upscale2x"),
+                                              ("ugtv-lite-denoise", "demosaic")])
     for e in ENTRIES.values():
         assert e["sha256"] == weights.sha256_file(ROOT / "gsprestore" / "weights" / e["file"]), e["file"]
         assert e["training"] and all(stage.get("recipe") for stage in e["training"]), "how it was trained"
