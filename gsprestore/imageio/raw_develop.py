@@ -56,18 +56,24 @@ def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
 _EDGE = 2
 
 
-def parse_bright(value: str | float) -> str | float:
-    """``--bright``: ``"auto"``, ``"none"`` or a positive FACTOR (float); else a :class:`UsageError`."""
+def _word_or_factor(value: str | float, words: tuple[str, ...], option: str, example: str) -> str | float:
+    """``value`` lower-cased if it is one of ``words``, else a positive finite FACTOR (float); else a
+    :class:`UsageError` naming ``option`` (``--bright``, ``--denoise``)."""
     v = str(value).strip().lower()
-    if v in ("auto", "none"):
+    if v in words:
         return v
     try:
         factor = float(v)
     except ValueError:
         factor = float("nan")
     if not (np.isfinite(factor) and factor > 0):
-        raise UsageError(f"unknown --bright {value!r}; expected auto, none or a factor > 0 (e.g. 1.5)")
+        raise UsageError(f"unknown {option} {value!r}; expected {', '.join(words)} or a factor > 0 (e.g. {example})")
     return factor
+
+
+def parse_bright(value: str | float) -> str | float:
+    """``--bright``: ``"auto"``, ``"none"`` or a positive FACTOR (float); else a :class:`UsageError`."""
+    return _word_or_factor(value, ("auto", "none"), "--bright", "1.5")
 
 
 #: ``--denoise``: ``auto`` (denoise a camera RAW file the noise estimate finds noisy, with the
@@ -79,16 +85,7 @@ DENOISE_CHOICES: tuple[str, ...] = ("auto", "off", "on")
 def parse_denoise(value: str | float) -> str | float:
     """``--denoise``: ``"auto"``, ``"off"``, ``"on"`` or a positive FACTOR (float); else a
     :class:`UsageError`."""
-    v = str(value).strip().lower()
-    if v in DENOISE_CHOICES:
-        return v
-    try:
-        factor = float(v)
-    except ValueError:
-        factor = float("nan")
-    if not (np.isfinite(factor) and factor > 0):
-        raise UsageError(f"unknown --denoise {value!r}; expected auto, off, on or a factor > 0 (e.g. 0.5)")
-    return factor
+    return _word_or_factor(value, DENOISE_CHOICES, "--denoise", "0.5")
 
 
 def auto_bright_gain(histogram: np.ndarray, pixels: int, thr: float = AUTO_BRIGHT_THR) -> float:
