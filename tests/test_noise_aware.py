@@ -10,27 +10,19 @@ import numpy as np
 import pytest
 import torch
 
-from gsprestore.models.noise_aware import GraphDenoiser, damped_cg
+from gsprestore.models.noise_aware import GraphDenoiser, damped_cg, load_clean_weights
 from gsprestore.models.unrolled import build_model
 from gsprestore.physics import noise as N
 from gsprestore.physics.tasks import network_input, observation
 
 
 def _clean_and_aware(seed: int = 0):
-    """A random clean ugtv-lite and the noise-aware network made from it as
-    lab/research/add_noise_input.py does (zero weights from the noise channels)."""
+    """A random clean ugtv-lite and the noise-aware network made from it (zero weights from the
+    noise channels: :func:`load_clean_weights`, as lab/research/add_noise_input.py does)."""
     torch.manual_seed(seed)
     clean = build_model("ugtv-lite", "demosaic", width=8, cnn_layers=2).eval()
     aware = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).eval()
-    state = aware.state_dict()
-    for name, t in clean.state_dict().items():
-        if name == "trunk.cnn.convs.0.weight":
-            w = torch.zeros_like(state[name])
-            w[:, : t.shape[1]] = t
-            state[name] = w
-        else:
-            state[name] = t
-    aware.load_state_dict(state)
+    load_clean_weights(aware, clean.state_dict())
     return clean, aware
 
 

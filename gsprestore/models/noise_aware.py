@@ -25,7 +25,7 @@ interpolates from them as before:
 
 The trunk's noise channels start at zero weights and the denoiser at any weights, so a clean
 network's weights give a noise-aware network that restores clean input exactly as they did
-(``lab/research/add_noise_input.py``), and training on noisy pairs starts from there.
+(:func:`load_clean_weights`), and training on noisy pairs starts from there.
 """
 
 from __future__ import annotations
@@ -39,6 +39,23 @@ from torch import Tensor, nn
 #: The noise map enters the trunk multiplied by this (encoded deviations of 0.01-0.2 become
 #: inputs of order 0.1-2, the range of the observation's own channels).
 SIGMA_INPUT_SCALE = 10.0
+
+
+def load_clean_weights(aware: nn.Module, clean_state: dict[str, Tensor]) -> None:
+    """Load a clean CPU-size network's ``state_dict`` into the noise-aware network ``aware`` built
+    with the same configuration plus ``noise_input``: every tensor is kept, the trunk's first
+    convolution gets zero weights from the added noise-map channels, and the denoiser keeps
+    ``aware``'s own values. On clean input (no noise level) ``aware`` then restores exactly as the
+    clean network did."""
+    state = aware.state_dict()
+    for name, t in clean_state.items():
+        if name == "trunk.cnn.convs.0.weight":
+            w = torch.zeros_like(state[name])
+            w[:, : t.shape[1]] = t
+            state[name] = w
+        else:
+            state[name] = t
+    aware.load_state_dict(state)
 
 
 def packed_sigma(sigma: Tensor) -> Tensor:

@@ -17,6 +17,7 @@ import sys
 def main() -> None:
     import torch
 
+    from gsprestore.models.noise_aware import load_clean_weights
     from gsprestore.models.unrolled import build_model
 
     if len(sys.argv) != 3:
@@ -28,15 +29,7 @@ def main() -> None:
     cfg.pop("prior")
     torch.manual_seed(0)
     model = build_model(method, task, **cfg, noise_input=True)
-    state = model.state_dict()
-    for name, t in obj["state_dict"].items():
-        if name == "trunk.cnn.convs.0.weight":
-            w = torch.zeros_like(state[name])
-            w[:, : t.shape[1]] = t
-            state[name] = w
-        else:
-            state[name] = t
-    model.load_state_dict(state)
+    load_clean_weights(model, obj["state_dict"])
     obj["config"], obj["state_dict"], obj["method"] = dict(model.config), model.state_dict(), model.method
     obj["meta"] = dict(obj.get("meta") or {}, noise_input_from=src)
     torch.save(obj, out)
