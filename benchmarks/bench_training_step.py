@@ -1,5 +1,5 @@
 """Training-step speed of the shipped models on the CPU: plain autograd through every unrolled CG
-step (the reference) against the hand-written adjoint backward (:mod:`gsprestore.solvers.cg_adjoint`),
+step (the reference) against the hand-written adjoint backward (:mod:`gsprestore.solvers.cg.adjoint`),
 measured in the same process, alternating, on the same patches.
 
 For each model, thread count and batch size it prints the no-grad forward time, the step time

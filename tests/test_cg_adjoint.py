@@ -1,4 +1,4 @@
-"""The unrolled CG's hand-written adjoint backward (gsprestore.solvers.cg_adjoint) against plain
+"""The unrolled CG's hand-written adjoint backward (gsprestore.solvers.cg.adjoint) against plain
 autograd through every step of the same recurrence, and float64 gradcheck."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 from gsprestore.core import backend
 from gsprestore.graph import operators as G
-from gsprestore.solvers import cg_adjoint
+from gsprestore.solvers.cg import adjoint as cg_adjoint
 from gsprestore.solvers.cg import StencilOperator, cg_unrolled
 
 

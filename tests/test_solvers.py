@@ -11,7 +11,7 @@ import torch
 from gsprestore.core import backend
 from gsprestore.graph import operators as G
 from gsprestore import solvers as S
-from gsprestore.solvers import admm_edge, admm_reference, gtv
+from gsprestore.solvers.gtv import admm as gtv, edge_step as admm_edge, reference as admm_reference
 
 from dense_graphs import dense_adjacency, dense_incidence
 

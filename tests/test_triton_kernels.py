@@ -1,7 +1,7 @@
 """The fused Triton kernels, run by Triton's interpreter on CPU tensors (no GPU needed): the
-unrolled CG (gsprestore/solvers/cg_triton.py) against the PyTorch recurrence, the learned graphs
+unrolled CG (gsprestore/solvers/cg/triton_kernels.py) against the PyTorch recurrence, the learned graphs
 (gsprestore/graph/triton_kernels.py) against the PyTorch formulas of eqs. 27-28, the replayed ADMM edge
-term (gsprestore/solvers/admm_triton.py) against the stateful edge steps, and whole uGTV / uGLR
+term (gsprestore/solvers/gtv/triton_kernels.py) against the stateful edge steps, and whole uGTV / uGLR
 forwards in which every CG solve, graph and edge term goes through them (the dispatch a CUDA
 forward takes).
 
@@ -26,7 +26,8 @@ from gsprestore.core import backend
 from gsprestore.graph import operators as G, triton_kernels as GT
 from gsprestore.physics import sampling
 from gsprestore.models import build_model
-from gsprestore.solvers import admm_edge, admm_triton, cg, cg_triton
+from gsprestore.solvers.cg import solver as cg, triton_kernels as cg_triton
+from gsprestore.solvers.gtv import edge_step as admm_edge, triton_kernels as admm_triton
 from gsprestore.physics.tasks import observation
 
 torch.manual_seed(0)
@@ -175,7 +176,7 @@ TRAIN_SCRIPT = r"""
 import json, torch
 from gsprestore.core import backend
 from gsprestore.graph import operators as G
-from gsprestore.solvers import cg, cg_adjoint
+from gsprestore.solvers.cg import adjoint as cg_adjoint, solver as cg
 
 torch.manual_seed(0)
 """ + WEIGHTS + r"""
@@ -212,7 +213,7 @@ for B, K, KW, C, H, W, with_keep, with_pre, per_head in [(1, 2, 2, 2, 9, 11, Tru
 n_calls = len(calls)
 # a Triton whose backward kernel cannot compile: the PyTorch adjoint takes over (said once) and
 # the fused kernels are off for the rest of the run
-from gsprestore.solvers import cg_adjoint_triton
+from gsprestore.solvers.cg import triton_adjoint as cg_adjoint_triton
 def boom(*a, **k):
     raise RuntimeError("no compiler here")
 cg_adjoint_triton.backward = boom
@@ -232,7 +233,7 @@ print("RESULT" + json.dumps({"calls": n_calls, "errors": out, "fallback": fallba
 
 @pytest.mark.slow
 def test_triton_training_kernels_give_the_adjoint_gradients():
-    """The unrolled CG's training form on a GPU (:mod:`gsprestore.solvers.cg_adjoint_triton`: the
+    """The unrolled CG's training form on a GPU (:mod:`gsprestore.solvers.cg.triton_adjoint`: the
     forward recording every step, the adjoint recurrence one kernel per step), run in Triton's
     interpreter: used for every solve (counted), and its float32 values and gradients of every
     input as close to plain float64 autograd as plain float32 autograd's own."""
@@ -269,7 +270,7 @@ EDGE_SCRIPT = r"""
 import json, torch
 from gsprestore.core import backend
 from gsprestore.graph import operators as G
-from gsprestore.solvers import admm_adjoint_triton as AT, gtv
+from gsprestore.solvers.gtv import admm as gtv, triton_adjoint as AT
 
 torch.manual_seed(0)
 def weights(B, K, H, W):
@@ -348,7 +349,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.mark.slow
 def test_triton_admm_edge_training_kernel_gives_the_stateful_gradients():
-    """The ADMM edge term's training form on a GPU (:mod:`gsprestore.solvers.admm_adjoint_triton`:
+    """The ADMM edge term's training form on a GPU (:mod:`gsprestore.solvers.gtv.triton_adjoint`:
     the replay kernel forward, one fused adjoint kernel backward), run in Triton's interpreter:
     the term and the gradients of every input (iterates, weights, gamma) as close to the stateful
     steps in float64 as those steps in float32; inside the GTV solver, where it serves every
@@ -436,7 +437,7 @@ def test_gpu_training_ops_follow_the_setting(monkeypatch):
 
     from gsprestore.core import backend
     from gsprestore.graph import triton_kernels as graph_triton
-    from gsprestore.solvers import admm_adjoint_triton
+    from gsprestore.solvers.gtv import triton_adjoint as admm_adjoint_triton
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     x = torch.zeros(1, 1, 1, 4, 4, requires_grad=True)
@@ -458,7 +459,8 @@ import json, torch
 from gsprestore.core import backend
 from gsprestore.graph import triton_kernels as GT
 from gsprestore.models import build_model
-from gsprestore.solvers import admm_adjoint_triton as AT, cg_adjoint
+from gsprestore.solvers.cg import adjoint as cg_adjoint
+from gsprestore.solvers.gtv import triton_adjoint as AT
 from gsprestore.physics.tasks import network_input
 
 calls = {"edge": 0, "graph": 0, "cg": 0}

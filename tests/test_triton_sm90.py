@@ -90,7 +90,8 @@ def test_launch_grids_of_a_24_megapixel_tile_keep_within_cuda_limits(monkeypatch
 
     from gsprestore.core import backend
     from gsprestore.graph import triton_kernels as graph_triton
-    from gsprestore.solvers import admm_triton, cg_triton
+    from gsprestore.solvers.cg import triton_kernels as cg_triton
+    from gsprestore.solvers.gtv import triton_kernels as admm_triton
 
     B, K, C, H, W = 1, 4, 2, 4000, 6000
     meta = {"device": "meta"}

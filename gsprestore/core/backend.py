@@ -9,7 +9,7 @@ The one home of the package's process-wide settings:
   (tests). ``GSPRESTORE_NATIVE=0`` is read here and nowhere else, once, when ``"auto"`` first
   needs the kernels. :func:`native` returns the kernels in use or None; :func:`error` says why none.
   Native kernels never see CUDA tensors or other dtypes than float32/float64 (:func:`usable`).
-* the fused GPU kernels (Triton, :mod:`gsprestore.solvers.cg_triton`): :func:`gpu_fused_usable`
+* the fused GPU kernels (Triton, :mod:`gsprestore.solvers.cg.triton_kernels`): :func:`gpu_fused_usable`
   says whether they may run on given tensors (CUDA float32, Triton installed, not turned off by
   ``GSPRESTORE_TRITON=0``, ``use("torch")`` or ``configure(gpu_fused=0)``). Under Triton's
   interpreter (``TRITON_INTERPRET=1``) CPU tensors qualify too: that is how the tests run them.
@@ -171,10 +171,10 @@ def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
 #: (module, kernel) of every fused Triton kernel: inference (graphs, CG steps, the ADMM edge
 #: replay) and training (the CG and ADMM edge adjoints, the graphs' backward); lab/tools/triton_sm90.py compiles them all
 TRITON_KERNELS = [("gsprestore.graph.triton_kernels", "_random_walk_kernel"), ("gsprestore.graph.triton_kernels", "_edge_weights_kernel"),
-                  ("gsprestore.solvers.cg_triton", "_cg_step_kernel"), ("gsprestore.solvers.admm_triton", "_replay_kernel"),
-                  ("gsprestore.solvers.cg_adjoint_triton", "_adjoint_step_kernel"),
-                  ("gsprestore.solvers.cg_adjoint_triton", "_weight_grad_kernel"),
-                  ("gsprestore.solvers.admm_adjoint_triton", "_edge_adjoint_kernel"),
+                  ("gsprestore.solvers.cg.triton_kernels", "_cg_step_kernel"), ("gsprestore.solvers.gtv.triton_kernels", "_replay_kernel"),
+                  ("gsprestore.solvers.cg.triton_adjoint", "_adjoint_step_kernel"),
+                  ("gsprestore.solvers.cg.triton_adjoint", "_weight_grad_kernel"),
+                  ("gsprestore.solvers.gtv.triton_adjoint", "_edge_adjoint_kernel"),
                   ("gsprestore.graph.triton_kernels", "_rw_backward_kernel"),
                   ("gsprestore.graph.triton_kernels", "_distances_backward_kernel"),
                   ("gsprestore.graph.triton_kernels", "_diag_minus_adjacency_kernel"),
@@ -219,10 +219,10 @@ class Settings:
     * ``gpu_fused``: 1 runs unrolled CG on CUDA through the fused Triton kernels where Triton is
       installed (:func:`gpu_fused_usable`), 0 the PyTorch formulas.
     * ``cg_adjoint``: 1 differentiates unrolled CG on a stencil operator as one autograd op with
-      the hand-written adjoint backward (:mod:`gsprestore.solvers.cg_adjoint`; CPU and GPU),
+      the hand-written adjoint backward (:mod:`gsprestore.solvers.cg.adjoint`; CPU and GPU),
       0 by plain autograd through every step (the reference; ``GSPRESTORE_CG_ADJOINT=0``).
     * ``gpu_training``: 1 lets a training step on a GPU run uGTV's ADMM edge terms and the learned
-      graphs through their fused Triton training ops (:mod:`gsprestore.solvers.admm_adjoint_triton`,
+      graphs through their fused Triton training ops (:mod:`gsprestore.solvers.gtv.triton_adjoint`,
       :func:`gsprestore.graph.triton_kernels.trained_or_none`), 0 the PyTorch formulas
       (``GSPRESTORE_GPU_TRAINING=0``; the GPU job sets it when the device's gradients differ).
     """

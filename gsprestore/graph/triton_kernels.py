@@ -29,7 +29,7 @@ from torch import Tensor
 
 from ..core import backend
 
-try:  # optional, as in solvers/cg_triton.py
+try:  # optional, as in solvers/cg/triton_kernels.py
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the installation

@@ -1,20 +1,15 @@
-"""Graph-smoothness interpolation solvers of the paper (Secs. 3-4 and the appendix), one module
-per concept:
+"""Graph-smoothness interpolation solvers of the paper (Secs. 3-4 and the appendix), one home per
+solver, each holding its reference, native and Triton forms side by side:
 
 * :mod:`.cg` - conjugate gradient: :func:`cg_exact` (computed step sizes) and :func:`cg_unrolled`
-  (learned step sizes, appendix "Parameters Learning in CG"), with their in-place and fused
-  native inference paths; :class:`StencilOperator` (the matrices of eqs. 9 and 20).
+  (learned step sizes, appendix "Parameters Learning in CG"), their fast paths and training
+  backward; :class:`StencilOperator` (the matrices of eqs. 9 and 20).
 * :mod:`.glr` - GLR interpolation, eq. 9: ``L_{S'S'} x_{S'} = -L_{S'S} y`` (:func:`glr_interpolate`,
   :func:`glr_solve` in the :data:`GLR_LAPLACIANS` forms).
-* :mod:`.admm_reference` - the ADMM of Sec. 4.2 for GTV interpolation (the LP ``min ||C-bar x||_1
-  s.t. H x = y``, eq. 10), plain nine-vector form, one function per equation 19-24: the spec
-  (:func:`gtv_admm_reference`).
-* :mod:`.gtv` - the same ADMM in its fast forms (:func:`gtv_interpolate`): three edge tensors
-  ``(D, u, v) = (mu_a + mu_d - mu_b - mu_e, q~1, q~2)`` instead of nine (derivation in
-  :func:`gtv_interpolate`), the edge state replayed by the native kernels at inference, the
-  Jacobi-scaled x-update; tested equal to the reference (x and gradients).
-* :mod:`.admm_edge` - the fused edge step :func:`admm_edge_step` (eqs. 19, 21, 23, 24 and the
-  edge term of the next eq. 20) as one custom op, and its native replay.
+* :mod:`.gtv` - the ADMM of Sec. 4.2 for GTV interpolation (the LP ``min ||C-bar x||_1 s.t.
+  H x = y``, eq. 10): the plain nine-vector spec (:func:`gtv_admm_reference`, :mod:`.gtv.reference`),
+  the fast form (:func:`gtv_interpolate`, :mod:`.gtv.admm`) and its fused edge step
+  (:func:`admm_edge_step`, :mod:`.gtv.edge_step`).
 
 Signals are ``(B, K, C, H, W)`` (K heads sharing nothing, C channels sharing the head's graph);
 observations ``known``/``mask`` are ``(B, C, H, W)`` (broadcast over heads) or ``(B, K, C, H, W)``
@@ -26,11 +21,10 @@ Every system is independent per (batch, head): CG reductions run over (C, H, W) 
 
 from __future__ import annotations
 
-from .admm_edge import admm_edge_step
-from .admm_reference import AdmmState, gtv_admm_reference, multiplier_update, q_update, qtilde_update, x_update_rhs, z_update
 from .cg import CGSpec, Operator, StencilOperator, cg_exact, cg_unrolled
 from .glr import GLR_LAPLACIANS, GlrGraph, glr_graph, glr_interpolate, glr_solve
-from .gtv import gtv_interpolate, gtv_laplacian
+from .gtv import (AdmmState, admm_edge_step, gtv_admm_reference, gtv_interpolate, gtv_laplacian, multiplier_update,
+                  q_update, qtilde_update, x_update_rhs, z_update)
 
 __all__ = [
     "cg_exact",

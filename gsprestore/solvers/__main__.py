@@ -7,9 +7,8 @@ import torch
 
 from ..core import backend
 from ..graph import operators as G
-from .admm_edge import admm_edge_step
 from .glr import glr_interpolate
-from .gtv import gtv_interpolate
+from .gtv import admm_edge_step, gtv_interpolate
 
 
 def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int = 3, repeats: int = 3) -> dict:

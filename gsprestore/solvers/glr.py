@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ..graph import operators as G
-from .cg import CGSpec, StencilOperator, as5d, parse_cg, solve_cg
+from .cg.solver import CGSpec, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["GLR_LAPLACIANS", "GlrGraph", "glr_graph", "glr_interpolate", "glr_solve"]
 

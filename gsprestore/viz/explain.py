@@ -123,7 +123,7 @@ def gtv_trace(wbar: Tensor, known: Tensor, mask: Tensor, *, gamma: Any = 10.0, a
     ``cg_residuals`` ``(admm_iters, T + 1, B, K)`` the relative residuals of every x-update.
     ``precondition``: each x-update's CG runs on the Jacobi-scaled system, as learned uGTV does
     (``gtv_precondition``); the residuals are then those of the scaled system CG iterates on."""
-    from ..solvers.admm_reference import make_problem, gtv_admm_reference
+    from ..solvers.gtv.reference import make_problem, gtv_admm_reference
 
     traces: list[Tensor] = []
     sq = None

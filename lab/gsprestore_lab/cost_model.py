@@ -271,8 +271,8 @@ def labelled(tracker: Tracker):
     is patched from here, in the namespace its caller looks it up in; the product has no hooks."""
     from gsprestore import native
     from gsprestore.models import packed_trunk, unrolled
-    from gsprestore.solvers import cg as cgmod
-    from gsprestore.solvers import gtv as gtvmod
+    from gsprestore.solvers.cg import solver as cgmod
+    from gsprestore.solvers.gtv import admm as gtvmod
 
     targets = [
         (unrolled.UnrolledNet, "initial", "estimate"),  # any initial_estimate (tent, menon, bicubic)

@@ -252,7 +252,8 @@ def fused_calls():
     """Counts the fused Triton kernels' completed calls by name while active (a fallback to the
     PyTorch path counts nothing)."""
     from gsprestore.graph import triton_kernels as graph_triton
-    from gsprestore.solvers import admm_triton, cg_triton
+    from gsprestore.solvers.cg import triton_kernels as cg_triton
+    from gsprestore.solvers.gtv import triton_kernels as admm_triton
 
     calls: dict[str, int] = {}
     saved = []

@@ -1,15 +1,15 @@
 """Compile every fused Triton kernel that the GPU job launches for an H100 / H200 (sm_90) with
 Triton's real compiler, on a machine without a GPU, and time each compile.
 
-The kernels (gsprestore/graph/triton_kernels.py, gsprestore/solvers/cg_triton.py,
-gsprestore/solvers/admm_triton.py) compile at their first launch on the GPU, inside the job's
+The kernels (gsprestore/graph/triton_kernels.py, gsprestore/solvers/cg/triton_kernels.py,
+gsprestore/solvers/gtv/triton_kernels.py) compile at their first launch on the GPU, inside the job's
 short window. This tool finds the variants that launch would compile and compiles them here:
 
 1. **record** (a child process under ``TRITON_INTERPRET=1``, so that CPU tensors take the fused
    path): the four shipped models' forwards (the job's sanity check; its inference and
    validation run the same kernels) and a training step of each (unrolled CG's training kernels,
-   :mod:`gsprestore.solvers.cg_adjoint_triton`, and uGTV's ADMM edge term,
-   :mod:`gsprestore.solvers.admm_adjoint_triton`) at each ``--shapes`` size, with every kernel launch recorded
+   :mod:`gsprestore.solvers.cg.triton_adjoint`, and uGTV's ADMM edge term,
+   :mod:`gsprestore.solvers.gtv.triton_adjoint`) at each ``--shapes`` size, with every kernel launch recorded
    (kernel, argument kinds and values, constexpr keywords) and not run (interpreted, the shipped
    models' launches take tens of minutes; no dispatch depends on the values they write);
 2. **compile** (a child process, Triton's NVIDIA backend told that the current target is

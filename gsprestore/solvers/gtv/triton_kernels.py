@@ -1,4 +1,4 @@
-"""The ADMM edge term replayed without edge state (:func:`~gsprestore.solvers.admm_edge.edge_term_replayed`)
+"""The ADMM edge term replayed without edge state (:func:`~gsprestore.solvers.edge_step.edge_term_replayed`)
 as a fused Triton kernel: the GPU counterpart of the native replay (inference, float32).
 
 After the iterates ``x^1 .. x^S`` from the zero state, the right-hand side of the next x-update
@@ -6,7 +6,7 @@ After the iterates ``x^1 .. x^S`` from the zero state, the right-hand side of th
 an edge's state (D, u, v) depends only on its own ``r^s = wbar (x^s_tail - x^s_head)`` (eqs. 19,
 21, 23, 24), so it is replayed through the S steps in registers (the scaled form of the native
 ``replay_step``: ``ps = u + v``, ``ms = u - v``, ``dl = D / (4 gamma)``). The stateful PyTorch form
-(:func:`~gsprestore.solvers.admm_edge.admm_edge_step`) writes and reads three edge tensors of 24
+(:func:`~gsprestore.solvers.edge_step.admm_edge_step`) writes and reads three edge tensors of 24
 planes per channel instead. Each pixel gathers: ``n_p = sum_k e_k(p) - sum_k e_k(p - o_k)`` over
 the 12 undirected offsets, where ``e_k(p)`` is the term of the edge pair (p -> p + o_k, p + o_k ->
 p); the pair's terms are computed twice (once at each end), so no atomics are needed.
@@ -20,13 +20,13 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from ..core import backend
+from ...core import backend
 
 try:  # optional, as in cg_triton.py
     import triton
     import triton.language as tl
 
-    from ..graph.triton_kernels import window_offset
+    from ...graph.triton_kernels import window_offset
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None

@@ -9,7 +9,7 @@ Each is written once as the autograd form (plain PyTorch ops, differentiable). W
 unrolled CG on a :class:`StencilOperator` runs as one fused native kernel (each step one pass
 over memory: ``A v`` and the three vector updates), where :mod:`gsprestore.core.backend` has the
 native kernels; on a GPU with Triton, as one fused Triton kernel per step
-(:mod:`.cg_triton`). All forms are tested equal.
+(:mod:`.triton_kernels`). All forms are tested equal.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Callable, Optional, Sequence, TypeGuard, Union
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..core.shapes import broadcasts_to
-from ..graph import operators as G
-from .cg_adjoint import full_rows, step_table
+from ...core import backend
+from ...core.shapes import broadcasts_to
+from ...graph import operators as G
+from .adjoint import full_rows, step_table
 
 __all__ = ["cg_exact", "cg_unrolled", "StencilOperator", "Operator", "CGSpec", "Trace"]
 
@@ -179,13 +179,13 @@ def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -
     ts = _stencil_tensors(op, b, x0, precond)
     if ts is None or not backend.gpu_fused_usable(*ts):
         return False
-    from . import cg_triton
+    from . import triton_kernels
 
-    return cg_triton.available()
+    return triton_kernels.available()
 
 
 def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> TypeGuard[StencilOperator]:
-    """The adjoint backward (:mod:`.cg_adjoint`) applies: the setting on, a stencil problem of one
+    """The adjoint backward (:mod:`.adjoint`) applies: the setting on, a stencil problem of one
     dtype and device (:func:`_stencil_tensors`), step tables (T,) or (T, K)."""
     if not backend.settings.cg_adjoint:
         return False
@@ -222,7 +222,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
     A x^t`` (the recurrence's), t = 0 .. T (the last gradient update then runs too; without
     autograd the tensors are buffers updated in place: copy what you keep). Tracing runs the
     PyTorch loop, never the fused kernel. Under autograd, on a :class:`StencilOperator`, the whole
-    recurrence is one op with a hand-written adjoint backward (:mod:`.cg_adjoint`; turned off by
+    recurrence is one op with a hand-written adjoint backward (:mod:`.adjoint`; turned off by
     ``backend.configure(cg_adjoint=0)``, which differentiates every step by plain autograd)."""
     T = alphas.shape[0]
     if betas.shape[0] != T:
@@ -231,7 +231,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
         if trace is None and _fused_cg_ok(apply_A, b, x0, precond):
             return _cg_unrolled_native(apply_A, b, x0, alphas, betas, precond)
         if trace is None and _triton_cg_ok(apply_A, b, x0, precond):
-            from .cg_triton import cg_unrolled_triton
+            from .triton_kernels import cg_unrolled_triton
 
             try:
                 return cg_unrolled_triton(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
@@ -253,7 +253,7 @@ def cg_unrolled(apply_A: Operator, b: Tensor, x0: Tensor, alphas: Tensor, betas:
                 trace(t + 1, x, g.neg())
         return x
     if trace is None and _adjoint_ok(apply_A, b, x0, alphas, precond):  # training: the adjoint backward
-        from .cg_adjoint import cg_unrolled_adjoint
+        from .adjoint import cg_unrolled_adjoint
 
         return cg_unrolled_adjoint(apply_A.w, apply_A.diag, apply_A.keep, b, x0, alphas, betas, precond)
     x = x0

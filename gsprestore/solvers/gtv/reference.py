@@ -14,8 +14,8 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
-from ..graph import operators as G
-from .cg import CGSpec, Operator, StencilOperator, as5d, parse_cg, solve_cg
+from ...graph import operators as G
+from ..cg.solver import CGSpec, Operator, StencilOperator, as5d, parse_cg, solve_cg
 
 __all__ = ["gtv_laplacian", "AdmmState", "z_update", "x_update_rhs", "q_update", "qtilde_update", "multiplier_update",
            "gtv_admm_reference"]

@@ -27,8 +27,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..graph.triton_kernels import dense
+from ...core import backend
+from ...graph.triton_kernels import dense
 
 try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
     import triton
@@ -50,7 +50,7 @@ def available() -> bool:
 
 if triton is not None:
 
-    from ..graph.triton_kernels import adjacency_stencil  # W v over the 5x5 window (the training kernels use it too)
+    from ...graph.triton_kernels import adjacency_stencil  # W v over the 5x5 window (the training kernels use it too)
 
     # the step index and the shapes are run-time values: specialised (1, or divisible by 16) step 1
     # and each new tile shape would compile the kernel again
@@ -105,7 +105,7 @@ def cg_unrolled_triton(w: Tensor, diag: Tensor, keep: Optional[Tensor], b: Tenso
     autograd, float32: ``w`` (B, K|1, 12, H, W) undirected weights (zero on edges that leave the
     image), ``diag``/``keep``/``precond`` (``P^-1``) broadcasting to ``b``'s (B, K, C, H, W),
     ``alphas``/``betas`` (T,) or (T, K). Returns x^T. ``T + 1`` kernel launches. ``record`` (the
-    training forward, :mod:`.cg_adjoint_triton`): every ``v^t`` into a buffer of its own, and with
+    training forward, :mod:`.triton_adjoint`): every ``v^t`` into a buffer of its own, and with
     ``record_g`` every ``g^t``; returns ``(x^T, v (T, B, K, C, H, W), g or None)``."""
     if triton is None:
         raise RuntimeError("Triton is not installed")

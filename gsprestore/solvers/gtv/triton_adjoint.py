@@ -1,10 +1,10 @@
 """The training form of the ADMM edge term on a GPU: the edge steps from the zero state through
 the iterates ``x^0 .. x^{S-1}`` (eqs. 19, 21, 23, 24) and the edge part of the next x-update's
 right-hand side (eq. 20), as one autograd op (:func:`edge_term`) whose forward is the fused
-replay kernel of :mod:`.admm_triton` and whose backward is one fused kernel
+replay kernel of :mod:`.triton_kernels` and whose backward is one fused kernel
 (:func:`backward`): the GPU counterpart of the native ``admm_edge_step_backward``, without the
 three edge tensors of 24 planes per channel (D, u, v) that the stateful form
-(:func:`~gsprestore.solvers.admm_edge.admm_edge_step`) writes, saves and reads back.
+(:func:`~gsprestore.solvers.edge_step.admm_edge_step`) writes, saves and reads back.
 
 One directed edge (tail t, head h, random-walk weight w, ``d^s = x^s_t - x^s_h``, ``r^s = w d^s``)
 evolves on its own from ``D = u = v = 0`` (the compact variables of
@@ -16,7 +16,7 @@ evolves on its own from ``D = u = v = 0`` (the compact variables of
 and after the last step contributes ``e = w e0``, ``e0 = D'/(2 gamma) - (u' - v')/2``, to
 ``n_t`` and ``-e`` to ``n_h``. Its adjoint, given ``ge = gn_t - gn_h``, runs the steps backwards
 (the state before each step recomputed from the zero state in registers: S is at most
-:data:`~.admm_triton.MAX_STEPS`)::
+:data:`~.triton_kernels.MAX_STEPS`)::
 
     last step:  gD' += w ge/(2 gamma),   g(u'-v') = -w ge/2,   gw += ge e0
     gU = gu' + g(u'-v') - gamma gD'      gV = gv' - g(u'-v') + gamma gD'
@@ -41,16 +41,16 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..graph import window
-from .admm_triton import BLOCK, MAX_STEPS, edge_term_replayed_triton, triton
+from ...core import backend
+from ...graph import window
+from .triton_kernels import BLOCK, MAX_STEPS, edge_term_replayed_triton, triton
 
 __all__ = ["usable", "edge_term", "backward"]
 
 if triton is not None:
     import triton.language as tl
 
-    from ..graph.triton_kernels import window_offset
+    from ...graph.triton_kernels import window_offset
 
     @triton.jit
     def _step(D, u, v, r, g, inv, hinv):
@@ -175,7 +175,7 @@ def usable(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     """Whether a training step's edge terms (``steps`` edge steps per solve) take this path:
     autograd records, the tensors are where the fused Triton kernels run
     (:func:`~gsprestore.core.backend.gpu_fused_usable`, and not where the native CPU kernels do),
-    ``backend.settings.gpu_training`` is on and ``steps`` is at most :data:`~.admm_triton.MAX_STEPS`."""
+    ``backend.settings.gpu_training`` is on and ``steps`` is at most :data:`~.triton_kernels.MAX_STEPS`."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
         return False
@@ -187,7 +187,7 @@ def usable(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
 def _stateful(xs: Sequence[Tensor], wbar: Tensor, g: Tensor) -> Tensor:
     """The same term by the stateful edge steps from the zero state (the PyTorch path; recorded by
     autograd where the inputs require it)."""
-    from .admm_edge import admm_edge_step
+    from .edge_step import admm_edge_step
 
     D = u = v = None
     for t, x in enumerate(xs):

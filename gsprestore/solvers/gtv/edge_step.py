@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..graph import window
-from ..graph import operators as G
+from ...core import backend
+from ...graph import window
+from ...graph import operators as G
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .admm_reference import GtvProblem
+    from .reference import GtvProblem
 
 __all__ = ["admm_edge_step"]
 
@@ -236,15 +236,15 @@ def admm_edge_step(x: Tensor, wbar: Tensor, D, u, v, gamma, history: Sequence[Te
 def can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
     """Whether :func:`edge_term_replayed` can run ``steps`` edge steps: no autograd to record,
     and native CPU kernels (at most ``backend.settings.max_replayed_steps``) or the fused Triton
-    kernel on a GPU (at most :data:`~gsprestore.solvers.admm_triton.MAX_STEPS`)."""
+    kernel on a GPU (at most :data:`~gsprestore.solvers.triton_kernels.MAX_STEPS`)."""
     tensors = [t for t in (x, wbar, gamma) if isinstance(t, Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     if backend.usable(*tensors):
         return steps <= backend.settings.max_replayed_steps
-    from . import admm_triton
+    from . import triton_kernels
 
-    return admm_triton.available() and steps <= admm_triton.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
+    return triton_kernels.available() and steps <= triton_kernels.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
 
 
 def edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
@@ -254,11 +254,11 @@ def edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional
     own ``r^s = wbar (x^s_tail - x^s_head)``), so the 3 x 24 values per pixel and channel that the
     stateful form reads and writes per iteration never reach memory; the arithmetic is S steps
     instead of one. Inference with the native CPU kernels, or on a GPU with Triton
-    (:mod:`.admm_triton`; see :func:`can_replay`). ``base`` (a contiguous tensor of the full
+    (:mod:`.triton_kernels`; see :func:`can_replay`). ``base`` (a contiguous tensor of the full
     shape, overwritten on the CPU) is added to n: the node part of the right-hand side."""
     x = xs[-1]
     if not backend.usable(x, wbar):  # the GPU form (see can_replay)
-        from .admm_triton import edge_term_replayed_triton
+        from .triton_kernels import edge_term_replayed_triton
 
         g = gamma_tensor(gamma, x)
         try:

@@ -1,9 +1,9 @@
 """The training form of unrolled CG on a GPU: the forward recurrence recording its search
-directions, and the adjoint recurrence of :mod:`.cg_adjoint` (its module docstring derives it),
+directions, and the adjoint recurrence of :mod:`.adjoint` (its module docstring derives it),
 as fused Triton kernels: the GPU counterpart of the native CPU kernels ``cg_unrolled_record`` /
 ``cg_unrolled_backward``.
 
-The forward is :func:`~.cg_triton.cg_unrolled_triton` with every ``v^t`` written to a buffer of
+The forward is :func:`~.triton_kernels.cg_unrolled_triton` with every ``v^t`` written to a buffer of
 its own (and ``g^t`` copied before step t when the preconditioner needs a gradient). The backward
 is one kernel launch per step, t = T-1 .. 0, a last one, and one for the weights' gradient. Each
 step program owns a block of pixels of one (b, k, c) plane, like the forward's. Per pixel
@@ -38,9 +38,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..graph.triton_kernels import dense
-from .cg_triton import cg_unrolled_triton, triton
+from ...core import backend
+from ...graph.triton_kernels import dense
+from .triton_kernels import cg_unrolled_triton, triton
 
 #: pixels per program of the backward's kernels: 256 keeps the step kernel at 72-90 registers a
 #: thread on sm_90 with no spills (512, the forward's, takes 190-251: fewer warps resident)
@@ -49,8 +49,8 @@ BLOCK = 256
 if triton is not None:
     import triton.language as tl
 
-    from ..graph.triton_kernels import edge_of, edge_product
-    from .cg_triton import adjacency_stencil
+    from ...graph.triton_kernels import edge_of, edge_product
+    from .triton_kernels import adjacency_stencil
 
     # the step index and the shapes are run-time values (no recompilation per step or tile shape)
     @triton.jit(do_not_specialize=["t", "C", "KW", "KH", "H", "W", "NB"])

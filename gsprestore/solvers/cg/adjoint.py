@@ -39,9 +39,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..core import backend
-from ..graph import operators as G
-from ..graph.window import sum_to
+from ...core import backend
+from ...graph import operators as G
+from ...graph.window import sum_to
 
 __all__ = ["cg_unrolled_adjoint"]
 
@@ -137,19 +137,19 @@ def _input_grads(ctx, w, diag, precond, x0, alphas, betas, gw, gd, gp, gb, gx0, 
 
 def _triton_ok(w, diag, keep, precond, b, x0) -> bool:
     """The Triton training kernels apply: float32 on a GPU (or under ``TRITON_INTERPRET=1``)."""
-    from . import cg_triton
+    from . import triton_kernels
 
-    return cg_triton.available() and backend.gpu_fused_usable(w, diag, keep, precond, b, x0)
+    return triton_kernels.available() and backend.gpu_fused_usable(w, diag, keep, precond, b, x0)
 
 
 def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar):
-    """The adjoint recurrence as Triton kernels (:mod:`.cg_adjoint_triton`); ``keep`` needs no
+    """The adjoint recurrence as Triton kernels (:mod:`.triton_adjoint`); ``keep`` needs no
     gradient."""
-    from . import cg_adjoint_triton
+    from . import triton_adjoint
 
     T, K = ctx.T, xbar.shape[1]
     want_gp = ctx.needs_input_grad[3] and precond is not None
-    grads = cg_adjoint_triton.backward(w, diag, keep, precond, vrec, grec, x0, xbar, step_table(alphas, T, K, xbar),
+    grads = triton_adjoint.backward(w, diag, keep, precond, vrec, grec, x0, xbar, step_table(alphas, T, K, xbar),
                                        step_table(betas, T, K, xbar), want_gp)
     return _input_grads(ctx, w, diag, precond, x0, alphas, betas, *grads)
 
@@ -167,10 +167,10 @@ class _UnrolledCG(torch.autograd.Function):
         ctx.recorded = backend.usable(w, diag, keep, precond, b, x0, alphas, betas)
         ctx.triton = False
         if not ctx.recorded and _triton_ok(w, diag, keep, precond, b, x0):
-            from . import cg_adjoint_triton
+            from . import triton_adjoint
 
             try:
-                x, vrec, grec = cg_adjoint_triton.forward_recorded(w, diag, keep, precond, b, x0, alphas, betas,
+                x, vrec, grec = triton_adjoint.forward_recorded(w, diag, keep, precond, b, x0, alphas, betas,
                                                                    need_pre)
                 ctx.recorded = ctx.triton = True
             except Exception as exc:  # noqa: BLE001 - a Triton that cannot compile here: said once

@@ -1,7 +1,7 @@
 """GTV interpolation by the ADMM of Sec. 4.2 in its fast forms (:func:`gtv_interpolate`): the
 compact three-edge-tensor state, the native replay without edge state, and the Jacobi-scaled
 x-update (:class:`_JacobiSystem`). The plain nine-vector form, one function per equation, is the
-reference in :mod:`.admm_reference`; the tests check that both give the same x and gradients."""
+reference in :mod:`.reference`; the tests check that both give the same x and gradients."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from ..graph import operators as G
-from . import admm_adjoint_triton
-from .admm_edge import admm_edge_step, can_replay, edge_term_replayed, gamma_tensor, node_update
-from .admm_reference import (admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian,
+from ...graph import operators as G
+from . import triton_adjoint
+from .edge_step import admm_edge_step, can_replay, edge_term_replayed, gamma_tensor, node_update
+from .reference import (admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian,
                              mu_c_update)
-from .cg import CGSpec, StencilOperator, solve_cg, cg_exact, cg_unrolled
+from ..cg.solver import CGSpec, StencilOperator, solve_cg, cg_exact, cg_unrolled
 
 __all__ = ["gtv_interpolate", "gtv_laplacian"]
 
@@ -62,17 +62,17 @@ def gtv_interpolate(
     evolve on their own and x is identical to the nine-vector ADMM (:func:`gtv_admm_reference`,
     checked in the tests). Memory: three edge tensors instead of nine. Inference on the CPU
     (native kernels, no autograd, ``admm_iters - 1 <=`` ``backend.settings.max_replayed_steps``) keeps none:
-    each iteration's edge term is replayed from the iterates (:func:`.admm_edge.edge_term_replayed`) and
-    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`.admm_edge.node_update`). Training on a GPU
-    (autograd, the fused Triton kernels usable, ``admm_iters - 1 <=`` ``admm_triton.MAX_STEPS``)
+    each iteration's edge term is replayed from the iterates (:func:`.edge_step.edge_term_replayed`) and
+    the node part is kept as ``c = H^T mu_c / gamma`` (:func:`.edge_step.node_update`). Training on a GPU
+    (autograd, the fused Triton kernels usable, ``admm_iters - 1 <=`` ``triton_kernels.MAX_STEPS``)
     keeps none either: each edge term is the differentiable replay of
-    :func:`.admm_adjoint_triton.edge_term` (forward and backward fused kernels).
+    :func:`.triton_adjoint.edge_term` (forward and backward fused kernels).
 
     ``precondition=True`` runs each x-update's CG on the Jacobi-scaled system (see
     :class:`_JacobiSystem`): the same linear system of eq. 20, but its eigenvalues stay in
     (0, 2] whatever the learned graph, so fixed or learned unrolled step sizes cannot diverge.
 
-    ``laplacian``: :func:`~gsprestore.solvers.admm_reference.gtv_laplacian` of ``wbar``, when
+    ``laplacian``: :func:`~gsprestore.solvers.reference.gtv_laplacian` of ``wbar``, when
     the caller solves more than once on the same graph (computed here otherwise).
 
     If ``history`` is a list, the plain form :func:`gtv_admm_reference` runs instead (it has z and
@@ -113,10 +113,10 @@ def gtv_interpolate(
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
             rhs = edge_term_replayed(xs, wbar, gamma, base=base)
-        elif fused_training or (fused_training is None and admm_adjoint_triton.usable(x, wbar, gamma, admm_iters - 1)):
+        elif fused_training or (fused_training is None and triton_adjoint.usable(x, wbar, gamma, admm_iters - 1)):
             fused_training = True  # autograd on a GPU: each edge term replayed from the iterates, no edge state
             xs.append(x)
-            n = admm_adjoint_triton.edge_term(xs, wbar, gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
+            n = triton_adjoint.edge_term(xs, wbar, gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
             mu_c = mu_c_update(pb, mu_c, x, gamma)  # eq. 24, block c
         else:
             fused_training = False
