@@ -41,7 +41,7 @@ import torch
 from gsprestore.evaluation.datasets import find_dataset
 from gsprestore.imageio.images import read_image
 from gsprestore.methods.registry import get_restorer
-from gsprestore.physics import metrics
+from gsprestore import metrics
 from gsprestore.physics import noise as N
 from gsprestore.physics.tasks import observation
 

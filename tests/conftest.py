@@ -24,7 +24,7 @@ def either_backend(request):
         with BK.use("torch"):
             yield request.param
         return
-    if not BK.available():
+    if not BK.native_available():
         pytest.skip(f"native kernels unavailable: {BK.error()}")
     yield request.param
 

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gsprestore"
 #: own layer or below, never above; the layer of a module is the layer of its top-level name.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"core", "native", "_version"}),
+    ("image-quality metrics", {"metrics"}),
     ("the observation model", {"physics"}),
     ("images in and out", {"imageio"}),
     ("the pixel graph", {"graph"}),

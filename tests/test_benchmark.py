@@ -552,7 +552,7 @@ def test_per_image_scores_in_json_and_csv(tiny_kodak, monkeypatch, capsys, tmp_p
 
 
 def test_save_outputs_writes_each_methods_images(tiny_kodak, monkeypatch, capsys, tmp_path):
-    from gsprestore.physics.metrics import quantize
+    from gsprestore.metrics import quantize
 
     parent, arrays = tiny_kodak
     out = tmp_path / "outs"

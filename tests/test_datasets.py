@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from gsprestore.core.digest import sha256_file
 from PIL import Image
 
 from gsprestore.evaluation import datasets
@@ -230,4 +232,4 @@ def test_custom_folder(tmp_path):
 def test_sha256_file(tmp_path):
     p = tmp_path / "f.bin"
     p.write_bytes(b"abc" * 1000)
-    assert datasets.sha256_file(p) == hashlib.sha256(b"abc" * 1000).hexdigest()
+    assert sha256_file(p, cached=True) == hashlib.sha256(b"abc" * 1000).hexdigest()

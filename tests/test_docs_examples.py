@@ -44,7 +44,7 @@ NO_TEST = "<!-- no-test -->"
 SKIPS = [
     (r"gsprestore benchmark .*--dataset (kodak|mcm|urban100)\b",
      "needs the Kodak / McM / Urban100 data set (or --download: the network)"),
-    (r"gsprestore train (?!.*--max-steps)", "a training run (a 10-minute fine-tuning budget to 30 epochs on CUDA), "
+    (r"gsprestore train (?!.*(--max-steps|--print-recipe))", "a training run (a 10-minute fine-tuning budget to 30 epochs on CUDA), "
      "a run to resume, or elided '...'"),
 ]
 #: ``python -c`` lines and Python blocks not run: (regular expression searched in the code, reason).

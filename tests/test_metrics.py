@@ -6,7 +6,7 @@ import torch
 from skimage.color import rgb2ycbcr
 from skimage.metrics import structural_similarity
 
-from gsprestore.physics import metrics
+from gsprestore import metrics
 from gsprestore.imageio.images import to_integer
 
 

@@ -454,7 +454,7 @@ def test_inference_forward_native_kernels_match_pytorch_path(method, signal, gen
     equals the PyTorch path, and the autograd forward; odd size, float64 and float32."""
     from gsprestore.core import backend
 
-    if not backend.available():
+    if not backend.native_available():
         pytest.skip(f"native kernels unavailable: {backend.error()}")
     model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4, signal=signal,
                         **(dict(admm_iters=2) if method.startswith("ugtv") else {}))

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from gsprestore.training import patches as P
 from gsprestore import training as T
 from gsprestore.physics.tasks import network_input
+from gsprestore.core.digest import sha256_file
 from gsprestore.core.errors import GspError, UsageError
 
 # --------------------------------------------------------------------------- fixtures
@@ -239,9 +240,8 @@ def test_test_sets_are_refused(tmp_path, monkeypatch):
     hidden.mkdir()
     (hidden / "x.png").write_bytes((kodak / "kodim01.png").read_bytes())
     PILImage.fromarray(_coord_image(20, 20, 1)).save(hidden / "y.png")
-    from gsprestore.evaluation import datasets
 
-    digest = datasets.sha256_file(kodak / "kodim01.png")
+    digest = sha256_file(kodak / "kodim01.png", cached=True)
     real = P._test_set_digests
     monkeypatch.setattr(P, "_test_set_digests", lambda: ({**real()[0], digest: "kodak/kodim01.png"}, real()[1]))
     with pytest.raises(UsageError, match=r"x\.png.*kodak/kodim01\.png"):

@@ -345,7 +345,7 @@ def _scores_whole(out, gt, space):
     """The scores as computed before issue 41: whole-image float64 temporaries."""
     import torch.nn.functional as F
 
-    from gsprestore.physics.metrics import gaussian_window, quantize, to_space
+    from gsprestore.metrics import gaussian_window, quantize, to_space
 
     def mse(a, b):
         d = a.double() - b.double()
@@ -375,7 +375,7 @@ def _scores_whole(out, gt, space):
 def test_scores_over_row_strips_equal_the_whole_image_formulas(monkeypatch, space):
     import torch
 
-    from gsprestore.physics import metrics
+    from gsprestore import metrics
 
     g = torch.Generator().manual_seed(0)
     gt = torch.rand(1, 3, 70, 90, generator=g)
@@ -405,7 +405,7 @@ def test_scoring_a_large_image_needs_strips_not_whole_image_copies(tmp_path):
     """Scores of a 2-MP image: the float64 temporaries of a whole-image SSIM took ~0.5 GB more
     than the images themselves; over row strips, tens of MB."""
     code = ("import resource, torch\n"
-            "from gsprestore.physics.metrics import image_scores\n"
+            "from gsprestore.metrics import image_scores\n"
             "gt = torch.rand(1, 3, 1000, 2000); out = (gt + 0.01).clamp(0, 1)\n"
             "image_scores(out[..., :64, :64], gt[..., :64, :64], 'rgb')\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"

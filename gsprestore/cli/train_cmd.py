@@ -29,6 +29,12 @@ def train(
                                                 "log, model.pt).")] = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the run in this folder where it stopped "
                       "(only --epochs, --max-steps, --device, --threads, --workers may be given).")] = None,
+    recipe: Annotated[Optional[str], typer.Option("--recipe", metavar="FILE|MODEL", help="Take every recipe option "
+                      "not given here from a TOML recipe file, a run's config.json, or a shipped model's recorded "
+                      "recipe by name (e.g. ugtv-lite_demosaic); see docs/howto/train-your-own-weights.md.",
+                      show_default=False)] = None,
+    print_recipe: Annotated[bool, typer.Option("--print-recipe", help="Print the assembled recipe as a TOML file "
+                            "(for --recipe) on stdout and exit without training; --out is not needed.")] = False,
     patch_size: Annotated[int, typer.Option("--patch-size", help="Patch side (even).")] = 64,
     patches: Annotated[int, typer.Option("--patches", help="Number of training patches.")] = 10000,
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="Fraction of the photos (of each folder) held "
@@ -122,6 +128,17 @@ def train(
         if main_rank:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
+    if options.print_recipe:  # what would be trained, as a file to keep, edit and pass to --recipe
+        from ..training.recipe import recipe_toml
+        from ..training.train_options import assemble
+
+        cfg, _ = assemble(options, given, say)
+        if cfg is None:
+            from ..core.errors import UsageError
+
+            raise UsageError("--print-recipe prints a new run's recipe; a resumed run's is in its config.json")
+        typer.echo(recipe_toml(cfg), nl=False)
+        return
     result = train_from_options(options, given, say=say,
                                 progress=RichProgress(console, enabled=options.progress and not options.quiet))
     if main_rank:

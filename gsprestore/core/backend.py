@@ -30,7 +30,8 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["use", "mode", "native", "available", "error", "usable", "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed",
+__all__ = ["use", "mode", "native", "native_available", "triton_modules", "triton_available", "error", "usable",
+           "no_grad_usable", "gpu_fused_usable", "gpu_fused_failed",
            "pixel_grid", "settings", "configure", "Settings", "padded_planes", "plane_stride", "rows_contiguous"]
 
 _MODES = ("auto", "torch", "native")
@@ -116,7 +117,7 @@ def native():
     return _state["kernels"]
 
 
-def available() -> bool:
+def native_available() -> bool:
     """Whether the native kernels are in use (loads them on the first call)."""
     return native() is not None
 
@@ -156,7 +157,7 @@ def gpu_fused_usable(*tensors: Optional[Tensor]) -> bool:
     for t in tensors:
         if t is not None and (t.dtype != torch.float32 or not (t.is_cuda or (interpret and t.device.type == "cpu"))):
             return False
-    return _triton_importable()
+    return triton_available()
 
 
 def gpu_fused_failed(kernel: str, exc: BaseException) -> None:
@@ -192,12 +193,23 @@ def pixel_grid(pixels: int, block: int, planes: int) -> tuple[int, int]:
     return -(-pixels // block), planes
 
 
-def _triton_importable() -> bool:
+def triton_modules() -> tuple[Any, Any]:
+    """``(triton, triton.language)``, imported once, or ``(None, None)`` where Triton is not installed
+    or does not import: the one place the optional Triton is imported (the fused kernels' modules
+    define their kernels only when it is there)."""
     if "triton" not in _state:
-        import importlib.util
-
-        _state["triton"] = importlib.util.find_spec("triton") is not None
+        try:
+            import triton
+            import triton.language as tl
+        except Exception:  # pragma: no cover - depends on the installation
+            triton = tl = None
+        _state["triton"] = (triton, tl)
     return _state["triton"]
+
+
+def triton_available() -> bool:
+    """Whether Triton imports here (it does not say that a kernel may run: :func:`gpu_fused_usable`)."""
+    return triton_modules()[0] is not None
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,11 +2,13 @@
 ``config.json`` and log, ``--model-opt`` values, an image's description): :func:`loads` is
 ``json.loads`` whose every failure is a ``ValueError``, a document nested deeper than Python's
 recursion limit included (``json.loads`` raises ``RecursionError`` there), so that callers turn it
-into their one-line error."""
+into their one-line error. :func:`dump_atomic` is the one way the package writes a JSON file (a
+run's ``config.json`` and summary, a benchmark's report)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 
@@ -17,3 +19,15 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
+
+
+def dump_atomic(obj: Any, path: str | Path) -> Path:
+    """``obj`` as indented JSON (UTF-8, one trailing newline) written atomically: a temp file beside
+    ``path`` renamed over it (:func:`gsprestore.core.atomic.atomic_file`), so a crash leaves the old
+    file or the new one, never half of one. ``OSError`` passes to the caller, who names the file."""
+    from .atomic import atomic_file
+
+    path = Path(path)
+    with atomic_file(path, "w", encoding="utf-8", newline="") as f:
+        f.write(json.dumps(obj, indent=2) + "\n")
+    return path

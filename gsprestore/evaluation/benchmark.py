@@ -13,7 +13,7 @@ border crop when scoring. With a noise level ``sigma`` > 0, Gaussian noise of st
 is added to the observation ``y`` (paper Table 2), drawn from a generator seeded with
 ``seed + image index`` so every method sees the same noise; several levels (the robustness
 table) give one row per method and level. Scores come from
-:func:`gsprestore.physics.metrics.image_scores` (both PSNR definitions and SSIM).
+:func:`gsprestore.metrics.image_scores` (both PSNR definitions and SSIM).
 
 :func:`run_benchmark` returns ``{"protocol": {...}, "results": [row, ...]}``, ready for
 :func:`write_json`, :func:`write_csv` or :func:`write_markdown` (all atomic, no silent
@@ -43,7 +43,7 @@ from .datasets import Dataset, find_dataset
 from ..runtime.tiling import resolve_device
 from ..core.errors import GspError, UsageError, WeightsError
 from .benchmark_plan import check_limit, check_output_paths, dataset_megapixels, estimate_seconds, limit_dataset, output_path, save_output
-from ..physics.metrics import restored_psnr  # noqa: F401 - part of this module's protocol API
+from ..physics.tasks import restored_psnr  # noqa: F401 - part of this module's protocol API
 from ..physics.tasks import TASK_SPECS, is_mosaic, observe
 
 CHANNEL_SPACE = {name: task.score_space for name, task in TASK_SPECS.items()}
@@ -115,7 +115,7 @@ def load_ground_truth(path: Path) -> "torch.Tensor":  # noqa: F821
 
     from ..imageio.images import read_image
 
-    from ..physics.metrics import SSIM_WINDOW, has_ssim
+    from ..metrics import SSIM_WINDOW, has_ssim
 
     img = read_image(path)
     if img.channels != 3:
@@ -313,7 +313,7 @@ def run_benchmark(
     import torch
 
     from ..physics import sampling
-    from ..physics.metrics import image_scores, psnr_dataset_mse, psnr_mean
+    from ..metrics import image_scores, psnr_dataset_mse, psnr_mean
 
     restorers.check_task(task)
     names = parse_methods(task, methods)
@@ -553,7 +553,13 @@ def write_markdown(result: Mapping[str, Any], path: str | Path, *, overwrite: bo
 def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``result`` as indented JSON, atomically (temp file + rename); an existing file is
     replaced only with ``overwrite``."""
-    return _write_text(json.dumps(result, indent=2) + "\n", path, overwrite=overwrite)
+    from ..core.jsontext import dump_atomic
+
+    path = check_report_path(path, overwrite=overwrite, probe=False)
+    try:
+        return dump_atomic(result, path)
+    except OSError as exc:
+        raise GspError(f"could not write the report ({exc.strerror or exc})", path) from None
 
 
 __all__ = [

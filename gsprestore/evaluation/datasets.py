@@ -33,7 +33,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..core.digest import sha256_file as _sha256
+from ..core.digest import sha256_file
 from ..core.errors import DatasetError, UsageError
 
 ENV_VAR = "GSPRESTORE_DATA_DIR"
@@ -118,12 +118,6 @@ def read_checksums(spec: DatasetSpec) -> dict[str, str]:
     return out
 
 
-def sha256_file(path: str | Path) -> str:
-    """SHA-256 of a data set file (:func:`gsprestore.core.digest.sha256_file`, cached by path, size
-    and mtime for the life of the process)."""
-    return _sha256(path, cached=True)
-
-
 def cache_dir() -> Path:
     """Where downloaded data sets live: ``<platformdirs user cache>/gsprestore/datasets``."""
     import platformdirs
@@ -174,7 +168,7 @@ def verify(spec: DatasetSpec, folder: Path, *, checksums: bool = True) -> tuple[
         )
     if checksums:
         for n in names:
-            got = sha256_file(folder / n)
+            got = sha256_file(folder / n, cached=True)
             if got != expected[n]:
                 raise DatasetError(
                     f"SHA-256 {got[:12]}... differs from the registered {expected[n][:12]}... for {spec.name}: "
@@ -263,7 +257,7 @@ def _download_into(spec: DatasetSpec, folder: Path, *, base_url: str | None = No
     names = sorted(expected, key=natural_key)
     for i, name in enumerate(names):
         target = folder / name
-        if not (target.is_file() and sha256_file(target) == expected[name]):
+        if not (target.is_file() and sha256_file(target, cached=True) == expected[name]):
             _fetch(file_url(spec, name, base_url), target, expected[name], timeout=timeout)
         if progress is not None:
             progress(i + 1, len(names), name)
@@ -333,6 +327,5 @@ __all__ = [
     "get_spec",
     "natural_key",
     "read_checksums",
-    "sha256_file",
     "verify",
 ]

@@ -50,6 +50,7 @@ import torch
 from torch import Tensor
 
 from ..core import backend
+from ..core.backend import native_available  # noqa: F401 - re-exported: part of this module's API
 from ..core.shapes import broadcast_shape
 from .window import (
     DIRECTED_OFFSETS, NU, OFFSETS, WINDOW_RADIUS, check_signal, check_weights, regions, sum_to, zero_outside,
@@ -536,6 +537,3 @@ def graph_total_variation(wbar: Tensor, x: Tensor) -> Tensor:
     return total
 
 
-def native_available() -> bool:
-    """Whether the optional native CPU kernels are in use (:func:`gsprestore.core.backend.available`)."""
-    return backend.available()

@@ -22,29 +22,24 @@ tensors under ``TRITON_INTERPRET=1`` (how the tests check them without a GPU).""
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 from torch import Tensor
 
 from ..core import backend
 
-try:  # optional, as in solvers/cg/triton_kernels.py
+if TYPE_CHECKING:  # pragma: no cover - the types of the optional Triton
     import triton
     import triton.language as tl
-except ImportError:  # pragma: no cover - depends on the installation
-    triton = None
-    tl = None
+else:
+    triton, tl = backend.triton_modules()  # (None, None) without Triton: no kernel is defined below
 
-__all__ = ["available", "fused_or_none", "trained_or_none", "edge_weights_from_projected",
+__all__ = ["fused_or_none", "trained_or_none", "edge_weights_from_projected",
            "random_walk_weights_from_projected", "distances_backward", "random_walk_backward"]
 
 BLOCK = 256
 
-
-def available() -> bool:
-    """Whether Triton can be imported here."""
-    return triton is not None
 
 
 if triton is not None:

@@ -148,6 +148,6 @@ def chart_psnr(restorer, task: str) -> float:
     """PSNR (dB) of ``restorer`` on the bundled chart, with the paper's observation and channel
     space: RGB for demosaicking (RGGB mosaic of the chart), BT.601 Y for 2x interpolation
     (``chart[0::2, 0::2]`` upscaled). Float output, not clipped (dataset-MSE PSNR of one image)."""
-    from ..physics.metrics import restored_psnr
+    from ..physics.tasks import restored_psnr
 
     return restored_psnr(restorer, task, load_chart())

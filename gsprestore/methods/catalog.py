@@ -26,8 +26,8 @@ def default_choices(device: str = "cpu") -> dict[str, Any]:
 def unrolling(method: str, config: dict[str, Any]) -> str:
     """The unrolled solver of a configuration in words: ``5 blocks x 4 heads, 2 ADMM x 5 CG`` (uGTV),
     ``5 blocks x 4 heads, 15 CG`` (uGLR), with ``, green-difference`` when that is the signal."""
-    heads = config.get("heads", "?")
-    text = f"{config.get('blocks', '?')} blocks x {heads} head{'' if heads == 1 else 's'}, "
+    blocks, heads = config.get("blocks", "?"), config.get("heads", "?")
+    text = f"{blocks} block{'' if blocks == 1 else 's'} x {heads} head{'' if heads == 1 else 's'}, "
     if config.get("prior", method.removeprefix("u")[:3]) == "gtv":
         text += f"{config.get('admm_iters', '?')} ADMM x {config.get('cg_iters', '?')} CG"
     else:
@@ -100,7 +100,7 @@ def models_overview(choices: dict[str, Any] | None = None) -> list[dict[str, Any
             if spec.kind == "learned":
                 params, config, source = learned_network(spec.name, task)
                 kind = "GTV" if config.get("prior") == "gtv" else "GLR"
-                kind = ("CPU-size " if spec.name.endswith("-lite") else "") + kind
+                kind = ("CPU-size " if config.get("feature_trunk") == "packed" else "") + kind
                 row.update(params=params, config=config, config_source=source, unrolling=unrolling(spec.name, config),
                            summary=f"unrolled {kind} network: {unrolling(spec.name, config)}"
                                    + ("" if source == "shipped" else " (default configuration; no weights)"))

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import torch
 
@@ -13,6 +14,7 @@ from ..core.errors import UsageError
 from ..models.interpolators import CG_MODES, GRAPH_METHODS, build_interpolator
 from ..models.pattern import to_rggb
 from ..models.unrolled import METHOD_PRIOR
+from .interface import Restorer
 
 #: Halo (pixels each side of a tile) used for tiling. The exact receptive fields of these models
 #: are hundreds of pixels (unrolled CG reaches 2-4 px per step) or unbounded (exact CG); the
@@ -34,7 +36,7 @@ def make_restorer(
     device: str | torch.device = "cpu",
     **options: Any,
 ):
-    """The :class:`~gsprestore.methods.interface.Restorer` for ``name`` in {iglr, igtv, uglr, ugtv}.
+    """The :class:`GraphRestorer` for ``name`` in {iglr, igtv, uglr, ugtv}.
 
     * iGLR / iGTV: ``cg="unrolled"`` (default, fixed alpha 0.5 / beta 0.3 as in the paper) or
       ``"exact"``; ``options`` override :data:`~.interpolators.DEFAULTS` (e.g. ``passes=2``).
@@ -48,9 +50,7 @@ def make_restorer(
       ``noise`` is scaled with it). Demosaicking models are trained
       on RGGB; other patterns are flipped/shifted into RGGB and back (:mod:`.pattern`).
     """
-    from .interface import Restorer
-    from ..physics.sampling import check_pattern
-    from ..physics.tasks import check_task, observation
+    from ..physics.tasks import check_task
 
     check_task(task)
     name = name.lower()
@@ -91,29 +91,46 @@ def make_restorer(
     model = model.to(torch.device(device)).eval()
     rf = model.receptive_field()
     info["receptive_field"] = rf
-    align = kind == "learned" and is_mosaic(task)
+    return GraphRestorer(name=name, task=task, halo=_halo(rf), kind=kind, module=model, info=info, noise=noise,
+                         linear=linear, exposure=exposure)
 
-    def net(known: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if noise is None:
-            return model(known, mask)
-        return model(known, mask, noise=noise.to(known.device, known.dtype).expand(known.shape[0], 3, 2))
 
-    def fn(y: torch.Tensor, pattern: str = "RGGB") -> torch.Tensor:
+@dataclass
+class GraphRestorer(Restorer):
+    """A graph model ready to run (iGLR / iGTV, uGLR / uGTV): ``restorer(y, pattern)`` is
+    ``module(known, mask)`` on the task's observation of ``y`` (:func:`gsprestore.physics.tasks.observation`),
+    under ``torch.inference_mode``. A learned demosaicker was trained on RGGB: another pattern is
+    flipped / shifted into RGGB and the output back (:func:`gsprestore.models.pattern.to_rggb`). The
+    noise-aware network also reads ``noise`` (``(1, 3, 2)``, already scaled by ``exposure``), and with
+    ``linear`` its input is ``encode_srgb(y * exposure)`` and its output is decoded and divided back."""
+
+    fn: Any = None  # not used: __call__ below runs the network
+    noise: Optional[torch.Tensor] = None
+    linear: bool = False
+    exposure: float = 1.0
+
+    def __call__(self, y: torch.Tensor, pattern: str = "RGGB") -> torch.Tensor:
         with torch.inference_mode():
-            if linear:  # a noise-aware network reads sRGB-encoded values (what it was trained on)
+            if self.linear:  # a noise-aware network reads sRGB-encoded values (what it was trained on)
                 from ..physics.noise import decode_srgb, encode_srgb
 
-                return decode_srgb(fn_encoded(encode_srgb(y * exposure), pattern)) / exposure
-            return fn_encoded(y, pattern)
+                return decode_srgb(self._restore(encode_srgb(y * self.exposure), pattern)) / self.exposure
+            return self._restore(y, pattern)
 
-    def fn_encoded(y: torch.Tensor, pattern: str) -> torch.Tensor:
-        if is_mosaic(task):
+    def _restore(self, y: torch.Tensor, pattern: str) -> torch.Tensor:
+        from ..physics.sampling import check_pattern
+        from ..physics.tasks import observation
+
+        if is_mosaic(self.task):
             pattern = check_pattern(pattern)
-            if align and pattern != "RGGB":
+            if self.kind == "learned" and pattern != "RGGB":
                 y_rggb, undo = to_rggb(y, pattern)
-                known, mask = observation(task, y_rggb, "RGGB")
-                return undo(net(known, mask))
-        known, mask = observation(task, y, pattern)
-        return net(known, mask)
+                known, mask = observation(self.task, y_rggb, "RGGB")
+                return undo(self._network(known, mask))
+        known, mask = observation(self.task, y, pattern)
+        return self._network(known, mask)
 
-    return Restorer(name=name, task=task, fn=fn, halo=_halo(rf), kind=kind, module=model, info=info)
+    def _network(self, known: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.noise is None:
+            return self.module(known, mask)
+        return self.module(known, mask, noise=self.noise.to(known.device, known.dtype).expand(known.shape[0], 3, 2))

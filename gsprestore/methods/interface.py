@@ -28,7 +28,10 @@ class MethodSpec:
 class Restorer:
     """A ready-to-run method for one task.
 
-    ``fn(y, pattern) -> x`` does the work on a batch. ``halo`` is the context (in output pixels)
+    ``restorer(y, pattern) -> x`` does the work on a batch: here ``fn(y, pattern)``, the method's
+    function (the classical methods, an ensemble); a graph model's restorer
+    (:class:`gsprestore.methods.graph_methods.GraphRestorer`) runs its network in its own
+    ``__call__`` instead. ``halo`` is the context (in output pixels)
     each side of a tile needs for tiled results to match untiled ones (used by the engine to pick
     overlaps). ``module`` is the underlying ``torch.nn.Module`` for learned/graph models (None for
     pure functions), so ``.to(device)`` and parameter counts work uniformly.

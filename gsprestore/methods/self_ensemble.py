@@ -51,7 +51,7 @@ def self_ensemble(restorer: Restorer) -> Restorer:
     for every kind of method: :data:`gsprestore.runtime.tiling.DEFAULT_BYTES_PER_PIXEL`)."""
     if restorer.info.get("self_ensemble"):
         return restorer
-    plain = restorer.fn
+    plain = restorer  # the method as it runs (its own __call__)
 
     def fn(y: "Tensor", pattern: str = "RGGB") -> "Tensor":
         first = plain(y, pattern).float()

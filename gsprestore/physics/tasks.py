@@ -17,7 +17,8 @@ module level (``gsprestore --help`` stays fast).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UsageError
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass(frozen=True)
 class Task:
     """``name``; ``scale``: output size / input size; ``score_space``: the channel space the
-    protocol scores in (:func:`gsprestore.physics.metrics.to_space`); ``takes_pattern``: the observation
+    protocol scores in (:func:`gsprestore.metrics.to_space`); ``takes_pattern``: the observation
     is a Bayer mosaic and depends on its pattern; ``suffix``: what an output's name gets by default."""
 
     name: str
@@ -104,3 +105,20 @@ def network_input(task: str, gt: "Tensor", pattern: str = "RGGB") -> tuple["Tens
     """``observation(observe(gt))``: what a graph model sees for a ground truth (training,
     validation)."""
     return observation(task, observe(task, gt, pattern), pattern)
+
+
+def restored_psnr(restorer: Callable, task: str, image: Any, pattern: str = "RGGB") -> float:
+    """PSNR (dB) of ``restorer`` on one ground-truth image under the protocol (docs/protocol.md):
+    the observation of :func:`observe`, scored in the task's channel space (RGB
+    for demosaicking, BT.601 Y for 2x), float output not clipped. ``image`` is ``(H, W, 3)`` in [0, 1]
+    (NumPy or torch), H and W even."""
+    import numpy as np
+    import torch
+
+    from ..metrics import psnr, to_space
+
+    gt = torch.as_tensor(np.ascontiguousarray(image), dtype=torch.float32).permute(2, 0, 1).unsqueeze(0)
+    with torch.no_grad():
+        out = restorer(observe(task, gt, pattern), pattern)
+    space = score_space(task)
+    return float(psnr(to_space(out.float(), space), to_space(gt, space)))

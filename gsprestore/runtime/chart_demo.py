@@ -43,13 +43,13 @@ class ChartDemo:
 
         from ..methods.defaults import CLASSICAL_DEFAULT
         from ..methods.registry import get_restorer
-        from .file_restore import chart_psnr
+        from .file_restore import restore_chart_mosaic
 
         reference = CLASSICAL_DEFAULT["demosaic"]
         if self.method == reference:
             return None
         t0 = time.perf_counter()
-        _, score = chart_psnr(get_restorer(reference, "demosaic"), self.mosaic, self.pattern, device=self.device)
+        _, score = restore_chart_mosaic(get_restorer(reference, "demosaic"), self.mosaic, self.pattern, device=self.device)
         return reference, score, time.perf_counter() - t0
 
 

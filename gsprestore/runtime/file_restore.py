@@ -360,21 +360,21 @@ def restore_chart(restorer: "Restorer", pattern: str = "RGGB", *,
                   device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float, "torch.Tensor"]:
     """Demosaic the bundled test chart's ``pattern`` mosaic: ``(restored (H, W, 3), PSNR in dB of
     its 8-bit quantisation against the chart, the mosaic)``. Pass the mosaic's restorers to
-    :func:`chart_psnr` to score another method on the same mosaic."""
+    :func:`restore_chart_mosaic` to score another method on the same mosaic."""
     from ..imageio.sample_chart import load_chart
     from ..physics.sampling import mosaic
 
     raw = mosaic(_tensor(load_chart()), pattern)
-    out, score = chart_psnr(restorer, raw, pattern, device=device)
+    out, score = restore_chart_mosaic(restorer, raw, pattern, device=device)
     return out, score, raw
 
 
-def chart_psnr(restorer: "Restorer", raw: "torch.Tensor", pattern: str, *,
-               device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float]:
+def restore_chart_mosaic(restorer: "Restorer", raw: "torch.Tensor", pattern: str, *,
+                         device: "str | torch.device" = "auto") -> tuple["torch.Tensor", float]:
     """Demosaic the chart mosaic ``raw`` with ``restorer``: ``(restored (H, W, 3), 8-bit PSNR vs the chart)``."""
     from ..imageio.sample_chart import load_chart
     from .tiling import restore
-    from ..physics.metrics import psnr, quantize
+    from ..metrics import psnr, quantize
 
     gt = _tensor(load_chart())
     out = restore(restorer, raw, pattern, device=device)

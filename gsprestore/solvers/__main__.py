@@ -29,7 +29,7 @@ def benchmark(height: int = 512, width: int = 768, heads: int = 4, channels: int
 
     B, K, C, H, W = 1, heads, channels, height, width
     gen = torch.Generator().manual_seed(0)
-    out: dict = {"native": backend.available(), "threads": torch.get_num_threads()}
+    out: dict = {"native": backend.native_available(), "threads": torch.get_num_threads()}
     with torch.no_grad():
         conv = torch.nn.Conv2d(48, 48, 3, padding=1)
         xc = torch.randn(1, 48, H, W, generator=gen)

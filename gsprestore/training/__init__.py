@@ -49,7 +49,7 @@ from .build import (
 )
 from .checkpoints import (
     CHECKPOINT_FORMAT, JsonLog, atomic_save, export_weights, init_from, load_checkpoint, load_run_config,
-    read_log, write_json,
+    read_log,
 )
 from .evaluation import evaluate, score_space
 from .launch import train
@@ -65,5 +65,5 @@ __all__ = [
     "adopt_init_config", "atomic_save", "build_network", "build_patch_sets", "epoch_order", "evaluate",
     "export_weights", "init_from", "optimizer_groups",
     "load_checkpoint", "load_run_config", "make_loss", "model_factory", "pick_device", "read_log",
-    "score_space", "set_mmap_threshold", "keep_freed_memory", "summary_table", "train", "write_json",
+    "score_space", "set_mmap_threshold", "keep_freed_memory", "summary_table", "train",
 ]

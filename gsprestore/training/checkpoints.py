@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.atomic import atomic_file
 from ..core.errors import GspError, UsageError, one_line
-from ..core.jsontext import loads
+from ..core.jsontext import dump_atomic, loads
 from .recipe import TrainConfig
 
 CHECKPOINT_FORMAT = "gsprestore-train-checkpoint/1"
@@ -34,11 +34,6 @@ def atomic_save(obj: Any, path: Path) -> None:
 
     with atomic_file(path, "wb") as f:
         torch.save(obj, f)
-
-
-def write_json(obj: Any, path: Path) -> None:
-    """``obj`` as indented JSON, atomically (``config.json``, ``summary.json``)."""
-    atomic_save(json.dumps(obj, indent=2) + "\n", path)
 
 
 def read_run_config(run_dir: Path) -> dict[str, Any]:
@@ -273,7 +268,7 @@ def open_recipe(cfg: TrainConfig | None, run_dir: Path, resume: bool, epochs: in
             cfg.epochs = epochs
             stored["recipe"] = cfg.to_json()
             stored.setdefault("changes", []).append({"epochs": epochs, "time": round(time.time(), 3)})
-            write_json(stored, run_dir / "config.json")
+            dump_atomic(stored, run_dir / "config.json")
         return cfg
     if cfg is None:
         raise UsageError("a new run needs its recipe (--task, --prior, --data)")

@@ -19,7 +19,7 @@ def evaluate(model, task: str, patches, *, batch_size: int = 32, device=None, ra
     validation of every run."""
     import torch
 
-    from ..physics import metrics
+    from .. import metrics
 
     space = score_space(task)
     was_training = model.training

@@ -24,8 +24,9 @@ from ..core.heartbeat import Heartbeat
 from .build import build_network, epoch_order, model_config, optimizer_groups
 from .checkpoints import (
     CHECKPOINT_FORMAT, RUN_FORMAT, JsonLog, atomic_save, export_weights, load_checkpoint, rng_state,
-    set_rng_state, write_json,
+    set_rng_state,
 )
+from ..core.jsontext import dump_atomic
 from ..physics.tasks import network_input
 from .evaluation import score_space
 from .recipe import LRSchedule, TrainConfig, without_init
@@ -131,7 +132,7 @@ class TrainingRun:
             ck = self._load_last()
         elif self.main:
             run_dir.mkdir(parents=True, exist_ok=True)
-            write_json({"format": RUN_FORMAT, "method": cfg.method, "task": cfg.task, "recipe": cfg.to_json(),
+            dump_atomic({"format": RUN_FORMAT, "method": cfg.method, "task": cfg.task, "recipe": cfg.to_json(),
                         "command": cfg.command(run_dir), "model_config": model_config(self.model),
                         "patches": self.sets.info}, run_dir / "config.json")
         self.world_sizes.append(ranks.world)
@@ -236,7 +237,7 @@ class TrainingRun:
             "world_size": self.ranks.world, "global_batch": self.cfg.batch_size,
             "per_rank_batch": self.cfg.batch_size // self.ranks.world, "backend": self.ranks.backend,
             "from_step": self.state["step"], "time": round(time.time(), 3)})
-        write_json(stored, self.run_dir / "config.json")
+        dump_atomic(stored, self.run_dir / "config.json")
 
     # ---- checkpoints, validation
 
@@ -548,7 +549,7 @@ class TrainingRun:
             "params": meta["params"], "device": str(self.dev), "model": str(model_path),
             "world_size": self.ranks.world, "world_sizes": self.world_sizes, "global_batch": cfg.batch_size,
         }
-        write_json(summary, run_dir / "summary.json")
+        dump_atomic(summary, run_dir / "summary.json")
         self.log.write("end", **summary)
         return TrainResult(run_dir, self.status, state["epoch"], state["step"], best["psnr"], best["epoch"],
                            summary["last_val_psnr"], pps, model_path, None, summary)

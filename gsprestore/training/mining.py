@@ -37,7 +37,7 @@ def error_map(rgb: np.ndarray, task: str = "demosaic") -> np.ndarray:
     pixels at each edge read 0."""
     import torch
 
-    from ..physics.metrics import rgb_to_y
+    from ..metrics import rgb_to_y
     from ..physics.tasks import check_task, observe
 
     check_task(task)

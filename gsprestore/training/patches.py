@@ -113,12 +113,9 @@ def _test_set_digests() -> tuple[dict[str, str], set[str]]:
 
 
 def _sha256(path: Path) -> str:
-    try:
-        from ..evaluation.datasets import sha256_file
-    except ImportError:  # pragma: no cover
-        h = hashlib.sha256(path.read_bytes())
-        return h.hexdigest()
-    return sha256_file(path)
+    from ..core.digest import sha256_file
+
+    return sha256_file(path, cached=True)
 
 
 def refuse_test_sets(folders: list[Path], files: dict[Path, list[Path]] | None = None) -> None:

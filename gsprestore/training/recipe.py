@@ -1,7 +1,13 @@
 """The recipe of a training run (paper Sec. 5): :class:`TrainConfig` (every choice that shapes the
 trained weights, and the ``gsprestore train`` command line that reproduces it), the learning-rate
 schedule :class:`LRSchedule` (a pure function of the step, or of the wall-clock fraction for
-``cosine-time``) and the losses (:func:`make_loss`)."""
+``cosine-time``) and the losses (:func:`make_loss`).
+
+A recipe is also a file a user can read, copy and edit (as Real-ESRGAN's ``options/*.yml``):
+``gsprestore train --recipe FILE`` reads a TOML file of :class:`TrainConfig`'s fields (the model's
+options in a ``[model]`` table), a run's ``config.json``, or the recorded recipe of a shipped model
+by its name (``ugtv-lite_demosaic``: the manifest's last training stage), and ``--print-recipe``
+writes the assembled recipe as such a TOML file (:func:`load_recipe`, :func:`recipe_toml`)."""
 
 from __future__ import annotations
 
@@ -251,3 +257,115 @@ def make_loss(name: str, eps: float = 1e-3) -> Callable:
 def without_init(cfg: TrainConfig) -> TrainConfig:
     """The recipe with no ``init`` weights (a resumed run and the export rebuild the bare network)."""
     return TrainConfig.from_json({**cfg.to_json(), "init": None})
+
+
+# --------------------------------------------------------------------------- recipe files
+
+#: Recipe keys of a shipped model's record that name this machine's files, not a choice of the
+#: recipe: dropped when a shipped recipe is loaded (the user passes their own --data / --init).
+MACHINE_KEYS = ("data", "init")
+
+
+def load_recipe(source: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """``(fields, notes)`` of a recipe: a ``.toml`` file (:class:`TrainConfig`'s fields, the
+    model's options in a ``[model]`` table), a ``.json`` file (a run's ``config.json`` or a bare
+    recipe), or the name of a shipped model (``METHOD_TASK``, e.g. ``ugtv-lite_demosaic``: the
+    recipe of its last recorded training stage, without :data:`MACHINE_KEYS`). Unknown keys and
+    unreadable files are :class:`UsageError` naming the file; nothing is checked beyond the keys
+    here (the assembled recipe is, by :meth:`TrainConfig.check`)."""
+    from ..core.jsontext import loads
+
+    notes: list[str] = []
+    path = Path(source)
+    if path.suffix.lower() in (".toml", ".json") or path.exists():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the recipe ({getattr(exc, 'strerror', None) or exc})", path) from None
+        try:
+            if path.suffix.lower() == ".toml":
+                import tomllib
+
+                doc = tomllib.loads(text)
+            else:
+                doc = loads(text)
+        except ValueError as exc:  # tomllib.TOMLDecodeError and json's are ValueErrors
+            raise UsageError(f"not a recipe file ({str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
+                             path) from None
+        if isinstance(doc, dict) and isinstance(doc.get("recipe"), dict):  # a run's config.json
+            doc = doc["recipe"]
+        where: str | Path = path
+    else:
+        doc, where = _shipped_recipe(str(source)), str(source)
+        notes.append(f"recipe of the shipped {source} (its last training stage); its data and --init are "
+                     "this project's files, not carried: pass --data (and --init) yourself")
+    if not isinstance(doc, dict):
+        raise UsageError("not a recipe file (expected a table of TrainConfig fields)", where)
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise UsageError(f"unknown recipe key(s) {', '.join(map(repr, unknown))}; the keys are TrainConfig's "
+                         f"fields ({', '.join(sorted(known))})", where)
+    for f in fields(TrainConfig):
+        if f.name in doc and not _of_type(doc[f.name], str(f.type)):
+            raise UsageError(f"recipe key {f.name!r} must be {_TYPE_WORDS.get(str(f.type), f.type)}, got "
+                             f"{doc[f.name]!r}", where)
+    return dict(doc), notes
+
+
+#: How the recipe's field types read in an error message.
+_TYPE_WORDS = {"int": "a whole number", "float": "a number", "str": "a string", "bool": "true or false",
+               "list[str]": "a list of folders", "int | None": "a whole number", "str | None": "a string",
+               "dict[str, Any]": "a table of model options"}
+
+
+def _of_type(value: Any, annotation: str) -> bool:
+    """Whether ``value`` (from TOML or JSON) fits the :class:`TrainConfig` field annotated so."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    base = annotation.removesuffix(" | None")
+    if value is None:
+        return annotation.endswith("| None")
+    return {"int": isinstance(value, int) and not isinstance(value, bool), "float": number,
+            "str": isinstance(value, str), "bool": isinstance(value, bool),
+            "list[str]": isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
+            "dict[str, Any]": isinstance(value, dict)}.get(base, True)
+
+
+def _shipped_recipe(name: str) -> dict[str, Any]:
+    """The last recorded training recipe of the shipped model ``name`` (``METHOD_TASK``)."""
+    from ..methods.weights import read_manifest
+
+    try:
+        entries = read_manifest()["models"]
+    except Exception:  # a damaged manifest says so where it is read; here it is one line
+        entries = []
+    names = {f"{e.get('method')}_{e.get('task')}": e for e in entries if isinstance(e, dict)}
+    entry = names.get(name)
+    stages = entry.get("training") if entry else None
+    if not stages or not isinstance(stages[-1], dict) or not isinstance(stages[-1].get("recipe"), dict):
+        raise UsageError(f"no recipe file or shipped model named {name!r}; shipped recipes: "
+                         f"{', '.join(sorted(k for k, e in names.items() if e.get('training'))) or 'none'}")
+    return {k: v for k, v in stages[-1]["recipe"].items() if k not in MACHINE_KEYS}
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string is a JSON string
+
+
+def recipe_toml(cfg: TrainConfig) -> str:
+    """``cfg`` as a TOML recipe file :func:`load_recipe` reads back to the same recipe (fields that
+    are None are left out: their default is None)."""
+    d = cfg.to_json()
+    model = d.pop("model") or {}
+    lines = ["# gsprestore training recipe: gsprestore train --recipe THIS.toml --out RUN_DIR",
+             "# (any option given on the command line overrides the value here)"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in d.items() if v is not None]
+    if model:
+        lines += ["", "[model]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(model.items()) if v is not None]
+    return "\n".join(lines) + "\n"

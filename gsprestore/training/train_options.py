@@ -3,7 +3,9 @@ and assembled into a recipe (:class:`gsprestore.training.recipe.TrainConfig`) or
 trained (:func:`train_from_options`): a resumed run may change only what does not shape the result
 (:data:`RESUME_OPTIONS`) and must say how far to go on once it ended (:func:`resume_plan`); a smoke
 run (``--max-steps``) cuts only the patches it can use (:func:`smoke_sets`); the model options come
-from their own flags (:data:`MODEL_FLAGS`) and ``--model-opt KEY=VALUE``."""
+from their own flags (:data:`MODEL_FLAGS`) and ``--model-opt KEY=VALUE``. A recipe file (``--recipe``,
+:func:`gsprestore.training.recipe.load_recipe`) gives the defaults of every recipe option: what the
+command line gives wins."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .recipe import RESUMABLE_CHANGES, TrainConfig
+from .recipe import RESUMABLE_CHANGES, TrainConfig, load_recipe
 
 #: The options that say how a call runs, never what it trains (not part of any recipe).
 RUNTIME_OPTIONS = {"device", "threads", "workers", "max_steps", "progress", "quiet", "checkpoint", "time_budget",
@@ -39,6 +41,8 @@ class TrainOptions:
     data: list[Path] | None = None
     out: Path | None = None
     resume: Path | None = None
+    recipe: str | None = None
+    print_recipe: bool = False
     patch_size: int = TrainConfig.patch_size
     patches: int = TrainConfig.patches
     val_fraction: float = TrainConfig.val_fraction
@@ -121,11 +125,27 @@ def assemble(o: TrainOptions, given: set[str], say: Callable[[str], None]) -> tu
         if note:
             say(f"note: {note}")
         return None, o.resume
+    recipe_model: dict[str, Any] = {}
+    recipe_extra: dict[str, Any] = {}
+    if o.recipe is not None:  # the file's values stand in for every recipe option not given
+        fields_, notes = load_recipe(o.recipe)
+        for note in notes:
+            say(f"note: {note}")
+        for key, value in fields_.items():
+            if key == "model":
+                recipe_model = dict(value)
+            elif key == "charbonnier_eps":  # a recipe field with no option of its own
+                recipe_extra[key] = value
+            elif key == "data":
+                if not folders:
+                    folders = [Path(v) for v in ([value] if isinstance(value, str) else value)]
+            elif key not in given:
+                setattr(o, key, Path(value) if key == "init" and value is not None else value)
     missing = [flag for flag, v in (("--task", o.task), ("--prior", o.prior), ("--data", folders or None),
-                                    ("--out", o.out)) if v is None]
+                                    ("--out", o.out or o.print_recipe or None)) if v is None]
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or pass --resume RUN_DIR)")
-    model = parse_model_opts(o.model_opt or [])
+    model = {**recipe_model, **parse_model_opts(o.model_opt or [])}
     for name, key in MODEL_FLAGS.items():
         if (value := getattr(o, name)) is not None:
             model[key] = value
@@ -151,7 +171,7 @@ def assemble(o: TrainOptions, given: set[str], say: Callable[[str], None]) -> tu
         grad_clip=o.grad_clip, weight_decay=o.weight_decay, step_size_lr_scale=o.step_size_lr_scale, seed=o.seed,
         downscale=downscale, downscale_filter=o.downscale_filter, downscale_scope=downscale_scope,
         augment=o.augment, mine_share=o.mine_share, color_jitter=o.color_jitter, raw_noise=o.raw_noise, model=model,
-        init=None if o.init is None else str(o.init), log_every=o.log_every,
+        init=None if o.init is None else str(o.init), log_every=o.log_every, **recipe_extra,
     ).check()
     return cfg, o.out
 

@@ -438,7 +438,7 @@ def _window_mse(out: np.ndarray, ref: np.ndarray, space: str) -> float:
     """MSE of a window in the scores' channel space (``metrics.to_space``: RGB or BT.601 luma)."""
     import torch
 
-    from ..physics.metrics import mse, to_space
+    from ..metrics import mse, to_space
 
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).permute(2, 0, 1)[None]  # noqa: E731
     return float(mse(to_space(t(out), space), to_space(t(ref), space))[0])
@@ -463,7 +463,7 @@ def compare(
     ``(H, W, C)`` and build :func:`compare_montage`. ``demosaic``: an RGB ``image`` is the ground
     truth (mosaicked with ``pattern``), a 1-channel one is the mosaic (no scores); ``upscale2x``:
     the high-resolution ground truth (``HR[0::2, 0::2]`` is the input), or with
-    ``reference=False`` the low-resolution input itself. Scores: :func:`gsprestore.physics.metrics.image_scores`
+    ``reference=False`` the low-resolution input itself. Scores: :func:`gsprestore.metrics.image_scores`
     (RGB for demosaicking, BT.601 luma for 2x of a colour image). A method that cannot be built or run
     raises :class:`~gsprestore.core.errors.GspError` naming it, or with ``skip_unavailable`` is left out
     after a ``notice``. Returns the montage and a summary dict (scores, window, skipped methods)."""
@@ -471,7 +471,7 @@ def compare(
 
     from ..runtime.tiling import restore
     from ..core.errors import GspError, UsageError
-    from ..physics.metrics import image_scores
+    from ..metrics import image_scores
     from ..methods.registry import check_task, get_restorer, method_spec
     from ..physics.sampling import check_pattern, mosaic
     from ..methods.self_ensemble import split_label

@@ -472,7 +472,7 @@ def measure(name: str, H: int, W: int, repeats: int, opts: Optional[dict] = None
                          "native_calls": tracker.native_calls})
     best = min(runs, key=lambda r: r["total_s"])
     best["all_totals_s"] = [r["total_s"] for r in runs]
-    best["native"] = backend.available()
+    best["native"] = backend.native_available()
     best["threads"] = torch.get_num_threads()
     best["size"] = [H, W]
     return best

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsprestore.physics import metrics
+from gsprestore import metrics
 from gsprestore.physics.tasks import network_input, score_space
 
 #: autocast's dtype of each precision (None: no autocast).

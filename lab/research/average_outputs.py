@@ -21,7 +21,7 @@ def main() -> None:
 
     from gsprestore.evaluation.benchmark import load_ground_truth
     from gsprestore.evaluation.datasets import find_dataset
-    from gsprestore.physics.metrics import image_scores, psnr_dataset_mse
+    from gsprestore.metrics import image_scores, psnr_dataset_mse
     from gsprestore.methods.registry import get_restorer
     from gsprestore.physics.tasks import observe, score_space
 

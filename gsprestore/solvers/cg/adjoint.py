@@ -137,9 +137,7 @@ def _input_grads(ctx, w, diag, precond, x0, alphas, betas, gw, gd, gp, gb, gx0, 
 
 def _triton_ok(w, diag, keep, precond, b, x0) -> bool:
     """The Triton training kernels apply: float32 on a GPU (or under ``TRITON_INTERPRET=1``)."""
-    from . import triton_kernels
-
-    return triton_kernels.available() and backend.gpu_fused_usable(w, diag, keep, precond, b, x0)
+    return backend.gpu_fused_usable(w, diag, keep, precond, b, x0)
 
 
 def _backward_triton(ctx, w, diag, keep, precond, x0, alphas, betas, vrec, grec, xbar):

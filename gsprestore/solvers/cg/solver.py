@@ -177,11 +177,7 @@ def _fused_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) ->
 def _triton_cg_ok(op, b: Tensor, x0: Tensor, precond: Optional[Tensor] = None) -> TypeGuard[StencilOperator]:
     """The fused Triton kernel applies: float32 on a GPU (:func:`backend.gpu_fused_usable`)."""
     ts = _stencil_tensors(op, b, x0, precond)
-    if ts is None or not backend.gpu_fused_usable(*ts):
-        return False
-    from . import triton_kernels
-
-    return triton_kernels.available()
+    return ts is not None and backend.gpu_fused_usable(*ts)
 
 
 def _adjoint_ok(op, b: Tensor, x0: Tensor, alphas: Tensor, precond: Optional[Tensor]) -> TypeGuard[StencilOperator]:

@@ -22,7 +22,7 @@ on a machine without a GPU)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor
@@ -30,22 +30,17 @@ from torch import Tensor
 from ...core import backend
 from ...graph.triton_kernels import dense
 
-try:  # Triton is optional (CUDA builds of PyTorch bring it); without it this path is never chosen
+if TYPE_CHECKING:  # pragma: no cover - the types of the optional Triton
     import triton
     import triton.language as tl
-except ImportError:  # pragma: no cover - depends on the installation
-    triton = None
-    tl = None
+else:
+    triton, tl = backend.triton_modules()  # optional (CUDA builds of PyTorch bring it); without it this path is never chosen
 
-__all__ = ["available", "cg_unrolled_triton"]
+__all__ = ["cg_unrolled_triton"]
 
 #: pixels per program
 BLOCK = 512
 
-
-def available() -> bool:
-    """Whether Triton can be imported here."""
-    return triton is not None
 
 
 if triton is not None:

@@ -244,7 +244,7 @@ def can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
         return steps <= backend.settings.max_replayed_steps
     from . import triton_kernels
 
-    return triton_kernels.available() and steps <= triton_kernels.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
+    return steps <= triton_kernels.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
 
 
 def edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:

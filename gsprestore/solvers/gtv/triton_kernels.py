@@ -15,32 +15,27 @@ Runs where Triton runs: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1`
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import Tensor
 
 from ...core import backend
 
-try:  # optional, as in cg_triton.py
+if TYPE_CHECKING:  # pragma: no cover - the types of the optional Triton
     import triton
     import triton.language as tl
-
+else:
+    triton, tl = backend.triton_modules()  # (None, None) without Triton: no kernel is defined below
+if triton is not None:
     from ...graph.triton_kernels import window_offset
-except ImportError:  # pragma: no cover - depends on the installation
-    triton = None
-    tl = None
 
-__all__ = ["available", "MAX_STEPS", "edge_term_replayed_triton"]
+__all__ = ["MAX_STEPS", "edge_term_replayed_triton"]
 
 BLOCK = 256
 #: the most iterates one call replays (the shipped models need 1: two ADMM iterations)
 MAX_STEPS = 4
 
-
-def available() -> bool:
-    """Whether Triton can be imported here."""
-    return triton is not None
 
 
 if triton is not None:

@@ -24,7 +24,6 @@ requested channel space (RGB, or BT.601 studio luma Y via :func:`rgb_to_y`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -238,26 +237,8 @@ def has_ssim(height: int, width: int) -> bool:
     return min(height, width) >= SSIM_WINDOW
 
 
-def restored_psnr(restorer: Callable, task: str, image: Any, pattern: str = "RGGB") -> float:
-    """PSNR (dB) of ``restorer`` on one ground-truth image under the protocol (docs/protocol.md):
-    the observation of :func:`gsprestore.physics.tasks.observe`, scored in the task's channel space (RGB
-    for demosaicking, BT.601 Y for 2x), float output not clipped. ``image`` is ``(H, W, 3)`` in [0, 1]
-    (NumPy or torch), H and W even."""
-    import numpy as np
-    import torch
-
-    from .tasks import observe, score_space
-
-    gt = torch.as_tensor(np.ascontiguousarray(image), dtype=torch.float32).permute(2, 0, 1).unsqueeze(0)
-    with torch.no_grad():
-        out = restorer(observe(task, gt, pattern), pattern)
-    space = score_space(task)
-    return float(psnr(to_space(out.float(), space), to_space(gt, space)))
-
-
 __all__ = [
     "CHANNEL_SPACES",
-    "restored_psnr",
     "Y_OFFSET",
     "Y_WEIGHTS",
     "gaussian_window",
