@@ -165,7 +165,7 @@ def test_models_command_table_and_json(shipped):
     tiny = by[("ugtv", "demosaic")]
     assert tiny["params"] == model.num_params() != build_model("ugtv", "demosaic").num_params()
     assert tiny["config"] == model.config and tiny["config_source"] == "shipped"
-    assert tiny["unrolling"] == f"1 blocks x 2 heads, {TINY['admm_iters']} ADMM x {TINY['cg_iters']} CG"
+    assert tiny["unrolling"] == f"1 block x 2 heads, {TINY['admm_iters']} ADMM x {TINY['cg_iters']} CG"
     bare = by[("uglr", "upscale2x")]
     assert bare["config_source"] == "default" and bare["params"] == build_model("uglr", "upscale2x").num_params()
     assert "(default configuration; no weights)" in bare["summary"]
