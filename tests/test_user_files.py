@@ -598,3 +598,17 @@ def test_benchmark_outputs_and_demo_never_replace_their_inputs(tmp_path):
     code, _, err = cli("demo", "-o", tmp_path / "data" / chart.name, "--overwrite")
     assert code == 2 and "is the bundled test chart itself" in err, err
     assert digest(chart) == before
+
+
+def test_a_broken_module_of_our_own_is_not_blamed_on_the_package_that_imported_it():
+    """An import of gsprestore's own module that fails inside a dependency's frames (typer calling a
+    command) names gsprestore, not the dependency."""
+    from gsprestore.core.process import broken_install
+
+    code = compile("raise ImportError(\"cannot import name 'x' from 'gsprestore.y'\", name='gsprestore.y')",
+                   "/venv/lib/python3.11/site-packages/typer/main.py", "exec")
+    try:
+        exec(code, {})
+    except ImportError as exc:
+        line = broken_install(exc)
+    assert line is not None and "typer" not in line and "reinstall gsprestore" in line, line

@@ -145,7 +145,7 @@ def broken_install(exc: BaseException) -> str | None:
         return None
     name = getattr(exc, "name", None) or ""
     package = name.split(".")[0]
-    if package not in REPAIR:  # the package whose files were running when the import failed
+    if package not in REPAIR and package != "gsprestore":  # the package whose files were running when it failed
         for f in reversed(frames):
             parts = Path(f.filename).parts
             for pkg in REPAIR:
