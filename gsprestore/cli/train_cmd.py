@@ -129,7 +129,8 @@ def train(
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     if options.print_recipe:  # what would be trained, as a file to keep, edit and pass to --recipe
-        from ..training.recipe import recipe_toml
+        from ..training.build import build_network
+        from ..training.recipe import recipe_toml, without_init
         from ..training.train_options import assemble
 
         cfg, _ = assemble(options, given, say)
@@ -137,6 +138,7 @@ def train(
             from ..core.errors import UsageError
 
             raise UsageError("--print-recipe prints a new run's recipe; a resumed run's is in its config.json")
+        build_network(without_init(cfg))  # the model options make a network (an unknown key is an error here too)
         typer.echo(recipe_toml(cfg), nl=False)
         return
     result = train_from_options(options, given, say=say,

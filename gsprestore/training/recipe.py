@@ -306,6 +306,14 @@ def load_recipe(source: str | Path) -> tuple[dict[str, Any], list[str]]:
     if unknown:
         raise UsageError(f"unknown recipe key(s) {', '.join(map(repr, unknown))}; the keys are TrainConfig's "
                          f"fields ({', '.join(sorted(known))})", where)
+    if isinstance(doc.get("model"), dict):
+        from ..models.unrolled import OPTIONAL_KEYS, default_config
+        from ..physics.tasks import TASKS
+
+        keys = {k for prior in PRIORS for task in TASKS for k in default_config(prior, task)} | set(OPTIONAL_KEYS)
+        odd = sorted(set(doc["model"]) - keys)
+        if odd:
+            raise UsageError(f"unknown model option(s) {', '.join(map(repr, odd))} in the recipe's [model]", where)
     for f in fields(TrainConfig):
         if f.name in doc and not _of_type(doc[f.name], str(f.type)):
             raise UsageError(f"recipe key {f.name!r} must be {_TYPE_WORDS.get(str(f.type), f.type)}, got "
