@@ -323,8 +323,7 @@ def test_benchmark_rows_survive_a_failed_report_write(tmp_path, monkeypatch):
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(benchmark, "atomic_file", disk_full)  # the CSV and Markdown reports
-    monkeypatch.setattr("gsprestore.core.atomic.atomic_file", disk_full)  # JSON: core.jsontext.dump_atomic
+    monkeypatch.setattr(benchmark, "atomic_file", disk_full)
     code, out, err = cli("benchmark", "--task", "demosaic", "--data-dir", data, "--methods", "bilinear",
                          "--json", tmp_path / "r.json")
     assert code == 1

@@ -2,8 +2,8 @@
 ``config.json`` and log, ``--model-opt`` values, an image's description): :func:`loads` is
 ``json.loads`` whose every failure is a ``ValueError``, a document nested deeper than Python's
 recursion limit included (``json.loads`` raises ``RecursionError`` there), so that callers turn it
-into their one-line error. :func:`dump_atomic` is the one way the package writes a JSON file (a
-run's ``config.json`` and summary, a benchmark's report)."""
+into their one-line error. :func:`dumps` is the one form the package writes JSON files in (a run's ``config.json`` and summary
+through :func:`dump_atomic`, a benchmark's report)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def loads(text: str | bytes) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
+def dumps(obj: Any) -> str:
+    """``obj`` as the package's JSON files hold it: indented by 2, one trailing newline."""
+    return json.dumps(obj, indent=2) + "\n"
+
+
 def dump_atomic(obj: Any, path: str | Path) -> Path:
     """``obj`` as indented JSON (UTF-8, one trailing newline) written atomically: a temp file beside
     ``path`` renamed over it (:func:`gsprestore.core.atomic.atomic_file`), so a crash leaves the old
@@ -29,5 +34,5 @@ def dump_atomic(obj: Any, path: str | Path) -> Path:
 
     path = Path(path)
     with atomic_file(path, "w", encoding="utf-8", newline="") as f:
-        f.write(json.dumps(obj, indent=2) + "\n")
+        f.write(dumps(obj))
     return path

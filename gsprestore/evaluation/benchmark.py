@@ -553,13 +553,9 @@ def write_markdown(result: Mapping[str, Any], path: str | Path, *, overwrite: bo
 def write_json(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``result`` as indented JSON, atomically (temp file + rename); an existing file is
     replaced only with ``overwrite``."""
-    from ..core.jsontext import dump_atomic
+    from ..core.jsontext import dumps
 
-    path = check_report_path(path, overwrite=overwrite, probe=False)
-    try:
-        return dump_atomic(result, path)
-    except OSError as exc:
-        raise GspError(f"could not write the report ({exc.strerror or exc})", path) from None
+    return _write_text(dumps(result), path, overwrite=overwrite)
 
 
 __all__ = [

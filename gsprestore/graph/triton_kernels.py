@@ -41,7 +41,6 @@ __all__ = ["fused_or_none", "trained_or_none", "edge_weights_from_projected",
 BLOCK = 256
 
 
-
 if triton is not None:
 
     @triton.jit

@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 import torch
 
-from ..physics.tasks import is_mosaic
+from ..physics.sampling import check_pattern
+from ..physics.tasks import is_mosaic, observation
 from ..core.errors import UsageError
 from ..models.interpolators import CG_MODES, GRAPH_METHODS, build_interpolator
 from ..models.pattern import to_rggb
@@ -118,9 +119,6 @@ class GraphRestorer(Restorer):
             return self._restore(y, pattern)
 
     def _restore(self, y: torch.Tensor, pattern: str) -> torch.Tensor:
-        from ..physics.sampling import check_pattern
-        from ..physics.tasks import observation
-
         if is_mosaic(self.task):
             pattern = check_pattern(pattern)
             if self.kind == "learned" and pattern != "RGGB":

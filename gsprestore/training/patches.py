@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.digest import sha256_file
 from ..core.errors import DatasetError, GspError, UsageError
 
 #: File types read as training photos.
@@ -112,12 +113,6 @@ def _test_set_digests() -> tuple[dict[str, str], set[str]]:
     return digests, names
 
 
-def _sha256(path: Path) -> str:
-    from ..core.digest import sha256_file
-
-    return sha256_file(path, cached=True)
-
-
 def refuse_test_sets(folders: list[Path], files: dict[Path, list[Path]] | None = None) -> None:
     """Raise :class:`UsageError` if a training folder is (or contains) a test set: its name is a
     registered test-set folder name (``kodak24``, ``mcm``, ...) or any of its files has the SHA-256
@@ -129,7 +124,7 @@ def refuse_test_sets(folders: list[Path], files: dict[Path, list[Path]] | None =
                 "this looks like a test set (folder name); never train on Kodak24/McM/Urban100 - "
                 "pass folders of training photos", folder)
         for f in (files or {}).get(folder, []):
-            hit = digests.get(_sha256(f))
+            hit = digests.get(sha256_file(f, cached=True))
             if hit is not None:
                 raise UsageError(
                     f"this file is the test image {hit} (SHA-256 match); never train on test sets - "

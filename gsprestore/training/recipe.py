@@ -341,11 +341,12 @@ def _of_type(value: Any, annotation: str) -> bool:
 
 def _shipped_recipe(name: str) -> dict[str, Any]:
     """The last recorded training recipe of the shipped model ``name`` (``METHOD_TASK``)."""
+    from ..core.errors import WeightsError
     from ..methods.weights import read_manifest
 
     try:
         entries = read_manifest()["models"]
-    except Exception:  # a damaged manifest says so where it is read; here it is one line
+    except WeightsError:  # a damaged manifest: no shipped recipes to name
         entries = []
     names = {f"{e.get('method')}_{e.get('task')}": e for e in entries if isinstance(e, dict)}
     entry = names.get(name)
