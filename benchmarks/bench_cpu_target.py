@@ -75,6 +75,9 @@ def main() -> None:
     ap.add_argument("--candidate", action="append", default=[], metavar="NAME=BASE:KEY=VALUE,...",
                     help="a network of the BASE method's shipped configuration with keys changed, random weights "
                          "(timing is data-independent): e.g. w48b2=ugtv-lite:width=48,blocks=2 (repeatable)")
+    ap.add_argument("--noise-level", choices=["low", "medium", "high"],
+                    help="give noise-aware networks (ugtv-lite-denoise) this level of the noisy protocol, so their "
+                         "denoising passes run (default: clean, which skips them)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -106,13 +109,24 @@ def main() -> None:
             config[k] = json.loads(v)
         models[name] = build_model(base, args.task, **config).eval()
 
+    noise = None
+    if args.noise_level:
+        from gsprestore.physics.noise import level_params
+
+        noise = torch.as_tensor(level_params(args.noise_level), dtype=torch.float32).reshape(1, 3, 2)
+
+    def run(model):
+        if noise is not None and model.config.get("noise_input"):
+            return model(known, mask, noise=noise)
+        return model(known, mask)
+
     rounds = []
     with torch.inference_mode():
         conv(feat)  # warm-ups
         cnn(known)
         cnn_cl(known_cl)
         for model in models.values():
-            model(known, mask)
+            run(model)
         for _ in range(max(1, args.repeats)):
             r = {"conv48_s": best_of(lambda: conv(feat), 3), "conv48_cl_s": best_of(lambda: conv(feat_cl), 3)}
             t0 = time.perf_counter()
@@ -124,7 +138,7 @@ def main() -> None:
             r["cnn_s"] = min(r["cnn_nchw_s"], r["cnn_channels_last_s"])
             for m, model in models.items():
                 t0 = time.perf_counter()
-                model(known, mask)
+                run(model)
                 r[f"{m}_s"] = time.perf_counter() - t0
             rounds.append(r)
             print("round: conv {:.0f} ms, CNN {:.2f} s, ".format(r["conv48_s"] * 1e3, r["cnn_s"])
@@ -146,7 +160,8 @@ def main() -> None:
            "device_name": machine_key().split("|")[0], "torch": torch.__version__, "probe_gflops": probe,
            "conditions": f"whole {W}x{H} image, {torch.get_num_threads()} threads, median of {len(rounds)} rounds "
                          "after a warm-up (benchmarks/bench_cpu_target.py)",
-           "cnn_params": n_cnn, "rounds": rounds, "median": med, "paper_config": args.paper_config}
+           "cnn_params": n_cnn, "noise_level": args.noise_level, "rounds": rounds, "median": med,
+           "paper_config": args.paper_config}
     mp = H * W / 1e6
     print(f"  MP/s (output megapixels per second, median round): CNN {mp / med['cnn_s']:.2f}, "
           + ", ".join(f"{m} {mp / med[f'{m}_s']:.2f}" for m in models)

@@ -49,14 +49,38 @@ def listing(folder: Path) -> list[str]:
 # --------------------------------------------------------------------------- start-up
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["demosaic", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["demosaic", "--help"], ["train", "--help"]])
 def test_help_and_version_do_not_import_torch(args):
+    """Issue 52: help answers at once. No torch or numpy, and neither Rich's help layout nor the
+    pydantic Typer coerces an unset flag with (most of a command's --help time when they were)."""
     code = ("import sys; from gsprestore.cli.app import main; sys.argv = ['gsprestore'] + %r\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-            "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, 'heavy import'" % (args,))
+            "heavy = [m for m in ('torch', 'numpy', 'pydantic', 'rich.table', 'rich.markdown') if m in sys.modules]\n"
+            "assert not heavy, heavy" % (args,))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "gsprestore" in proc.stdout
+
+
+def test_a_command_named_first_is_the_only_one_built(monkeypatch):
+    """``gsprestore demosaic ...`` builds only demosaic's parser (Typer builds every registered
+    command's before it runs one); no command, an option first, a misspelt one or shell completion
+    get them all, in --help order."""
+    from gsprestore.cli import app as cli
+
+    monkeypatch.setattr(cli.app, "registered_commands", [])
+    cli._register(["gsprestore", "demosaic", "--help"])
+    assert [c.name for c in cli.app.registered_commands] == ["demosaic"]
+    every = ["mosaic", "demosaic", "upscale2x", "models", "benchmark", "train", "train-pack", "compare", "explain",
+             "demo"]
+    for argv in (["gsprestore"], ["gsprestore", "--version"], ["gsprestore", "demosiac"], ["gsprestore", "-q", "demo"]):
+        cli._register(argv)
+        names = [c.name or c.callback.__name__.replace("_", "-") for c in cli.app.registered_commands]
+        assert names == every, argv
+    monkeypatch.setattr(cli.app, "registered_commands", [])
+    monkeypatch.setenv("_GSPRESTORE_COMPLETE", "complete_bash")
+    cli._register(["gsprestore", "demosaic"])
+    assert len(cli.app.registered_commands) == len(every)
 
 
 def test_console_script_error_is_one_line(tmp_path):

@@ -8,8 +8,6 @@ file and output claim are removed), then one line and exit code 128 + the signal
 first says what it finished and how to go on). The console script starts in
 :mod:`gsprestore.cli.entry`, which turns a signal during start-up into the same line."""
 
-from __future__ import annotations
-
 import os
 import signal
 import sys
@@ -32,7 +30,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # --help is Click's plain listing, not Rich's panels: it answers in half the time (Rich's import
+    # and table layout were most of a command's --help), and it reads the same at any width and in
+    # a pipe (Rich's tables cut long option names below 100 columns)
+    rich_markup_mode=None,
 )
 
 
@@ -52,19 +53,39 @@ def _root(
     """Demosaic Bayer mosaics and upscale images 2x with graph-smoothness priors."""
 
 
-_registered: set[int] = set()
+def _command_name(name: str | None, fn: object) -> str:
+    """The name Typer gives a recorded command (its function's name, dashed, where none is set)."""
+    return name or getattr(fn, "__name__", "").lower().replace("_", "-")
 
 
-def _register() -> None:
-    """Add every command (:mod:`.commands` imports the families, each records its functions in
-    :mod:`.registry`) to ``app``, once. Imports are cheap: no torch at module level."""
+def _invoked(argv: list[str], names: set[str]) -> str | None:
+    """The command ``argv`` runs when its first word is one (``demosaic`` in ``gsprestore demosaic
+    --help``), else None: no command, a misspelt one, or shell completion asking for all."""
+    if any(k.endswith("_COMPLETE") for k in os.environ):
+        return None
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return words[0] if words and argv[1] == words[0] and words[0] in names else None
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Add the commands (:mod:`.commands` imports the families, each records its functions in
+    :mod:`.command_table`) to ``app``, in their ``--help`` order. Given ``argv`` whose first word
+    names a command, only that one is added: Typer builds a parser for every added command before
+    it runs one, and building the other nine is most of a subcommand's ``--help`` time. Imports are
+    cheap: no torch at module level."""
     from . import commands  # noqa: F401
     from .command_table import COMMANDS
 
-    for name, fn, options in COMMANDS:
-        if id(fn) not in _registered:
-            _registered.add(id(fn))
-            app.command(name, cls=Command, **options)(fn)  # --help labels: cli/shared_options.py
+    named = [(_command_name(name, fn), fn, options) for name, fn, options in COMMANDS]
+    wanted = _invoked(argv, {n for n, _, _ in named}) if argv is not None else None
+    chosen = [entry for entry in named if wanted is None or entry[0] == wanted]
+    have = [info.callback for info in app.registered_commands]
+    if have == [fn for _, fn, _ in chosen[: len(have)]]:
+        chosen = chosen[len(have):]  # already there, in order
+    else:
+        app.registered_commands.clear()
+    for name, fn, options in chosen:
+        app.command(name, cls=Command, **options)(fn)  # --help labels: cli/shared_options.py
 
 
 def _usage_error(exc: BaseException) -> None:
@@ -89,7 +110,7 @@ def main() -> None:
     previous = install_signal_handlers()
     try:
         try:
-            _register()  # inside the error handling: a broken install or a signal here is one line too
+            _register(sys.argv)  # inside the error handling: a broken install or a signal here is one line too
             try:
                 rv = app(standalone_mode=False)  # usage errors come here, not to Typer's boxes
             except typer.TyperException as exc:  # the parser's: unknown option, bad value, no command

@@ -4,8 +4,6 @@ Thin command: the options, checked and planned by :func:`gsprestore.evaluation.b
 (data set, methods, weights, report paths, time estimate), each task run with progress on stderr,
 its table on stdout and its reports written. No torch import at module level."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Optional
 

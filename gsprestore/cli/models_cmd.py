@@ -2,8 +2,6 @@
 :mod:`gsprestore.methods.catalog`) as JSON, or one table per task with the default rule and why
 each task's default was chosen. No torch import at module level."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 

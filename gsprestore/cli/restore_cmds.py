@@ -11,8 +11,6 @@ Exit codes: 0 all done, 1 failure (the batch stops at the first one; files alrea
 valid), 2 usage, 3 some files failed under ``--continue-on-error``.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 

@@ -4,8 +4,6 @@ takes: :class:`Command` / :class:`Group` give every option without a metavar of 
 and arguments no type (their name says it; :class:`PlainArgument`), where Typer would print Python
 type tags (``<int>``, ``<list[str]>``, ``<bool>`` after a flag). No Typer class is changed."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Optional
 
 import typer
@@ -50,44 +48,31 @@ class PlainArgument(TyperArgument):
         return None
 
 
+def _annotation(param: Any) -> Any:
+    return getattr(getattr(param, "type_descriptor", None), "annotation", None)
+
+
 def plain_labels(params: list[Any]) -> None:
     """Label ``params`` for ``--help``: options by :func:`value_label` (unless they set a metavar),
-    arguments as :class:`PlainArgument`."""
+    arguments as :class:`PlainArgument`; a ``bool`` flag not given reads False, not None."""
     for param in params:
         if isinstance(param, TyperArgument):
             param.__class__ = PlainArgument
         elif param.metavar is None:
             param.metavar = value_label(param)
-
-
-#: Below this many columns Rich's option tables cut long option names (``--step-size-lr-s…``):
-#: ``--help`` is then the plain, wrapped listing, every name whole.
-RICH_HELP_MIN_COLUMNS = 100
-
-
-def _narrow() -> bool:
-    import shutil
-
-    return shutil.get_terminal_size((RICH_HELP_MIN_COLUMNS, 24)).columns < RICH_HELP_MIN_COLUMNS
+        if getattr(param, "is_flag", False) and param.default is None and _annotation(param) is bool:
+            # ``--help``, the completion flags: not given is False. Typer coerces a flag's None
+            # through pydantic, whose import is a third of a ``--help``'s time.
+            param.default = False
 
 
 class Command(TyperCommand):
-    """A command whose ``--help`` uses :func:`plain_labels` (on every parameter, ``--help`` too),
-    as Rich panels on a wide terminal and as the plain listing on a narrow one (a pipe reads 80)."""
+    """A command whose ``--help`` uses :func:`plain_labels` (on every parameter, ``--help`` too)."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
         plain_labels(params)
         return params
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        if not _narrow():
-            return super().format_help(ctx, formatter)
-        saved, self.rich_markup_mode = self.rich_markup_mode, None
-        try:
-            return super().format_help(ctx, formatter)
-        finally:
-            self.rich_markup_mode = saved
 
 
 class Group(TyperGroup):

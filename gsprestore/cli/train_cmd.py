@@ -5,8 +5,6 @@ Thin commands: the options, as :class:`gsprestore.training.train_options.TrainOp
 assembled into a recipe and trained by :func:`gsprestore.training.train_options.train_from_options`;
 :func:`gsprestore.training.trainpack.make_pack` packs. No torch import at module level."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

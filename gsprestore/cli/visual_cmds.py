@@ -3,8 +3,6 @@ graph model uses on an image (:mod:`gsprestore.viz.drawing`, :mod:`gsprestore.vi
 checked by :mod:`gsprestore.viz.inputs`), and the bundled chart demosaicked by the best method beside
 the classical one (:func:`gsprestore.runtime.chart_demo.run_demo`). Nothing heavy is imported at module level."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer
