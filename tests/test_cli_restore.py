@@ -77,6 +77,8 @@ def test_a_command_named_first_is_the_only_one_built(monkeypatch):
         cli._register(argv)
         names = [c.name or c.callback.__name__.replace("_", "-") for c in cli.app.registered_commands]
         assert names == every, argv
+    cli._register(["gsprestore", "demosaic", "--help"])  # what one process added stays (tests share the app)
+    assert len(cli.app.registered_commands) == len(every)
     monkeypatch.setattr(cli.app, "registered_commands", [])
     monkeypatch.setenv("_GSPRESTORE_COMPLETE", "complete_bash")
     cli._register(["gsprestore", "demosaic"])

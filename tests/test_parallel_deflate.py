@@ -27,9 +27,14 @@ def _image(h, w, c, dtype, seed=0):
     return ((base + rng.integers(0, 40, (h, w, c))) % top).astype(dtype)
 
 
+@pytest.mark.parametrize("deflate", ["isal", "zlib"])
 @pytest.mark.parametrize("dtype, c", [(np.uint16, 3), (np.uint8, 4), (np.uint8, 1)])
-def test_png_segments_make_one_valid_stream(monkeypatch, dtype, c):
+def test_png_segments_make_one_valid_stream(monkeypatch, dtype, c, deflate):
     cv2 = pytest.importorskip("cv2")
+    if deflate == "isal":  # ISA-L's deflate (the install's), else zlib's: both make valid streams
+        assert png.isal_zlib is not None, "python-isal is a dependency: its deflate is the one used"
+    else:
+        monkeypatch.setattr(png, "isal_zlib", None)
     monkeypatch.setattr(png, "SEGMENT_BYTES", 4096)  # many segments on a small image
     a = _image(70, 53, c, dtype)
     files = []
@@ -44,6 +49,17 @@ def test_png_segments_make_one_valid_stream(monkeypatch, dtype, c):
     np.testing.assert_array_equal(got, want)
     ours = png.decode(png.read_chunks(files[0]))
     np.testing.assert_array_equal(ours.reshape(a.shape), a)
+    zlib.decompress(b"".join(_idat(files[0])))  # Python's own zlib reads the stream whole (checksum included)
+
+
+def _idat(data: bytes) -> list[bytes]:
+    out, pos = [], 8
+    while pos < len(data):
+        n = int.from_bytes(data[pos:pos + 4], "big")
+        if data[pos + 4:pos + 8] == b"IDAT":
+            out.append(data[pos + 8:pos + 8 + n])
+        pos += 12 + n
+    return out
 
 
 def test_tiff_strips_in_parallel_read_back_exactly(monkeypatch):

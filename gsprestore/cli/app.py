@@ -78,12 +78,11 @@ def _register(argv: list[str] | None = None) -> None:
 
     named = [(_command_name(name, fn), fn, options) for name, fn, options in COMMANDS]
     wanted = _invoked(argv, {n for n, _, _ in named}) if argv is not None else None
-    chosen = [entry for entry in named if wanted is None or entry[0] == wanted]
-    have = [info.callback for info in app.registered_commands]
-    if have == [fn for _, fn, _ in chosen[: len(have)]]:
-        chosen = chosen[len(have):]  # already there, in order
-    else:
-        app.registered_commands.clear()
+    have = {id(info.callback) for info in app.registered_commands}
+    chosen = [entry for entry in named if wanted is None or entry[0] == wanted or id(entry[1]) in have]
+    if {id(fn) for _, fn, _ in chosen} == have:
+        return  # all there already (a command once added stays: the app is shared in one process)
+    app.registered_commands.clear()
     for name, fn, options in chosen:
         app.command(name, cls=Command, **options)(fn)  # --help labels: cli/shared_options.py
 
