@@ -33,7 +33,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -62,7 +62,7 @@ def inflate_bounded(data: bytes, limit: int, what: str) -> bytes:
     (a decompression bomb, or a file whose data does not match its declared size) is refused
     without inflating the rest. Raises :class:`ValueError` naming ``what``. ISA-L's inflate where
     installed (twice zlib's speed), the same bounds."""
-    inflater = isal_zlib if isal_zlib is not None else zlib
+    inflater = inflate_module()
     d = inflater.decompressobj()
     try:
         out = d.decompress(data, limit)
@@ -367,7 +367,7 @@ def encode(
     # the previous segment's last row) and deflated on its own, ending on a byte boundary
     # (Z_SYNC_FLUSH), the last one finishing the stream: their concatenation is one deflate
     # stream, pigz's construction. zlib releases the GIL, so the segments deflate in parallel.
-    deflater = isal_zlib if isal_zlib is not None and level <= isal_zlib.ISAL_BEST_COMPRESSION else zlib
+    deflater = deflate_module(level)
     seg_rows = max(rows_per_block, (SEGMENT_BYTES // max(1, w * bpp + 1)) // rows_per_block * rows_per_block)
     starts = list(range(0, h, seg_rows))
 
@@ -399,6 +399,17 @@ def encode(
     for i in range(0, len(stream), IDAT_BYTES):
         fh.write(_chunk(b"IDAT", stream[i:i + IDAT_BYTES]))
     fh.write(_chunk(b"IEND", b""))
+
+
+def deflate_module(level: int) -> Any:
+    """The deflate to compress at ``level`` with: ISA-L's (``isal_zlib``, levels 0-3) where
+    installed, else zlib's; both write standard zlib / deflate streams."""
+    return isal_zlib if isal_zlib is not None and level <= isal_zlib.ISAL_BEST_COMPRESSION else zlib
+
+
+def inflate_module() -> Any:
+    """The inflate to read zlib / deflate streams with: ISA-L's where installed, else zlib's."""
+    return isal_zlib if isal_zlib is not None else zlib
 
 
 def deflate_threads() -> int:

@@ -11,8 +11,8 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
   needs (a decompression bomb is refused); :mod:`gsprestore.imageio.images` sends 8-bit and 16-bit single-channel files
   to Pillow (faster, more compressions) and everything else here;
 * reports the Orientation tag and the number of pages (only the first is decoded);
-* encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression (zlib level 1,
-  the strips deflated in parallel), horizontal predictor for integer samples, unassociated alpha
+* encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression (level 1, ISA-L's
+  deflate where installed, the strips deflated in parallel), horizontal predictor for integer samples, unassociated alpha
   as an extra sample, and the ICC profile.
 
 Why not tifffile: measured again (issue 38, ``lab/research/image_codecs.py``; docs/architecture.md,
@@ -267,13 +267,16 @@ def _decompress(chunk: bytes, compression: int, need: int) -> bytes:
     if compression == 1:
         return chunk
     if compression in (8, 32946):
-        d = zlib.decompressobj()
+        from .png import inflate_module
+
+        inflater = inflate_module()
+        d = inflater.decompressobj()
         try:
             out = d.decompress(chunk, need)
             if d.unconsumed_tail and d.decompress(d.unconsumed_tail, 1):
                 raise ValueError("corrupt TIFF (a strip inflates to more than its declared size needs; refused "
                                  "as a possible decompression bomb)")
-        except zlib.error:
+        except (zlib.error, inflater.error):
             raise ValueError("corrupt TIFF (bad Deflate data)") from None
         return out
     if compression == 5:
@@ -390,13 +393,15 @@ def encode(
     colour = c - int(extra_alpha)
     rps = max(1, min(h, strip_bytes // max(1, w * c * item)))
 
-    def strip(y0: int) -> bytes:  # strips are independent: deflated in parallel (zlib releases the GIL)
+    from .png import deflate_module, deflate_threads
+
+    deflater = deflate_module(level)
+
+    def strip(y0: int) -> bytes:  # strips are independent: deflated in parallel (deflate releases the GIL)
         blk = a[y0 : y0 + rps]
         if not is_float:  # horizontal differencing predictor (2)
             blk = np.diff(blk, axis=1, prepend=np.zeros_like(blk[:, :1]))
-        return zlib.compress(np.ascontiguousarray(blk).tobytes(), level)
-
-    from .png import deflate_threads
+        return deflater.compress(np.ascontiguousarray(blk).tobytes(), level)
 
     starts = list(range(0, h, rps))
     if len(starts) > 1 and deflate_threads() > 1:
