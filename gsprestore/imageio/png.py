@@ -39,7 +39,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 try:  # Intel ISA-L's deflate (python-isal): a valid deflate stream like zlib's, about 10x faster at
-    # level 1 on a 16-bit photo and a few per cent smaller (lab/notes/codecs.md); zlib where absent
+    # level 1 on a 16-bit photo and a few per cent smaller (lab/notes/performance.md); zlib if absent
     from isal import isal_zlib
 except ImportError:  # pragma: no cover - an install without the wheel
     isal_zlib = None  # type: ignore[assignment]
