@@ -15,6 +15,7 @@ after the demosaicker, for a linear DNG (:func:`gsprestore.imageio.dng.write_lin
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -155,6 +156,28 @@ def balanced_mosaic(frame: RawFrame, wb: str = "camera", notice: Callable[[str],
     return balanced
 
 
+#: :func:`develop` works on the image this many rows at a time.
+ROWS_PER_BLOCK = 64
+
+
+def _blocks(fn: Callable[[int], None], height: int) -> None:
+    """``fn(r0)`` for every row block's first row, on up to the process's CPUs (two at most: the
+    blocks are memory-bound)."""
+    from .png import deflate_threads
+
+    starts = range(0, height, ROWS_PER_BLOCK)
+    threads = min(2, deflate_threads(), len(starts))
+    if threads < 2:
+        for r0 in starts:
+            fn(r0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in pool.map(fn, starts):  # re-raises a block's error here
+            pass
+
+
 def develop(
     frame: RawFrame,
     demosaic: Callable[[np.ndarray, str], np.ndarray],
@@ -180,25 +203,39 @@ def develop(
         notice("LibRaw knows no colour matrix for this camera; its camera RGB is taken as sRGB, as LibRaw does")
     if not (rgb.flags.writeable and rgb.flags.c_contiguous):
         rgb = np.array(rgb, order="C")
+    height = rgb.shape[0]
+    to_srgb = None if matrix is None else matrix.T.astype(np.float32)
+
     histogram = np.zeros((3, 8192), dtype=np.int64)
-    for r0 in range(0, rgb.shape[0], 64):  # in place, a row block at a time: no full-size temporaries
-        block = rgb[r0 : r0 + 64]
+    counting = threading.Lock()
+
+    def first(r0: int) -> None:  # clip, colour matrix, LibRaw's histogram (16-bit >> 3) less the edge
+        block = rgb[r0 : r0 + ROWS_PER_BLOCK]
         np.clip(block, 0.0, 1.0, out=block)
-        if matrix is not None:
-            np.clip(block @ matrix.T.astype(np.float32), 0.0, 1.0, out=block)
-        if bright == "auto":  # LibRaw's histogram (16-bit values >> 3), without the frame's edge
-            inner = block[max(0, _EDGE - r0) : max(0, rgb.shape[0] - _EDGE - r0), _EDGE : rgb.shape[1] - _EDGE]
+        if to_srgb is not None:
+            np.clip(block @ to_srgb, 0.0, 1.0, out=block)
+        if bright == "auto":
+            inner = block[max(0, _EDGE - r0) : max(0, height - _EDGE - r0), _EDGE : rgb.shape[1] - _EDGE]
             bins = np.rint(inner.reshape(-1, 3) * 65535).astype(np.int64) >> 3
-            for c in range(3):
-                histogram[c] += np.bincount(bins[:, c], minlength=8192)
+            counts = [np.bincount(bins[:, c], minlength=8192) for c in range(3)]
+            with counting:  # integer counts: the sum is the same in any order
+                for c in range(3):
+                    histogram[c] += counts[c]
+
+    # in place, a row block at a time (no full-size temporaries), the blocks on the process's CPUs
+    # (numpy releases the GIL; every block's result is the same whatever the thread count)
+    _blocks(first, height)
     gain = (auto_bright_gain(histogram, int(histogram[0].sum())) if bright == "auto"
             else 1.0 if bright == "none" else float(bright))
-    for r0 in range(0, rgb.shape[0], 64):
-        block = rgb[r0 : r0 + 64]
+
+    def second(r0: int) -> None:
+        block = rgb[r0 : r0 + ROWS_PER_BLOCK]
         if gain != 1.0:
             np.clip(block * np.float32(gain), 0.0, 1.0, out=block)  # highlights clip at white
         if output_space == "srgb":
             block[...] = srgb_encode(block)
+
+    _blocks(second, height)
     return orient(rgb, frame.flip)
 
 
