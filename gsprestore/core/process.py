@@ -2,7 +2,8 @@
 exception (:class:`Terminated`) so that clean-ups run as for Ctrl-C, standard streams closed at start
 (:func:`cover_closed_streams`) or refusing what is written (:func:`stdout_fails`), the one line for a
 failed system call (:func:`os_error_line`) and for an installation whose packages do not import
-(:func:`broken_install`). Used by the ``gsprestore`` entry point (:func:`gsprestore.cli.app.main`)."""
+(:func:`broken_install`); the CPUs the process may use (:func:`usable_cpus`). Used by the
+``gsprestore`` entry point (:func:`gsprestore.cli.app.main`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ class Terminated(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, which a container or ``taskset`` narrows;
+    the machine's count where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return os.cpu_count() or 1
 
 
 def _on_signal(signum: int, frame: object) -> None:

@@ -415,13 +415,9 @@ def inflate_module() -> Any:
 def deflate_threads() -> int:
     """Threads that deflate segments at once: the CPUs this process may use, at most
     :data:`MAX_DEFLATE_THREADS` (the output does not depend on it)."""
-    import os
+    from ..core.process import usable_cpus
 
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
-        n = os.cpu_count() or 1
-    return max(1, min(MAX_DEFLATE_THREADS, n))
+    return min(MAX_DEFLATE_THREADS, usable_cpus())
 
 
 def adler32_combine(adler1: int, adler2: int, len2: int) -> int:

@@ -163,10 +163,10 @@ ROWS_PER_BLOCK = 64
 def _blocks(fn: Callable[[int], None], height: int) -> None:
     """``fn(r0)`` for every row block's first row, on up to the process's CPUs (two at most: the
     blocks are memory-bound)."""
-    from .png import deflate_threads
+    from ..core.process import usable_cpus
 
     starts = range(0, height, ROWS_PER_BLOCK)
-    threads = min(2, deflate_threads(), len(starts))
+    threads = min(2, usable_cpus(), len(starts))
     if threads < 2:
         for r0 in starts:
             fn(r0)
