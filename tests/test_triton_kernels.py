@@ -553,3 +553,17 @@ def test_triton_stencil_operator_and_its_weight_gradient():
         assert {"w", "x", "y"} <= set(case), case
         for name, (triton_err, plain32_err) in case.items():
             assert triton_err <= 3 * plain32_err + 2e-6, (name, case)
+
+
+def test_cpu_inference_never_imports_triton():
+    """Triton (installed with every CUDA build of PyTorch) takes a fifth of a second to import and
+    runs nothing without a GPU: a CPU job of each learned kind leaves it unimported."""
+    code = ("import sys, torch\n"
+            "from gsprestore.methods.registry import get_restorer\n"
+            "get_restorer('ugtv-lite', 'demosaic')(torch.rand(1, 1, 32, 32))\n"
+            "get_restorer('uglr-lite', 'upscale2x')(torch.rand(1, 3, 16, 16))\n"
+            "get_restorer('ugtv', 'demosaic')(torch.rand(1, 1, 32, 32))\n"
+            "assert 'triton' not in sys.modules, 'triton imported'\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr

@@ -151,19 +151,21 @@ def random_walk_weights_from_projected(g: Tensor, *, workspace: Optional[dict] =
     softmax of ``-|g_p - g_q|^2`` over each node's in-image directed window, (B, K, 24, H, W).
     One fused Triton kernel on a GPU (in training a fused backward too); elsewhere :func:`edge_distances` then
     :func:`random_walk_weights_from_distances`."""
-    from .triton_kernels import fused_or_none, trained_or_none
+    if backend.gpu_fused_usable(g):  # checked first: Triton is imported only where it may run
+        from .triton_kernels import fused_or_none, trained_or_none
 
-    fused = fused_or_none("random_walk_weights_from_projected", g)
-    if fused is None:
-        fused = trained_or_none("random_walk", g, lambda t: random_walk_weights_from_distances(edge_distances(t, None)))
-    if fused is not None:
-        return fused
+        fused = fused_or_none("random_walk_weights_from_projected", g)
+        if fused is None:
+            fused = trained_or_none("random_walk", g,
+                                    lambda t: random_walk_weights_from_distances(edge_distances(t, None)))
+        if fused is not None:
+            return fused
     return random_walk_weights_from_distances(edge_distances(g, None, workspace=workspace), workspace=workspace)
 
 
 def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, workspace: Optional[dict]) -> Tensor:
     """``metric=None``: the identity (``features`` already projected, g = A^T f for M = A A^T)."""
-    if metric is None and exp:
+    if metric is None and exp and backend.gpu_fused_usable(features):  # Triton imported only where it may run
         from .triton_kernels import fused_or_none, trained_or_none
 
         fused = fused_or_none("edge_weights_from_projected", features)

@@ -10,8 +10,8 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from ...core import backend
 from ...graph import operators as G
-from . import triton_adjoint
 from .edge_step import admm_edge_step, can_replay, edge_term_replayed, gamma_tensor, node_update
 from .reference import (admm_start, cg_params, gamma_per_head, GtvProblem, gtv_admm_reference, gtv_laplacian,
                              mu_c_update)
@@ -113,7 +113,9 @@ def gtv_interpolate(
             xs.append(x)
             # eq. 20's right-hand side: y - H^T mu_c / gamma plus the edge term (eqs. 19, 21, 23, 24)
             rhs = edge_term_replayed(xs, wbar, gamma, base=base)
-        elif fused_training or (fused_training is None and triton_adjoint.usable(x, wbar, gamma, admm_iters - 1)):
+        elif fused_training or (fused_training is None and _fused_training(x, wbar, gamma, admm_iters - 1)):
+            from . import triton_adjoint
+
             fused_training = True  # autograd on a GPU: each edge term replayed from the iterates, no edge state
             xs.append(x)
             n = triton_adjoint.edge_term(xs, wbar, gamma_tensor(gamma, x))  # eqs. 19, 21, 23, 24
@@ -173,3 +175,13 @@ class _JacobiSystem:
         op, sqrt_d = self._scaled()
         z = cg_exact(op, self._fold(rhs) / sqrt_d, self._fold(x) * sqrt_d, iters=iters, tol=tol)
         return (z / sqrt_d).reshape(self.shape)
+
+
+def _fused_training(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
+    """:func:`.triton_adjoint.usable`, its module (and Triton) imported only where the fused
+    kernels may run at all (:func:`~gsprestore.core.backend.gpu_fused_usable`)."""
+    if not backend.gpu_fused_usable(x, wbar):
+        return False
+    from . import triton_adjoint
+
+    return triton_adjoint.usable(x, wbar, gamma, steps)

@@ -242,9 +242,11 @@ def can_replay(x: Tensor, wbar: Tensor, gamma, steps: int) -> bool:
         return False
     if backend.usable(*tensors):
         return steps <= backend.settings.max_replayed_steps
+    if not backend.gpu_fused_usable(x, wbar):  # checked first: Triton is imported only where it may run
+        return False
     from . import triton_kernels
 
-    return steps <= triton_kernels.MAX_STEPS and backend.gpu_fused_usable(x, wbar)
+    return steps <= triton_kernels.MAX_STEPS
 
 
 def edge_term_replayed(xs: Sequence[Tensor], wbar: Tensor, gamma, base: Optional[Tensor] = None) -> Tensor:
