@@ -20,6 +20,9 @@ def test_ctrl_c_in_a_batch_says_what_was_done_and_how_to_go_on(tmp_path):
     for i in range(3):
         Image.fromarray(rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8)).save(src / f"p{i}.png")
     code = ("import signal, sys\n"
+            # as from a terminal, whoever started the tests (a background job starts with SIGINT
+            # ignored, and gsprestore then leaves it ignored, rightly)
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import gsprestore.imageio.images as images\n"
             "real, calls = images.write_image, []\n"
             "def second_is_interrupted(*a, **k):\n"
