@@ -159,7 +159,8 @@ def main() -> None:
     res = {"task": args.task, "size": [H, W], "threads": torch.get_num_threads(), "native": G.native_available(),
            "device_name": machine_key().split("|")[0], "torch": torch.__version__, "probe_gflops": probe,
            "conditions": f"whole {W}x{H} image, {torch.get_num_threads()} threads, median of {len(rounds)} rounds "
-                         "after a warm-up (benchmarks/bench_cpu_target.py)",
+                         "after a warm-up (benchmarks/bench_cpu_target.py)"
+                         + (f", noise level {args.noise_level} given to noise-aware networks" if args.noise_level else ""),
            "cnn_params": n_cnn, "noise_level": args.noise_level, "rounds": rounds, "median": med,
            "paper_config": args.paper_config}
     mp = H * W / 1e6
