@@ -294,3 +294,23 @@ def test_a_second_denoising_pass_is_one_more_glr_solve_and_passes_gradcheck():
         assert torch.allclose(den(trunk, known, mask, sigma), expected, atol=1e-12)
         assert not torch.allclose(z2, z1, atol=1e-4)  # the pass does something
     assert torch.autograd.gradcheck(lambda t: den(t, known, mask, sigma), (trunk,), eps=1e-6, atol=1e-6)
+
+
+def test_denoise_iters_sets_the_passes_cg_steps_and_is_kept_only_when_given():
+    """``denoise_iters`` (the CG steps of each denoising pass; 8 when absent, what the passes were
+    trained with) is stored with the network only where set, is bounded like every size key, and
+    fewer steps give a different, finite output; a clean network has no such key."""
+    torch.manual_seed(0)
+    default = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).eval()
+    assert default.denoiser.iters == 8 and "denoise_iters" not in default.config
+    four = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2, denoise_iters=4).eval()
+    assert four.denoiser.iters == 4 and four.config["denoise_iters"] == 4
+    four.load_state_dict(default.state_dict())
+    noise = N.level_params("high")
+    known, mask = observation("demosaic", N.noisy_mosaic(torch.rand(1, 3, 16, 16), noise, seed=0))
+    with torch.inference_mode():
+        a, b = default(known, mask, noise=noise), four(known, mask, noise=noise)
+    assert torch.isfinite(b).all() and not torch.equal(a, b)
+    with pytest.raises(ValueError, match="denoise_iters"):
+        build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2, denoise_iters=1000)
+    assert "denoise_iters" not in build_model("ugtv-lite", "demosaic", width=8, cnn_layers=2, denoise_iters=4).config

@@ -102,9 +102,15 @@ SIGNALS: tuple[str, ...] = ("rgb", "green-difference")
 CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "blocks": (1, 32), "heads": (1, 64), "features": (1, 256), "width": (1, 512), "cnn_layers": (1, 32),
     "cg_iters": (1, 500), "admm_iters": (1, 100), "channels": (1, 4), "denoise_stages": (1, 8),
+    "denoise_iters": (1, 64),
 }
 #: Configuration keys that switch a part on (absent from the stored configuration when off).
-OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages")
+OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages", "denoise_iters")
+
+
+#: The CG steps of each of the noise-aware network's denoising passes when its configuration has no
+#: ``denoise_iters`` (:class:`~gsprestore.models.noise_aware.GraphDenoiser`).
+DENOISE_ITERS = 8
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -416,10 +422,13 @@ class UnrolledNet(nn.Module):
         if cfg.get("noise_input"):
             from .noise_aware import GraphDenoiser
 
-            self.denoiser = GraphDenoiser(int(cfg["width"]), stages=int(cfg.get("denoise_stages", 1)))
+            # denoise_iters: the CG steps of each denoising pass (absent: 8, what they were trained with)
+            self.denoiser = GraphDenoiser(int(cfg["width"]), stages=int(cfg.get("denoise_stages", 1)),
+                                          iters=int(cfg.get("denoise_iters", DENOISE_ITERS)))
         else:
             cfg.pop("noise_input", None)
             cfg.pop("denoise_stages", None)
+            cfg.pop("denoise_iters", None)
         # the paper's choices are left out of the stored configuration, so the weights files and
         # manifest records made before these keys existed describe the same network
         for key, paper in (("feature_trunk", "per-block"), ("initial_estimate", "bilinear")):
