@@ -145,10 +145,10 @@ def main() -> None:
             outside = st["start-up (torch, package)"] + st["decode"] + st["metadata"] + \
                 st[f"develop without the model ({m})"] + st[f"encode {kind}"]
             whole_s = whole[f"{m} {kind}"]
+            rest = max(0.0, whole_s - model)
             print(f"  {m} to {kind}: model {model:.2f} s, outside the model {outside:.2f} s = "
                   f"{outside / (outside + model):.0%} of the job (the whole command less the model: "
-                  f"{max(0.0, whole_s - model):.2f} s = {max(0.0, whole_s - model) / whole_s:.0%}, its first-call costs "
-                  "and the command's own work included)")
+                  f"{rest:.2f} s = {rest / whole_s:.0%}, its first-call costs and the command's own work included)")
     if args.json:
         Path(args.json).write_text(json.dumps({"whole": whole, "stages": st}, indent=1))
 

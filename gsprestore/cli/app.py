@@ -61,10 +61,9 @@ def _command_name(name: str | None, fn: object) -> str:
 def _invoked(argv: list[str], names: set[str]) -> str | None:
     """The command ``argv`` runs when its first word is one (``demosaic`` in ``gsprestore demosaic
     --help``), else None: no command, a misspelt one, or shell completion asking for all."""
-    if any(k.endswith("_COMPLETE") for k in os.environ):
+    if any(k.endswith("_COMPLETE") for k in os.environ) or len(argv) < 2:
         return None
-    words = [a for a in argv[1:] if not a.startswith("-")]
-    return words[0] if words and argv[1] == words[0] and words[0] in names else None
+    return argv[1] if argv[1] in names else None
 
 
 def _register(argv: list[str] | None = None) -> None:

@@ -2,7 +2,8 @@
 exception (:class:`Terminated`) so that clean-ups run as for Ctrl-C, standard streams closed at start
 (:func:`cover_closed_streams`) or refusing what is written (:func:`stdout_fails`), the one line for a
 failed system call (:func:`os_error_line`) and for an installation whose packages do not import
-(:func:`broken_install`); the CPUs the process may use (:func:`usable_cpus`). Used by the
+(:func:`broken_install`); the CPUs the process may use (:func:`usable_cpus`) and a map over them
+(:func:`thread_map`). Used by the
 ``gsprestore`` entry point (:func:`gsprestore.cli.app.main`)."""
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Callable, Sequence, TypeVar
 
 from .errors import one_line
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Terminated(BaseException):
@@ -32,6 +37,19 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
         return os.cpu_count() or 1
+
+
+def thread_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``[fn(x) for x in items]``, in order, on up to ``threads`` threads (in this thread where that
+    is 1 or there is one item): for work that releases the GIL (deflate, numpy on row blocks). A
+    call's exception is raised here."""
+    threads = min(threads, len(items))
+    if threads < 2:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(fn, items))
 
 
 def _on_signal(signum: int, frame: object) -> None:

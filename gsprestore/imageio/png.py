@@ -12,10 +12,10 @@ gsprestore decodes 16-bit PNGs and encodes every PNG itself:
   diagonal being a strided view of the padded output: ~H+W vectorised steps instead of H*W.
 * :func:`encode` writes 8- or 16-bit gray / gray+alpha / RGB / RGBA, choosing None, Sub or Up per
   row (minimum sum of absolute differences, the libpng heuristic; Sub on every row of a 16-bit
-  image), deflated at level 1 (ISA-L's
-  deflate where installed, else zlib's) in fixed segments on several threads (one valid zlib stream; the file does not depend on the
-  thread count), with optional ``iCCP`` (ICC profile) and ``tEXt`` chunks. Level 1 against
-  the former 3: a 16-bit photo's file is within 0.3 % of the size (issue 50).
+  image), deflated at level 1 (ISA-L's deflate where installed, else zlib's) in fixed segments on
+  several threads (one valid zlib stream; the file does not depend on the thread count), with
+  optional ``iCCP`` (ICC profile) and ``tEXt`` chunks. Level 1 against the former 3: a 16-bit
+  photo's file is within 0.3 % of the size (issue 50).
 * Inflating is bounded (:func:`inflate_bounded`): the image data never inflates to more than the
   header's size needs and an ICC profile to no more than 16 MiB, so a small file declaring a small
   image cannot expand into gigabytes (a decompression bomb is refused, not decoded).
@@ -37,6 +37,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from ..core.process import thread_map, usable_cpus
 
 try:  # Intel ISA-L's deflate (python-isal): a valid deflate stream like zlib's, about 10x faster at
     # level 1 on a 16-bit photo and a few per cent smaller (lab/notes/performance.md); zlib if absent
@@ -385,13 +387,7 @@ def encode(
         out.append(comp.flush(zlib.Z_FINISH if i == len(starts) - 1 else zlib.Z_SYNC_FLUSH))
         return b"".join(out), adler, n
 
-    if len(starts) > 1 and deflate_threads() > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(deflate_threads(), len(starts))) as pool:
-            parts = list(pool.map(segment, range(len(starts))))
-    else:
-        parts = [segment(i) for i in range(len(starts))]
+    parts = thread_map(segment, range(len(starts)), deflate_threads())
     adler = 1
     for _, seg_adler, n in parts:
         adler = adler32_combine(adler, seg_adler, n)
@@ -415,8 +411,6 @@ def inflate_module() -> Any:
 def deflate_threads() -> int:
     """Threads that deflate segments at once: the CPUs this process may use, at most
     :data:`MAX_DEFLATE_THREADS` (the output does not depend on it)."""
-    from ..core.process import usable_cpus
-
     return min(MAX_DEFLATE_THREADS, usable_cpus())
 
 

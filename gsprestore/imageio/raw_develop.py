@@ -161,21 +161,11 @@ ROWS_PER_BLOCK = 64
 
 
 def _blocks(fn: Callable[[int], None], height: int) -> None:
-    """``fn(r0)`` for every row block's first row, on up to the process's CPUs (two at most: the
-    blocks are memory-bound)."""
-    from ..core.process import usable_cpus
+    """``fn(r0)`` for every row block's first row, on up to two of the process's CPUs (the blocks
+    are memory-bound)."""
+    from ..core.process import thread_map, usable_cpus
 
-    starts = range(0, height, ROWS_PER_BLOCK)
-    threads = min(2, usable_cpus(), len(starts))
-    if threads < 2:
-        for r0 in starts:
-            fn(r0)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for _ in pool.map(fn, starts):  # re-raises a block's error here
-            pass
+    thread_map(fn, range(0, height, ROWS_PER_BLOCK), min(2, usable_cpus()))
 
 
 def develop(

@@ -12,8 +12,8 @@ Pillow has no 16-bit-per-sample RGB(A) mode and reads float16 TIFFs not at all, 
   to Pillow (faster, more compressions) and everything else here;
 * reports the Orientation tag and the number of pages (only the first is decoded);
 * encodes (:func:`encode`) little-endian baseline TIFF with Deflate compression (level 1, ISA-L's
-  deflate where installed, the strips deflated in parallel), horizontal predictor for integer samples, unassociated alpha
-  as an extra sample, and the ICC profile.
+  deflate where installed, the strips deflated in parallel), horizontal predictor for integer
+  samples, unassociated alpha as an extra sample, and the ICC profile.
 
 Why not tifffile: measured again (issue 38, ``lab/research/image_codecs.py``; docs/architecture.md,
 "Libraries") on a 3000x2000 16-bit RGB Deflate TIFF, tifffile 2026.3 alone reads (0.60 s against
@@ -393,6 +393,7 @@ def encode(
     colour = c - int(extra_alpha)
     rps = max(1, min(h, strip_bytes // max(1, w * c * item)))
 
+    from ..core.process import thread_map
     from .png import deflate_module, deflate_threads
 
     deflater = deflate_module(level)
@@ -403,14 +404,7 @@ def encode(
             blk = np.diff(blk, axis=1, prepend=np.zeros_like(blk[:, :1]))
         return deflater.compress(np.ascontiguousarray(blk).tobytes(), level)
 
-    starts = list(range(0, h, rps))
-    if len(starts) > 1 and deflate_threads() > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(deflate_threads(), len(starts))) as pool:
-            strips = list(pool.map(strip, starts))
-    else:
-        strips = [strip(y0) for y0 in starts]
+    strips = thread_map(strip, range(0, h, rps), deflate_threads())
     header = b"II*\0"
     offsets, pos = [], 8
     for s in strips:

@@ -39,6 +39,9 @@ from torch import Tensor, nn
 #: The noise map enters the trunk multiplied by this (encoded deviations of 0.01-0.2 become
 #: inputs of order 0.1-2, the range of the observation's own channels).
 SIGMA_INPUT_SCALE = 10.0
+#: The CG steps of each denoising pass when the network's configuration has no ``denoise_iters``
+#: (what the passes were trained with).
+DENOISE_ITERS = 8
 
 
 def load_clean_weights(aware: nn.Module, clean_state: dict[str, Tensor]) -> None:
@@ -69,7 +72,7 @@ class GraphDenoiser(nn.Module):
     ``A`` (``features x features``, eq. 27), the log of the regularization weight lambda, and
     ``iters`` conjugate-gradient steps."""
 
-    def __init__(self, trunk_width: int, features: int = 8, iters: int = 8, strength_init: float = 30.0,
+    def __init__(self, trunk_width: int, features: int = 8, iters: int = DENOISE_ITERS, strength_init: float = 30.0,
                  metric_init: float = 0.5, stages: int = 1):
         super().__init__()
         self.iters = int(iters)

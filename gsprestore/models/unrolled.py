@@ -108,11 +108,6 @@ CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
 OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages", "denoise_iters")
 
 
-#: The CG steps of each of the noise-aware network's denoising passes when its configuration has no
-#: ``denoise_iters`` (:class:`~gsprestore.models.noise_aware.GraphDenoiser`).
-DENOISE_ITERS = 8
-
-
 def check_config(cfg: dict[str, Any]) -> None:
     """Raise :class:`ValueError` (one line naming the option, its value and the bounds) for a
     size option of ``cfg`` outside :data:`CONFIG_BOUNDS` or not a whole number."""
@@ -420,9 +415,9 @@ class UnrolledNet(nn.Module):
                 packed_in += 4
             self.trunk = PackedTrunk(packed_in, int(cfg["width"]), int(cfg["cnn_layers"]))
         if cfg.get("noise_input"):
-            from .noise_aware import GraphDenoiser
+            from .noise_aware import DENOISE_ITERS, GraphDenoiser
 
-            # denoise_iters: the CG steps of each denoising pass (absent: 8, what they were trained with)
+            # denoise_iters: the CG steps of each denoising pass (absent: what they were trained with)
             self.denoiser = GraphDenoiser(int(cfg["width"]), stages=int(cfg.get("denoise_stages", 1)),
                                           iters=int(cfg.get("denoise_iters", DENOISE_ITERS)))
         else:
