@@ -86,6 +86,9 @@ def main() -> None:
     ap.add_argument("--levels", default=",".join(LEVEL_NAMES))
     ap.add_argument("--methods", default="ugtv-lite-denoise,menon+bm3d,demosaicnet+bm3d,menon,ugtv-lite")
     ap.add_argument("--weights", help="ugtv-lite-denoise weights (default: the shipped file)")
+    ap.add_argument("--denoise-iters", type=int, default=None,
+                    help="CG steps of each of ugtv-lite-denoise's denoising passes instead of its weights' own "
+                         "(how the shipped number was chosen on held-out crops)")
     ap.add_argument("--limit", type=int, default=0, help="score only the first N images")
     ap.add_argument("--crop", type=int, default=0, help="score the centre S x S of each image (S even)")
     ap.add_argument("--json", required=True)
@@ -95,7 +98,8 @@ def main() -> None:
     files = list(ds.files)[: a.limit or None]
     out_path = Path(a.json)
     rows = json.loads(out_path.read_text()) if out_path.exists() else []
-    have = {(r["method"], r["level"], r["n_images"], r.get("weights"), r.get("crop", 0)) for r in rows}
+    have = {(r["method"], r["level"], r["n_images"], r.get("weights"), r.get("crop", 0), r.get("denoise_iters"))
+            for r in rows}
     gts = [torch.from_numpy(np.ascontiguousarray(read_image(f).array)).permute(2, 0, 1)[None].float() for f in files]
     if a.crop:
         def centre(gt: torch.Tensor) -> torch.Tensor:
@@ -111,12 +115,15 @@ def main() -> None:
         ys = [N.noisy_mosaic(gt, noise, seed=li * 1000 + i) for i, gt in enumerate(gts)]
         for method in a.methods.split(","):
             weights = a.weights if method == "ugtv-lite-denoise" else None
-            if (method, level, len(files), weights, a.crop) in have:
+            iters = a.denoise_iters if method == "ugtv-lite-denoise" else None
+            if (method, level, len(files), weights, a.crop, iters) in have:
                 continue
             t0, mses = time.perf_counter(), []
             for gt, y in zip(gts, ys):
                 if method == "ugtv-lite-denoise":
                     r = get_restorer(method, "demosaic", noise=noise[0], **({"weights": weights} if weights else {}))
+                    if iters is not None:
+                        r.module.denoiser.iters = iters
                     x = r(y)
                 elif method.startswith("demosaicnet"):
                     dnet = dnet or demosaicnet_restorer()
@@ -129,7 +136,7 @@ def main() -> None:
                     x = bm3d_rgb(x, sigma)
                 mses.append(float(metrics.mse(x.float(), gt)[0]))
             row = {"dataset": a.dataset, "level": level, "a": noise[0, 0, 0].item(), "b": noise[0, 0, 1].item(),
-                   "method": method, "weights": weights, "n_images": len(files), "crop": a.crop,
+                   "method": method, "weights": weights, "n_images": len(files), "crop": a.crop, "denoise_iters": iters,
                    "psnr_dataset_mse": metrics.psnr_dataset_mse(mses), "seconds": time.perf_counter() - t0}
             rows.append(row)
             out_path.write_text(json.dumps(rows, indent=1) + "\n")
