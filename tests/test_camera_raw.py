@@ -282,3 +282,70 @@ def test_cli_demosaic_writes_a_linear_dng_and_refuses_bad_choices(tmp_path):
     code, _, err = _cli(["demosaic", str(path), "--wb", "auto", "-m", "bilinear"])
     assert code == 2 and "--wb" in err
     assert not (tmp_path / "x-demosaic.png").exists()
+
+
+def test_a_prefetched_raw_is_used_only_for_the_same_unchanged_file(tmp_path):
+    """Issue 50: the first camera RAW of a demosaic run decodes on a thread while torch loads
+    (runtime.file_restore.RawPrefetch). Its frame is the file's own read, handed over once and only
+    for that file unchanged; a file that does not decode leaves the ordinary read to say why."""
+    import os
+
+    from gsprestore.runtime.file_restore import RawPrefetch
+    from gsprestore.runtime.restore_batch import raw_prefetch
+
+    path, _ = _dng(tmp_path)
+    ahead = RawPrefetch(path)
+    frame = ahead.take(path)
+    direct = cr.read_raw(path)
+    assert frame is not None and frame.pattern == direct.pattern and np.array_equal(frame.mosaic, direct.mosaic)
+    assert ahead.take(path) is None  # once
+    other, _ = _dng(tmp_path, name="y.dng")
+    assert RawPrefetch(path).take(other) is None  # another file
+    changed = RawPrefetch(path)
+    changed.wait()
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert changed.take(path) is None  # rewritten since: read again
+    (tmp_path / "cut.dng").write_bytes(path.read_bytes()[:300])
+    assert RawPrefetch(tmp_path / "cut.dng").take(tmp_path / "cut.dng") is None
+    with pytest.raises(GspError, match="cut.dng"):
+        cr.read_raw(tmp_path / "cut.dng")
+    # which runs prefetch: demosaic of a RAW named first, where two CPUs are there to overlap it
+    png = tmp_path / "p.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
+    started = raw_prefetch("demosaic", [str(path)])
+    assert (started is not None) == (len(os.sched_getaffinity(0)) >= 2)
+    assert started is None or started.take(path) is not None
+    assert raw_prefetch("upscale2x", [str(path)]) is None and raw_prefetch("demosaic", [str(png)]) is None
+    assert raw_prefetch("demosaic", [str(tmp_path)]) is None and raw_prefetch("demosaic", []) is None
+
+
+def test_the_prefetched_frame_is_checked_for_memory_as_the_header_was(tmp_path, monkeypatch):
+    """A frame decoded ahead is refused, in read_raw's words, when what the development then needs
+    does not fit (the check read_raw makes from the header before unpacking)."""
+    import gsprestore.core.memory as memory
+
+    path, _ = _dng(tmp_path)
+    frame = cr.read_raw(path)
+    cr.check_raw_reserve(frame, path, lambda h, w, c: h * w)  # fits
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)
+    with pytest.raises(GspError, match=r"not enough memory to read the 64x48 camera RAW file"):
+        cr.check_raw_reserve(frame, path, lambda h, w, c: h * w)
+
+
+def test_a_demosaic_process_ends_with_its_status_and_every_line(tmp_path):
+    """A restoring command's process skips the interpreter's teardown (cli.entry._leave_now): its
+    exit status, its output file and what it printed are those of an ordinary exit, on success and
+    on an error."""
+    import subprocess
+    import sys
+
+    path, _ = _dng(tmp_path)
+    ok = subprocess.run([sys.executable, "-m", "gsprestore", "demosaic", str(path), "-o", str(tmp_path / "o.png"),
+                         "-m", "bilinear", "--json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["files"][0]["info"]["pattern"] == "RGGB"
+    assert "1 written" in ok.stderr and (tmp_path / "o.png").stat().st_size > 0
+    again = subprocess.run([sys.executable, "-m", "gsprestore", "demosaic", str(path), "-o", str(tmp_path / "o.png"),
+                            "-m", "bilinear"], capture_output=True, text=True, timeout=120)
+    assert again.returncode != 0 and "o.png" in again.stderr and "exists" in again.stderr, again.stderr

@@ -129,16 +129,29 @@ def _check_sizes(raw: object, path: Path, reserve: Reserve | None) -> None:
     """Refuse, from the header and before LibRaw unpacks anything, a file whose unpacked sensor
     data (16 bits a site, margins included), its float32 mosaic and what the caller then needs
     (``reserve``) would not fit in the available memory."""
-    from ..core.memory import available_memory, gib
-
     s = raw.sizes
     h, w = int(s.height), int(s.width)
     need = int(s.raw_height) * int(s.raw_width) * 2 + h * w * (1 + 4)
     need += reserve(h, w, 1) if reserve is not None else 0
+    _refuse_short_memory(need, h, w, path)
+
+
+def _refuse_short_memory(need: int, h: int, w: int, path: str | Path) -> None:
+    from ..core.memory import available_memory, gib
+
     have = available_memory()
     if need > have:
         raise GspError(f"not enough memory to read the {w}x{h} camera RAW file and work on it (about {gib(need)} "
                        f"needed, {gib(have)} available)", path)
+
+
+def check_raw_reserve(frame: RawFrame, path: str | Path, reserve: Reserve | None) -> None:
+    """For a frame decoded before its caller knew its needs (a prefetch): refuse it, as
+    :func:`read_raw` would have from the header, when what the caller needs now (``reserve``)
+    does not fit in the available memory."""
+    if reserve is not None:
+        h, w = frame.mosaic.shape
+        _refuse_short_memory(reserve(h, w, 1), h, w, path)
 
 
 def read_raw(path: str | Path, *, reserve: Reserve | None = None) -> RawFrame:

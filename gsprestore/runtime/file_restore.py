@@ -122,6 +122,7 @@ def restore_file(
     notice: Notice | None = None,
     progress: Progress | None = None,
     expect: Expect | None = None,
+    prefetch: "RawPrefetch | None" = None,
 ) -> dict:
     """Restore the image file ``source`` with ``restorer`` and write ``output`` (atomically).
 
@@ -133,7 +134,8 @@ def restore_file(
     file's orientation (TIFF tag, EXIF of a JPEG / WebP / PNG) applied to the result.
     ``notice`` gets one-line messages (several pages or frames, odd size, tiles, a profile left out,
     transparency dropped by a JPEG output), ``progress`` (done, total) tiles, ``expect`` the
-    output's megapixels before the restorer runs.
+    output's megapixels before the restorer runs; ``prefetch``: a camera RAW file being decoded
+    ahead (used when it is ``source``).
     Returns what was written: width, height, bit_depth (and orientation when not 1)."""
     from ..imageio.camera_raw import is_camera_raw
     from .tiling import check_channels, job_bytes, resolve_device, restore
@@ -149,7 +151,8 @@ def restore_file(
                                 output_space=output_space, bright=bright, denoise=denoise, bit_depth=bit_depth,
                                 quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
-                                expect=expect, **run)
+                                expect=expect, frame=prefetch.take(source) if prefetch is not None else None,
+                                **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
         f = task_scale(task)
@@ -227,17 +230,18 @@ def develop_raw_file(
     notice: Notice | None = None,
     progress: Progress | None = None,
     expect: Expect | None = None,
+    frame: Any = None,
     **run: Any,
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
     with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
     brightness ``bright`` (:func:`gsprestore.imageio.raw_develop.develop`); ``denoise``: see
-    :func:`raw_denoiser`. ``run``: the engine's tile,
-    overlap, device, precision."""
+    :func:`raw_denoiser`. ``frame``: the file already decoded (:class:`RawPrefetch`), or None to
+    read it here. ``run``: the engine's tile, overlap, device, precision."""
     import torch
 
-    from ..imageio.camera_raw import read_raw
+    from ..imageio.camera_raw import check_raw_reserve, read_raw
     from ..imageio.raw_develop import develop
     from .tiling import job_bytes, resolve_device, restore
     from ..imageio.images import TOOL_TAG, write_image
@@ -254,7 +258,10 @@ def develop_raw_file(
             restorer, height, width, 1, tile=run.get("tile", 0), overlap=run.get("overlap"),
             device=resolve_device(run.get("device", "auto")))
 
-    frame = read_raw(source, reserve=reserve)
+    if frame is None:
+        frame = read_raw(source, reserve=reserve)
+    else:  # decoded ahead (RawPrefetch): what the development still needs, checked as read_raw would
+        check_raw_reserve(frame, source, reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
     chosen = restorer
@@ -279,6 +286,57 @@ def develop_raw_file(
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
             "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright, **denoised}
+
+
+class RawPrefetch:
+    r"""The first camera RAW file of a ``demosaic`` run, decoded on a thread while the command
+    imports torch and loads its network (issue 50: about a second of start-up in which LibRaw's
+    decode, which releases the GIL, costs no wall time). :meth:`take` hands the frame over only for
+    the same file, unchanged since (device, inode, size, modification time); a file that fails to
+    decode here is read again in its turn, so its error is the ordinary one, in its place.
+
+    While LibRaw decodes, the process's stderr is captured (:func:`gsprestore.imageio.camera_raw.
+    read_raw`) and written back after: the caller :meth:`wait`\ s before it prints anything (its
+    errors included), so no line is held back when the process ends."""
+
+    def __init__(self, path: str | Path):
+        import threading
+
+        self.path = Path(path)
+        self._key = _file_key(self.path)
+        self._frame: Any = None
+        self._thread = threading.Thread(target=self._read, name="gsprestore-raw-decode", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from ..imageio.camera_raw import read_raw
+
+        try:
+            self._frame = read_raw(self.path)
+        except BaseException:  # noqa: BLE001 - the ordinary read, in the file's turn, says what is wrong
+            self._frame = None
+
+    def wait(self) -> None:
+        """Block until the decode has ended (stderr is the process's own again)."""
+        self._thread.join()
+
+    def take(self, path: str | Path) -> Any:
+        """The decoded frame of ``path`` (once), or None: another file, changed since, or not decoded."""
+        self.wait()
+        frame, self._frame = self._frame, None
+        if frame is None or Path(path) != self.path or _file_key(self.path) != self._key:
+            return None
+        return frame
+
+
+def _file_key(path: Path) -> tuple[int, ...] | None:
+    import os
+
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 #: The noise-aware network that ``--denoise`` uses (issue 49, :mod:`gsprestore.models.noise_aware`).

@@ -17,6 +17,7 @@ from ..physics.tasks import get_task, is_mosaic, task_scale
 from .batch_run import BatchOptions, BatchOutcome, BatchWork, run_batch
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .file_restore import RawPrefetch
     from .folders import Job
     from .progress import Reporter
 
@@ -140,9 +141,14 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
         method_spec(r.method, task)
     check_tiling(r.tile, r.overlap, tile_name="--tile", overlap_name="--overlap", strict=True)
     parse_shard(o.shard)  # a bad --shard is a usage error before anything else runs
-    dev = resolve_device(rank_device(r.device, ranks_from_env()))  # under torchrun: cuda:LOCAL_RANK
-    check_precision(r.precision, dev)
-    spec = method_spec(choose_method(r.method, r.weights, task, dev.type, r.prefer), task)
+    prefetch = raw_prefetch(task, inputs)
+    try:  # torch loads (resolve_device) while the first camera RAW file decodes
+        dev = resolve_device(rank_device(r.device, ranks_from_env()))  # under torchrun: cuda:LOCAL_RANK
+        check_precision(r.precision, dev)
+        spec = method_spec(choose_method(r.method, r.weights, task, dev.type, r.prefer), task)
+    finally:
+        if prefetch is not None:
+            prefetch.wait()  # stderr is the process's own again before anything is printed
     if r.weights is not None and spec.kind != "learned":
         why = " (it averages the shipped uGTV and uGLR weights)" if spec.kind == "ensemble" else ""
         raise UsageError(f"--weights applies to learned methods only, not {spec.name}{why}")
@@ -162,7 +168,7 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
                                 tile=r.tile, overlap=r.overlap, device=dev, precision=r.precision,
                                 bit_depth=r.bit_depth, quality=r.quality, overwrite=o.overwrite, wb=wb,
                                 output_space=output_space, bright=bright, denoise=denoise,
-                                alpha_restorer=alpha_restorer,
+                                alpha_restorer=alpha_restorer, prefetch=prefetch,
                                 notice=reporter.notice, progress=reporter.tiles)
 
         return work
@@ -173,6 +179,22 @@ def restore_paths(task: str, inputs: list[str], restore: RestoreOptions | None =
                            "tile": r.tile, "self_ensemble": self_ensemble,
                            **({"pattern": pattern} if is_mosaic(task) else {})})
     return run_batch(work, inputs, o, on_record=on_record)
+
+
+def raw_prefetch(task: str, inputs: list[str]) -> "RawPrefetch | None":
+    """For ``demosaic`` whose first input names a camera RAW file, that file's decode started on a
+    thread (:class:`gsprestore.runtime.file_restore.RawPrefetch`); otherwise None. Only where the
+    process has two CPUs or more: on one, the decode would only slow the start-up it hides."""
+    from pathlib import Path
+
+    from ..core.process import usable_cpus
+    from ..imageio.camera_raw import is_camera_raw
+    from .file_restore import RawPrefetch
+
+    if not is_mosaic(task) or not inputs or usable_cpus() < 2:
+        return None
+    first = Path(inputs[0])
+    return RawPrefetch(first) if first.is_file() and is_camera_raw(first) else None
 
 
 #: A job its method's recorded speed puts at this many seconds or more (or whose speed is not
