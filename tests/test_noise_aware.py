@@ -314,3 +314,78 @@ def test_denoise_iters_sets_the_passes_cg_steps_and_is_kept_only_when_given():
     with pytest.raises(ValueError, match="denoise_iters"):
         build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2, denoise_iters=1000)
     assert "denoise_iters" not in build_model("ugtv-lite", "demosaic", width=8, cnn_layers=2, denoise_iters=4).config
+
+
+def _anchored(seed: int = 0):
+    """A noise-aware network trained away from its clean start (random weights here) with the
+    clean network as its anchor (``clean_anchor``, as lab/research/add_clean_anchor.py makes it)."""
+    clean, _ = _clean_and_aware(seed)
+    torch.manual_seed(seed + 1)
+    plain = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).eval()
+    anchored = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2, clean_anchor=True).eval()
+    anchored.load_state_dict(plain.state_dict(), strict=False)
+    anchored.clean_anchor.set_clean(clean.state_dict(), anchored)
+    return clean, plain, anchored
+
+
+def _level(std: float) -> torch.Tensor:
+    """A (1, 3, 2) level whose deviation at mid-grey is ``std`` (read noise only)."""
+    return torch.tensor([[[0.0, std * std]] * 3])
+
+
+def test_the_anchor_blend_is_a_ramp_in_the_mid_grey_deviation():
+    from gsprestore.models.noise_aware import ANCHOR_RAMP, MID_GREY, anchor_blend
+
+    lo, hi = ANCHOR_RAMP
+    assert anchor_blend(None, 3).tolist() == [0.0, 0.0, 0.0]
+    got = anchor_blend(torch.cat([_level(s) for s in (0.0, lo, (lo + hi) / 2, hi, 2 * hi)]), 5)
+    assert torch.allclose(got, torch.tensor([0.0, 0.0, 0.5, 1.0, 1.0]), atol=1e-5)
+    a = torch.tensor([[[1e-3, 0.0], [3e-3, 0.0], [2e-3, 0.0]]])  # shot noise: sqrt(mean a x) at x = MID_GREY
+    std = math.sqrt(2e-3 * MID_GREY)
+    assert math.isclose(float(anchor_blend(a, 1)), min(1.0, max(0.0, (std - lo) / (hi - lo))), rel_tol=1e-5)
+    assert N.LEVELS["medium"][0] * MID_GREY + N.LEVELS["medium"][1] > hi * hi  # medium and high: the own weights
+
+
+def test_the_clean_anchor_is_the_clean_network_without_noise_and_the_own_weights_above_the_ramp():
+    """Deep network interpolation by noise level (models.noise_aware.CleanAnchor): clean input
+    restores exactly as the clean network; a level above the ramp exactly as the network without
+    the anchor; in between, as a network whose weights are the blend (built by hand here)."""
+    from gsprestore.models.noise_aware import ANCHOR_RAMP, load_clean_weights
+
+    clean, plain, anchored = _anchored()
+    lo, hi = ANCHOR_RAMP
+    gt = torch.rand(2, 3, 20, 24)
+    known, mask = network_input("demosaic", gt)
+    with torch.no_grad():
+        assert torch.equal(anchored(known, mask), clean(known, mask))
+        loud = _level(2 * hi).expand(2, 3, 2)
+        assert torch.equal(anchored(known, mask, noise=loud), plain(known, mask, noise=loud))
+        mid = _level(lo + 0.25 * (hi - lo)).expand(2, 3, 2)
+        by_hand = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).eval()
+        load_clean_weights(by_hand, clean.state_dict())
+        start = by_hand.state_dict()
+        by_hand.load_state_dict({k: v if k.startswith("denoiser.") else start[k] + 0.25 * (v - start[k])
+                                 for k, v in plain.state_dict().items()})
+        assert torch.allclose(anchored(known, mask, noise=mid), by_hand(known, mask, noise=mid), atol=1e-5)
+        # a batch of two levels is each element at its own level
+        both = torch.cat([_level(0.0), _level(2 * hi)])
+        out = anchored(known, mask, noise=both)
+        assert torch.allclose(out[:1], anchored(known[:1], mask[:1], noise=_level(0.0)), atol=1e-6)
+        assert torch.allclose(out[1:], plain(known[1:], mask[1:], noise=_level(2 * hi)), atol=1e-6)
+        assert len(anchored(known, mask, noise=both, return_all=True)) == 2
+    assert anchored.num_params() == plain.num_params()  # the anchor is stored, never trained
+
+
+def test_the_clean_anchor_travels_in_the_weights_file_and_needs_the_noise_input(tmp_path):
+    from gsprestore.methods.weights import load_model, save_weights
+
+    clean, _, anchored = _anchored(3)
+    save_weights(tmp_path / "a.pt", anchored, {"steps": 1})
+    back = load_model("ugtv-lite-denoise", "demosaic", path=tmp_path / "a.pt")
+    assert back.config["clean_anchor"] is True
+    known, mask = network_input("demosaic", torch.rand(1, 3, 16, 16))
+    with torch.no_grad():
+        assert torch.equal(back(known, mask), clean(known, mask))
+    with pytest.raises(ValueError, match="clean_anchor is for noise-aware"):
+        build_model("ugtv-lite", "demosaic", width=8, cnn_layers=2, clean_anchor=True)
+    assert "clean_anchor" not in build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).config

@@ -23,6 +23,17 @@ interpolates from them as before:
 3. the denoised samples are the network's known samples from then on: Menon's initial estimate
    and the unrolled GTV / GLR blocks run on them unchanged.
 
+**The clean anchor** (``clean_anchor``). Trained on noisy pairs, the trunk and the interpolating
+block restore a clean or nearly clean mosaic worse than the clean network they started from
+(the pack's held-out crops: 33.14 against 33.34 dB at zero noise). A network with the anchor keeps
+the clean network's weights beside its own (:class:`CleanAnchor`) and runs, for a frame of noise
+level ``s`` (:func:`anchor_blend`), the weights ``W_clean + g(s) (W - W_clean)``: deep network
+interpolation (Wang et al., "Deep Network Interpolation for Continuous Imagery Effect
+Transition", CVPR 2019), with ``g`` a ramp in the frame's noise deviation at mid-grey
+(:data:`ANCHOR_RAMP`, chosen on held-out crops by lab/research/noise_blend_trial.py). At zero
+noise it is the clean network exactly; the denoising passes keep their own weights (their
+strength already follows the noise level).
+
 The trunk's noise channels start at zero weights and the denoiser at any weights, so a clean
 network's weights give a noise-aware network that restores clean input exactly as they did
 (:func:`load_clean_weights`), and training on noisy pairs starts from there.
@@ -44,6 +55,58 @@ SIGMA_INPUT_SCALE = 10.0
 DENOISE_ITERS = 8
 
 
+#: The linear signal level at which a frame's noise is read for the clean anchor's blend (a mid-grey).
+MID_GREY = 0.18
+#: The clean anchor's ramp (:func:`anchor_blend`): the noise deviation at :data:`MID_GREY` (linear,
+#: RMS over the colour channels) below which the clean network's weights run, and from which the
+#: noise-aware ones run alone. Set on held-out crops (docs/training.md, "The clean anchor").
+ANCHOR_RAMP: tuple[float, float] = (0.006, 0.016)
+
+
+def anchor_blend(noise: Tensor | None, batch: int) -> Tensor:
+    """The noise-aware weights' share ``g`` in ``[0, 1]`` per batch element (``(batch,)``) for the
+    Poisson-Gaussian level ``noise`` ``(B, 3, 2)`` (None: clean, 0): a linear ramp over
+    :data:`ANCHOR_RAMP` in the deviation ``sqrt(mean_c(a_c MID_GREY + b_c))``."""
+    if noise is None:
+        return torch.zeros(batch)
+    std = (noise[..., 0] * MID_GREY + noise[..., 1]).mean(dim=-1).clamp_min(0).sqrt().reshape(-1).float().cpu()
+    lo, hi = ANCHOR_RAMP
+    return ((std - lo) / (hi - lo)).clamp(0, 1).expand(batch)
+
+
+class CleanAnchor(nn.Module):
+    """The clean network's weights beside a noise-aware network's (``clean_anchor``; see the
+    module docstring): one buffer for each parameter outside the denoiser, under the parameter's
+    name with ``.`` as ``__`` (buffers: saved in the weights file, never trained)."""
+
+    def __init__(self, aware: nn.Module):
+        super().__init__()
+        self.names = [n for n, _ in aware.named_parameters() if not n.startswith("denoiser.")]
+        for name, p in aware.named_parameters():
+            if not name.startswith("denoiser."):
+                self.register_buffer(name.replace(".", "__"), torch.zeros_like(p.detach()))
+
+    def weights(self, aware: nn.Module, g: float) -> dict[str, Tensor]:
+        """``aware``'s anchored parameters at share ``g``: the clean ones themselves at 0,
+        ``W_clean + g (W - W_clean)`` above."""
+        anchors = {n: getattr(self, n.replace(".", "__")) for n in self.names}
+        if g <= 0:
+            return anchors
+        own = dict(aware.named_parameters())
+        return {n: a + g * (own[n] - a) for n, a in anchors.items()}
+
+    def set_clean(self, clean_state: dict[str, Tensor], template: nn.Module) -> None:
+        """Store a clean network's ``state_dict`` as the anchor, laid out as :func:`load_clean_weights`
+        lays it into the noise-aware ``template`` (the trunk's noise channels at zero)."""
+        import copy
+
+        shaped = copy.deepcopy(template)
+        load_clean_weights(shaped, clean_state)
+        own = dict(shaped.named_parameters())
+        for n in self.names:
+            getattr(self, n.replace(".", "__")).copy_(own[n].detach())
+
+
 def load_clean_weights(aware: nn.Module, clean_state: dict[str, Tensor]) -> None:
     """Load a clean CPU-size network's ``state_dict`` into the noise-aware network ``aware`` built
     with the same configuration plus ``noise_input``: every tensor is kept, the trunk's first
@@ -52,6 +115,8 @@ def load_clean_weights(aware: nn.Module, clean_state: dict[str, Tensor]) -> None
     clean network did."""
     state = aware.state_dict()
     for name, t in clean_state.items():
+        if name.startswith("clean_anchor."):
+            continue
         if name == "trunk.cnn.convs.0.weight":
             w = torch.zeros_like(state[name])
             w[:, : t.shape[1]] = t

@@ -105,7 +105,7 @@ CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "denoise_iters": (1, 64),
 }
 #: Configuration keys that switch a part on (absent from the stored configuration when off).
-OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages", "denoise_iters")
+OPTIONAL_KEYS: tuple[str, ...] = ("noise_input", "denoise_stages", "denoise_iters", "clean_anchor")
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -421,9 +421,17 @@ class UnrolledNet(nn.Module):
             self.denoiser = GraphDenoiser(int(cfg["width"]), stages=int(cfg.get("denoise_stages", 1)),
                                           iters=int(cfg.get("denoise_iters", DENOISE_ITERS)))
         else:
+            if cfg.get("clean_anchor"):
+                raise ValueError("clean_anchor is for noise-aware networks (noise_input)")
             cfg.pop("noise_input", None)
             cfg.pop("denoise_stages", None)
             cfg.pop("denoise_iters", None)
+        if cfg.get("clean_anchor"):  # the clean network's weights beside these (noise_aware.CleanAnchor)
+            from .noise_aware import CleanAnchor
+
+            self.clean_anchor = CleanAnchor(self)
+        else:
+            cfg.pop("clean_anchor", None)
         # the paper's choices are left out of the stored configuration, so the weights files and
         # manifest records made before these keys existed describe the same network
         for key, paper in (("feature_trunk", "per-block"), ("initial_estimate", "bilinear")):
@@ -521,12 +529,17 @@ class UnrolledNet(nn.Module):
             )
 
     def forward(self, known: Tensor, mask: Tensor, *, noise: Tensor | None = None,
-                return_all: bool = False) -> Tensor | list[Tensor]:
+                return_all: bool = False, _anchored: bool = False) -> Tensor | list[Tensor]:
         """Interpolate: ``known = H^T y``, ``mask = H^T 1`` (``(B, C, H, W)``) -> x ``(B, C, H, W)``
         with ``H x = y``. ``return_all`` gives ``[x^0, x^1, ..., x^T]``. ``noise``: a
         noise-aware network's ``(B, 3, 2)`` Poisson-Gaussian ``(a, b)`` per colour channel of the
         sRGB-decoded observation (:mod:`.noise_aware`; None: clean); then ``H x`` is the denoised
-        observation."""
+        observation. With a clean anchor, the weights are first blended for the level
+        (:func:`.noise_aware.anchor_blend`; ``_anchored``: they are)."""
+        if not _anchored and getattr(self, "clean_anchor", None) is not None:
+            anchored = self._anchored_forward(known, mask, noise, return_all)
+            if anchored is not None:
+                return anchored
         self._check_input(known, mask)
         mask = mask.expand_as(known)
         if noise is not None and not self.config.get("noise_input"):
@@ -553,6 +566,29 @@ class UnrolledNet(nn.Module):
                 x = block(x, known, mask, checkpoint_heads=heads, workspace=workspace, trunk=trunk)
             xs.append(x)
         return xs if return_all else x
+
+
+    def _anchored_forward(self, known: Tensor, mask: Tensor, noise: Tensor | None,
+                          return_all: bool) -> Tensor | list[Tensor] | None:
+        """:meth:`forward` with the weights blended toward the clean anchor for ``noise``'s level,
+        one call per distinct share in the batch; None where every element's share is 1 (the
+        network's own weights)."""
+        from torch.func import functional_call
+
+        from .noise_aware import anchor_blend
+
+        g = anchor_blend(noise, known.shape[0])
+        if bool((g >= 1).all()):
+            return None
+        if bool((g == g[0]).all()):
+            return functional_call(self, self.clean_anchor.weights(self, float(g[0])), (known, mask),
+                                   {"noise": noise, "return_all": return_all, "_anchored": True})
+        parts = [self.forward(known[i:i + 1], mask[i:i + 1] if mask.shape[0] > 1 else mask,
+                              noise=None if noise is None else noise[i:i + 1], return_all=return_all)
+                 for i in range(known.shape[0])]
+        if return_all:
+            return [torch.cat(step) for step in zip(*parts)]
+        return torch.cat(parts)
 
 
 #: parameter-name endings of the unrolled-CG step sizes (each block's ``alpha`` and ``beta``)
