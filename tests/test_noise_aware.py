@@ -389,3 +389,30 @@ def test_the_clean_anchor_travels_in_the_weights_file_and_needs_the_noise_input(
     with pytest.raises(ValueError, match="clean_anchor is for noise-aware"):
         build_model("ugtv-lite", "demosaic", width=8, cnn_layers=2, clean_anchor=True)
     assert "clean_anchor" not in build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2).config
+
+
+def test_training_through_the_clean_anchor_moves_the_own_weights_by_the_share():
+    """The blended weights ``W_clean + g (W - W_clean)`` pass ``g`` times the blended network's
+    gradient to ``W`` (the anchor gets none), with gradient checkpointing asked for or not."""
+    from gsprestore.models.noise_aware import ANCHOR_RAMP, load_clean_weights
+
+    clean, plain, anchored = _anchored(5)
+    lo, hi = ANCHOR_RAMP
+    share = 0.25
+    level = _level(lo + share * (hi - lo))
+    gt = torch.rand(1, 3, 16, 16)
+    known, mask = observation("demosaic", N.noisy_mosaic(gt, level, seed=1))
+    by_hand = build_model("ugtv-lite-denoise", "demosaic", width=8, cnn_layers=2)
+    load_clean_weights(by_hand, clean.state_dict())
+    start = by_hand.state_dict()
+    by_hand.load_state_dict({k: v if k.startswith("denoiser.") else start[k] + share * (v - start[k])
+                             for k, v in plain.state_dict().items()})
+    ((by_hand(known, mask, noise=level) - gt) ** 2).mean().backward()
+    expected = {n: p.grad if n.startswith("denoiser.") else share * p.grad for n, p in by_hand.named_parameters()}
+    for mode in (False, "block"):
+        anchored.zero_grad()
+        anchored.train().checkpoint = mode
+        ((anchored(known, mask, noise=level) - gt) ** 2).mean().backward()
+        for n, p in anchored.named_parameters():
+            assert torch.allclose(p.grad, expected[n], atol=1e-6, rtol=1e-4), (mode, n)
+        assert all(b.grad is None for b in anchored.clean_anchor.buffers())

@@ -571,8 +571,10 @@ class UnrolledNet(nn.Module):
     def _anchored_forward(self, known: Tensor, mask: Tensor, noise: Tensor | None,
                           return_all: bool) -> Tensor | list[Tensor] | None:
         """:meth:`forward` with the weights blended toward the clean anchor for ``noise``'s level,
-        one call per distinct share in the batch; None where every element's share is 1 (the
-        network's own weights)."""
+        one call per distinct share in the batch (a training batch of drawn levels: the clean
+        ones together, those above the ramp together); None where every element's share is 1
+        (the network's own weights). Gradient checkpointing is off in the blended calls: its
+        recomputation would run after the blended weights are gone."""
         from torch.func import functional_call
 
         from .noise_aware import anchor_blend
@@ -580,15 +582,29 @@ class UnrolledNet(nn.Module):
         g = anchor_blend(noise, known.shape[0])
         if bool((g >= 1).all()):
             return None
-        if bool((g == g[0]).all()):
-            return functional_call(self, self.clean_anchor.weights(self, float(g[0])), (known, mask),
-                                   {"noise": noise, "return_all": return_all, "_anchored": True})
-        parts = [self.forward(known[i:i + 1], mask[i:i + 1] if mask.shape[0] > 1 else mask,
-                              noise=None if noise is None else noise[i:i + 1], return_all=return_all)
-                 for i in range(known.shape[0])]
+        if mask.shape[0] != known.shape[0]:
+            mask = mask.expand(known.shape[0], *mask.shape[1:])
+        if noise is not None and noise.shape[0] != known.shape[0]:
+            noise = noise.expand(known.shape[0], *noise.shape[1:])
+        parts: dict[int, Tensor | list[Tensor]] = {}
+        for share in torch.unique(g).tolist():
+            rows = (g == share).nonzero().flatten()
+            sub_noise = None if noise is None else noise[rows]
+            if share >= 1:
+                out = self.forward(known[rows], mask[rows], noise=sub_noise, return_all=return_all, _anchored=True)
+            else:
+                saved, self.checkpoint = self.checkpoint, False
+                try:
+                    out = functional_call(self, self.clean_anchor.weights(self, share), (known[rows], mask[rows]),
+                                          {"noise": sub_noise, "return_all": return_all, "_anchored": True})
+                finally:
+                    self.checkpoint = saved
+            for j, i in enumerate(rows.tolist()):
+                parts[i] = [step[j:j + 1] for step in out] if return_all else out[j:j + 1]
+        ordered = [parts[i] for i in range(known.shape[0])]
         if return_all:
-            return [torch.cat(step) for step in zip(*parts)]
-        return torch.cat(parts)
+            return [torch.cat(step) for step in zip(*ordered)]
+        return torch.cat(ordered)  # type: ignore[arg-type]
 
 
 #: parameter-name endings of the unrolled-CG step sizes (each block's ``alpha`` and ``beta``)

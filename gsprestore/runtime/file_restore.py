@@ -152,7 +152,7 @@ def restore_file(
                                 quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
                                 expect=expect, frame=prefetch.take(source) if prefetch is not None else None,
-                                **run)
+                                noise_fit=prefetch.noise_fit if prefetch is not None else None, **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
         f = task_scale(task)
@@ -231,6 +231,7 @@ def develop_raw_file(
     progress: Progress | None = None,
     expect: Expect | None = None,
     frame: Any = None,
+    noise_fit: Any = None,
     **run: Any,
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
@@ -238,7 +239,8 @@ def develop_raw_file(
     with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
     brightness ``bright`` (:func:`gsprestore.imageio.raw_develop.develop`); ``denoise``: see
     :func:`raw_denoiser`. ``frame``: the file already decoded (:class:`RawPrefetch`), or None to
-    read it here. ``run``: the engine's tile, overlap, device, precision."""
+    read it here; ``noise_fit``: its noise measured with it (used only with that frame).
+    ``run``: the engine's tile, overlap, device, precision."""
     import torch
 
     from ..imageio.camera_raw import check_raw_reserve, read_raw
@@ -259,13 +261,14 @@ def develop_raw_file(
             device=resolve_device(run.get("device", "auto")))
 
     if frame is None:
-        frame = read_raw(source, reserve=reserve)
+        frame, noise_fit = read_raw(source, reserve=reserve), None
     else:  # decoded ahead (RawPrefetch): what the development still needs, checked as read_raw would
         check_raw_reserve(frame, source, reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
     chosen = restorer
-    restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"))
+    restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"),
+                            fit=noise_fit)
     denoised = {"method": restorer.name} if restorer is not chosen else {}
 
     def demosaic(mosaic: Any, bayer: str) -> Any:
@@ -305,14 +308,18 @@ class RawPrefetch:
         self.path = Path(path)
         self._key = _file_key(self.path)
         self._frame: Any = None
+        #: the frame's sensor noise fit (:func:`gsprestore.physics.noise.estimate`), measured here too
+        self.noise_fit: Any = None
         self._thread = threading.Thread(target=self._read, name="gsprestore-raw-decode", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         from ..imageio.camera_raw import read_raw
+        from ..physics.noise import estimate
 
         try:
             self._frame = read_raw(self.path)
+            self.noise_fit = estimate(self._frame.mosaic)  # what --denoise auto measures first
         except BaseException:  # noqa: BLE001 - the ordinary read, in the file's turn, says what is wrong
             self._frame = None
 
@@ -354,14 +361,15 @@ MAX_DENOISE_EXPOSURE = 16.0
 
 
 def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float,
-                 notice: Notice | None = None) -> "Restorer":
+                 notice: Notice | None = None, *, fit: Any = None) -> "Restorer":
     """The restorer that develops ``frame``: ``restorer`` itself, or with ``--denoise`` (``denoise``:
     auto / on / a FACTOR on the measured variance; off) the noise-aware :data:`DENOISER` given the
     Poisson-Gaussian level measured on the frame's own mosaic
     (:func:`gsprestore.physics.noise.estimate`), white-balanced per channel and brought to the
     exposure the network learned at. ``auto`` denoises only a noisy frame
     (:data:`NOISY_RELATIVE_STD`) and only in place of a learned default (:data:`DENOISE_REPLACES`);
-    ``notice`` is told the measurement and the choice."""
+    ``notice`` is told the measurement and the choice; ``fit``: the frame's noise already
+    measured (:class:`RawPrefetch`), else measured here."""
     import numpy as np
 
     from ..core.errors import WeightsError
@@ -372,7 +380,7 @@ def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float
 
     if denoise == "off":
         return restorer
-    fit = estimate(frame.mosaic)
+    fit = estimate(frame.mosaic) if fit is None else fit
     level = float(np.median(frame.mosaic[::2, ::2]))
     relative = fit.std(level) / max(level, 1e-6)
     measured = (f"sensor noise {100 * relative:.1f}% of the median level (variance {fit.a:.2g} x + {fit.b:.2g})")
