@@ -294,10 +294,16 @@ def test_a_prefetched_raw_is_used_only_for_the_same_unchanged_file(tmp_path):
     from gsprestore.runtime.restore_batch import raw_prefetch
 
     path, _ = _dng(tmp_path)
+    from gsprestore.imageio.metadata import raw_metadata
+    from gsprestore.physics.noise import estimate
+
     ahead = RawPrefetch(path)
-    frame = ahead.take(path)
+    decoded = ahead.take(path)
     direct = cr.read_raw(path)
-    assert frame is not None and frame.pattern == direct.pattern and np.array_equal(frame.mosaic, direct.mosaic)
+    assert decoded is not None
+    frame = decoded.frame
+    assert frame.pattern == direct.pattern and np.array_equal(frame.mosaic, direct.mosaic)
+    assert decoded.noise_fit == estimate(direct.mosaic) and decoded.metadata == raw_metadata(str(path))
     assert ahead.take(path) is None  # once
     other, _ = _dng(tmp_path, name="y.dng")
     assert RawPrefetch(path).take(other) is None  # another file

@@ -19,6 +19,7 @@ for Python callers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from ..physics.tasks import is_mosaic, task_scale
@@ -151,8 +152,8 @@ def restore_file(
                                 output_space=output_space, bright=bright, denoise=denoise, bit_depth=bit_depth,
                                 quality=quality,
                                 overwrite=overwrite, software=software, notice=notice, progress=progress,
-                                expect=expect, frame=prefetch.take(source) if prefetch is not None else None,
-                                noise_fit=prefetch.noise_fit if prefetch is not None else None, **run)
+                                expect=expect, ahead=prefetch.take(source) if prefetch is not None else None,
+                                **run)
 
     def reserve(height: int, width: int, channels: int) -> int:  # restore and write, checked from the header
         f = task_scale(task)
@@ -230,16 +231,15 @@ def develop_raw_file(
     notice: Notice | None = None,
     progress: Progress | None = None,
     expect: Expect | None = None,
-    frame: Any = None,
-    noise_fit: Any = None,
+    ahead: "DecodedRaw | None" = None,
     **run: Any,
 ) -> dict:
     """Develop the camera RAW file ``source`` with the demosaicker ``restorer`` and write ``output``
     (16-bit unless ``bit_depth``): the file's own Bayer phase (a different ``pattern`` is ignored,
     with a notice), black/white levels and visible area, white balance ``wb``, ``output_space``,
     brightness ``bright`` (:func:`gsprestore.imageio.raw_develop.develop`); ``denoise``: see
-    :func:`raw_denoiser`. ``frame``: the file already decoded (:class:`RawPrefetch`), or None to
-    read it here; ``noise_fit``: its noise measured with it (used only with that frame).
+    :func:`raw_denoiser`. ``ahead``: the file already decoded, its noise measured and its record
+    read (:class:`RawPrefetch`), or None to do that here.
     ``run``: the engine's tile, overlap, device, precision."""
     import torch
 
@@ -260,15 +260,16 @@ def develop_raw_file(
             restorer, height, width, 1, tile=run.get("tile", 0), overlap=run.get("overlap"),
             device=resolve_device(run.get("device", "auto")))
 
-    if frame is None:
-        frame, noise_fit = read_raw(source, reserve=reserve), None
+    if ahead is None:
+        frame = read_raw(source, reserve=reserve)
     else:  # decoded ahead (RawPrefetch): what the development still needs, checked as read_raw would
+        frame = ahead.frame
         check_raw_reserve(frame, source, reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
     chosen = restorer
     restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"),
-                            fit=noise_fit)
+                            fit=ahead.noise_fit if ahead is not None else None)
     denoised = {"method": restorer.name} if restorer is not chosen else {}
 
     def demosaic(mosaic: Any, bayer: str) -> Any:
@@ -278,25 +279,40 @@ def develop_raw_file(
                        **run).numpy()
 
     if Path(output).suffix.lower() == ".dng":  # a linear DNG: demosaicked camera RGB for a raw editor
-        return {**_linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice), **denoised}
+        return {**_linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice,
+                              record=ahead.metadata if ahead is not None else None), **denoised}
 
     out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
     depth = bit_depth or 16
     software = software or TOOL_TAG.format(command="demosaic")
-    metadata = for_output(raw_metadata(str(source)), out.shape[1], out.shape[0], software)
+    record = ahead.metadata if ahead is not None else raw_metadata(str(source))
+    metadata = for_output(record, out.shape[1], out.shape[0], software)
     written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
                           metadata=metadata)
     return {"width": out.shape[1], "height": out.shape[0], "bit_depth": written_depth(written, depth),
             "pattern": frame.pattern, "wb": wb, "output_space": output_space, "bright": bright, **denoised}
 
 
+@dataclass
+class DecodedRaw:
+    """A camera RAW file as :class:`RawPrefetch` hands it over: the decoded ``frame``
+    (:func:`gsprestore.imageio.camera_raw.read_raw`), its sensor ``noise_fit``
+    (:func:`gsprestore.physics.noise.estimate`) and its ``metadata`` record
+    (:func:`gsprestore.imageio.metadata.raw_metadata`)."""
+
+    frame: Any
+    noise_fit: Any
+    metadata: Any
+
+
 class RawPrefetch:
     r"""The first camera RAW file of a ``demosaic`` run, decoded on a thread while the command
     imports torch and loads its network (issue 50: about a second of start-up in which LibRaw's
-    decode, which releases the GIL, costs no wall time). :meth:`take` hands the frame over only for
-    the same file, unchanged since (device, inode, size, modification time); a file that fails to
-    decode here is read again in its turn, so its error is the ordinary one, in its place.
+    decode, which releases the GIL, costs no wall time; the noise fit and the metadata record
+    are read with it). :meth:`take` hands them over (:class:`DecodedRaw`) only for the same file,
+    unchanged since (device, inode, size, modification time); a file that fails to decode here is
+    read again in its turn, so its error is the ordinary one, in its place.
 
     While LibRaw decodes, the process's stderr is captured (:func:`gsprestore.imageio.camera_raw.
     read_raw`) and written back after: the caller :meth:`wait`\ s before it prints anything (its
@@ -307,33 +323,32 @@ class RawPrefetch:
 
         self.path = Path(path)
         self._key = _file_key(self.path)
-        self._frame: Any = None
-        #: the frame's sensor noise fit (:func:`gsprestore.physics.noise.estimate`), measured here too
-        self.noise_fit: Any = None
+        self._decoded: DecodedRaw | None = None
         self._thread = threading.Thread(target=self._read, name="gsprestore-raw-decode", daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
         from ..imageio.camera_raw import read_raw
+        from ..imageio.metadata import raw_metadata
         from ..physics.noise import estimate
 
         try:
-            self._frame = read_raw(self.path)
-            self.noise_fit = estimate(self._frame.mosaic)  # what --denoise auto measures first
+            frame = read_raw(self.path)
+            self._decoded = DecodedRaw(frame, estimate(frame.mosaic), raw_metadata(str(self.path)))
         except BaseException:  # noqa: BLE001 - the ordinary read, in the file's turn, says what is wrong
-            self._frame = None
+            self._decoded = None
 
     def wait(self) -> None:
         """Block until the decode has ended (stderr is the process's own again)."""
         self._thread.join()
 
-    def take(self, path: str | Path) -> Any:
-        """The decoded frame of ``path`` (once), or None: another file, changed since, or not decoded."""
+    def take(self, path: str | Path) -> DecodedRaw | None:
+        """``path`` decoded (once), or None: another file, changed since, or not decoded."""
         self.wait()
-        frame, self._frame = self._frame, None
-        if frame is None or Path(path) != self.path or _file_key(self.path) != self._key:
+        decoded, self._decoded = self._decoded, None
+        if decoded is None or Path(path) != self.path or _file_key(self.path) != self._key:
             return None
-        return frame
+        return decoded
 
 
 def _file_key(path: Path) -> tuple[int, ...] | None:
@@ -406,18 +421,18 @@ def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float
 
 
 def _linear_dng(demosaic: Callable[[Any, str], Any], frame: Any, source: str | Path, output: str | Path, *,
-                wb: str, overwrite: bool, notice: Notice | None) -> dict:
+                wb: str, overwrite: bool, notice: Notice | None, record: Any = None) -> dict:
     """:func:`develop_raw_file` to a ``.dng`` (``demosaic``: its restorer through the engine): the
     demosaicked linear camera RGB as shot (:func:`gsprestore.imageio.raw_develop.linear_camera_rgb`),
     written as a LinearRaw DNG with the camera's matrix, white balance and record
-    (:func:`gsprestore.imageio.dng.write_linear_dng`)."""
+    (:func:`gsprestore.imageio.dng.write_linear_dng`; ``record``: the file's metadata already read)."""
     from ..imageio.raw_develop import linear_camera_rgb
     from ..imageio.dng import write_linear_dng
     from ..imageio.metadata import raw_metadata
 
     rgb, gains = linear_camera_rgb(frame, demosaic, wb, notice=lambda message: _say(notice, f"{source}: {message}"))
     write_linear_dng(output, rgb, rgb_cam=frame.rgb_cam, gains=gains, flip=frame.flip, overwrite=overwrite,
-                     metadata=raw_metadata(str(source)), camera=frame.camera)
+                     metadata=raw_metadata(str(source)) if record is None else record, camera=frame.camera)
     return {"width": rgb.shape[1], "height": rgb.shape[0], "bit_depth": 16, "pattern": frame.pattern, "wb": wb,
             "output_space": "linear camera RGB (DNG)"}
 
