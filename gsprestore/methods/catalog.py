@@ -38,6 +38,8 @@ def unrolling(method: str, config: dict[str, Any]) -> str:
         text += f", one {config.get('width', '?')}-wide {config.get('cnn_layers', '?')}-layer half-resolution trunk"
     if config.get("noise_input"):
         text += ", noise level in, samples denoised on a learned graph"
+    if config.get("clean_anchor"):
+        text += ", the clean network's weights blended in at low noise"
     return text
 
 
