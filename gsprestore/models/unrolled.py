@@ -567,7 +567,6 @@ class UnrolledNet(nn.Module):
             xs.append(x)
         return xs if return_all else x
 
-
     def _anchored_forward(self, known: Tensor, mask: Tensor, noise: Tensor | None,
                           return_all: bool) -> Tensor | list[Tensor] | None:
         """:meth:`forward` with the weights blended toward the clean anchor for ``noise``'s level,
