@@ -6,6 +6,7 @@ case-insensitive file system (macOS, Windows: ``IMG.PNG`` is ``img.png``). Every
 decides "is the output one of the inputs" asks :func:`same_file` or compares :func:`path_key`.
 
 * :func:`file_id` -- ``(st_dev, st_ino)`` of an existing path (links followed), else None.
+* :func:`file_version` -- that identity with the size and modification time: unchanged since?
 * :func:`same_file` -- two paths, both existing, are one file.
 * :func:`path_key` -- a key equal for two paths that are, or would be once written, one file:
   the identity of an existing file; for a file not written yet, its nearest existing folder's
@@ -28,6 +29,16 @@ def file_id(path: str | Path) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
+
+
+def file_version(path: str | Path) -> tuple[int, int, int, int] | None:
+    """``(device, inode, size, mtime in ns)`` of ``path`` (links followed), or None: equal at two
+    moments when the path still names the same file and it was not rewritten in between."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:

@@ -572,38 +572,44 @@ class UnrolledNet(nn.Module):
         """:meth:`forward` with the weights blended toward the clean anchor for ``noise``'s level,
         one call per distinct share in the batch (a training batch of drawn levels: the clean
         ones together, those above the ramp together); None where every element's share is 1
-        (the network's own weights). Gradient checkpointing is off in the blended calls: its
-        recomputation would run after the blended weights are gone."""
-        from torch.func import functional_call
-
+        (the network's own weights)."""
         from .noise_aware import anchor_blend
 
         g = anchor_blend(noise, known.shape[0])
         if bool((g >= 1).all()):
             return None
-        if mask.shape[0] != known.shape[0]:
-            mask = mask.expand(known.shape[0], *mask.shape[1:])
-        if noise is not None and noise.shape[0] != known.shape[0]:
-            noise = noise.expand(known.shape[0], *noise.shape[1:])
+        shares = torch.unique(g).tolist()
+        if len(shares) == 1:  # one level for the batch (inference: every tile of a frame)
+            return self._forward_at_share(shares[0], known, mask, noise, return_all)
+        mask = mask.expand(known.shape[0], *mask.shape[1:])
+        noise = None if noise is None else noise.expand(known.shape[0], *noise.shape[1:])
         parts: dict[int, Tensor | list[Tensor]] = {}
-        for share in torch.unique(g).tolist():
+        for share in shares:
             rows = (g == share).nonzero().flatten()
-            sub_noise = None if noise is None else noise[rows]
-            if share >= 1:
-                out = self.forward(known[rows], mask[rows], noise=sub_noise, return_all=return_all, _anchored=True)
-            else:
-                saved, self.checkpoint = self.checkpoint, False
-                try:
-                    out = functional_call(self, self.clean_anchor.weights(self, share), (known[rows], mask[rows]),
-                                          {"noise": sub_noise, "return_all": return_all, "_anchored": True})
-                finally:
-                    self.checkpoint = saved
+            out = self._forward_at_share(share, known[rows], mask[rows], None if noise is None else noise[rows],
+                                         return_all)
             for j, i in enumerate(rows.tolist()):
                 parts[i] = [step[j:j + 1] for step in out] if return_all else out[j:j + 1]
         ordered = [parts[i] for i in range(known.shape[0])]
         if return_all:
             return [torch.cat(step) for step in zip(*ordered)]
         return torch.cat(ordered)  # type: ignore[arg-type]
+
+    def _forward_at_share(self, share: float, known: Tensor, mask: Tensor, noise: Tensor | None,
+                          return_all: bool) -> Tensor | list[Tensor]:
+        """:meth:`forward` with the anchored weights at ``share`` (1: the network's own).
+        Gradient checkpointing is off in a blended call: its recomputation would run after the
+        blended weights are gone."""
+        from torch.func import functional_call
+
+        kwargs = {"noise": noise, "return_all": return_all, "_anchored": True}
+        if share >= 1:
+            return self.forward(known, mask, **kwargs)
+        saved, self.checkpoint = self.checkpoint, False
+        try:
+            return functional_call(self, self.clean_anchor.weights(self, share), (known, mask), kwargs)
+        finally:
+            self.checkpoint = saved
 
 
 #: parameter-name endings of the unrolled-CG step sizes (each block's ``alpha`` and ``beta``)

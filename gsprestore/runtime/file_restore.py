@@ -267,6 +267,7 @@ def develop_raw_file(
         check_raw_reserve(frame, source, reserve)
     if pattern is not None and pattern != frame.pattern:
         _say(notice, f"{source}: --pattern {pattern} ignored, the file's colour filter is {frame.pattern}")
+    record = ahead.metadata if ahead is not None else raw_metadata(str(source))
     chosen = restorer
     restorer = raw_denoiser(restorer, frame, wb, denoise, lambda message: _say(notice, f"{source}: {message}"),
                             fit=ahead.noise_fit if ahead is not None else None)
@@ -280,13 +281,12 @@ def develop_raw_file(
 
     if Path(output).suffix.lower() == ".dng":  # a linear DNG: demosaicked camera RGB for a raw editor
         return {**_linear_dng(demosaic, frame, source, output, wb=wb, overwrite=overwrite, notice=notice,
-                              record=ahead.metadata if ahead is not None else None), **denoised}
+                              record=record), **denoised}
 
     out = develop(frame, demosaic, wb=wb, output_space=output_space, bright=bright,
                   notice=lambda message: _say(notice, f"{source}: {message}"))
     depth = bit_depth or 16
     software = software or TOOL_TAG.format(command="demosaic")
-    record = ahead.metadata if ahead is not None else raw_metadata(str(source))
     metadata = for_output(record, out.shape[1], out.shape[0], software)
     written = write_image(output, out, depth, overwrite=overwrite, quality=quality, software=software,
                           metadata=metadata)
@@ -321,8 +321,10 @@ class RawPrefetch:
     def __init__(self, path: str | Path):
         import threading
 
+        from ..core.fileid import file_version
+
         self.path = Path(path)
-        self._key = _file_key(self.path)
+        self._version = file_version(self.path)
         self._decoded: DecodedRaw | None = None
         self._thread = threading.Thread(target=self._read, name="gsprestore-raw-decode", daemon=True)
         self._thread.start()
@@ -344,21 +346,13 @@ class RawPrefetch:
 
     def take(self, path: str | Path) -> DecodedRaw | None:
         """``path`` decoded (once), or None: another file, changed since, or not decoded."""
+        from ..core.fileid import file_version
+
         self.wait()
         decoded, self._decoded = self._decoded, None
-        if decoded is None or Path(path) != self.path or _file_key(self.path) != self._key:
+        if decoded is None or Path(path) != self.path or file_version(self.path) != self._version:
             return None
         return decoded
-
-
-def _file_key(path: Path) -> tuple[int, ...] | None:
-    import os
-
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 #: The noise-aware network that ``--denoise`` uses (issue 49, :mod:`gsprestore.models.noise_aware`).
@@ -421,18 +415,18 @@ def raw_denoiser(restorer: "Restorer", frame: Any, wb: str, denoise: str | float
 
 
 def _linear_dng(demosaic: Callable[[Any, str], Any], frame: Any, source: str | Path, output: str | Path, *,
-                wb: str, overwrite: bool, notice: Notice | None, record: Any = None) -> dict:
+                wb: str, overwrite: bool, notice: Notice | None, record: Any) -> dict:
     """:func:`develop_raw_file` to a ``.dng`` (``demosaic``: its restorer through the engine): the
     demosaicked linear camera RGB as shot (:func:`gsprestore.imageio.raw_develop.linear_camera_rgb`),
     written as a LinearRaw DNG with the camera's matrix, white balance and record
-    (:func:`gsprestore.imageio.dng.write_linear_dng`; ``record``: the file's metadata already read)."""
+    (:func:`gsprestore.imageio.dng.write_linear_dng`; ``record``: the file's
+    :func:`gsprestore.imageio.metadata.raw_metadata`)."""
     from ..imageio.raw_develop import linear_camera_rgb
     from ..imageio.dng import write_linear_dng
-    from ..imageio.metadata import raw_metadata
 
     rgb, gains = linear_camera_rgb(frame, demosaic, wb, notice=lambda message: _say(notice, f"{source}: {message}"))
     write_linear_dng(output, rgb, rgb_cam=frame.rgb_cam, gains=gains, flip=frame.flip, overwrite=overwrite,
-                     metadata=raw_metadata(str(source)) if record is None else record, camera=frame.camera)
+                     metadata=record, camera=frame.camera)
     return {"width": rgb.shape[1], "height": rgb.shape[0], "bit_depth": 16, "pattern": frame.pattern, "wb": wb,
             "output_space": "linear camera RGB (DNG)"}
 
