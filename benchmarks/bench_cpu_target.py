@@ -78,9 +78,18 @@ def main() -> None:
     ap.add_argument("--noise-level", choices=["low", "medium", "high"],
                     help="give noise-aware networks (ugtv-lite-denoise) this level of the noisy protocol, so their "
                          "denoising passes run (default: clean, which skips them)")
+    ap.add_argument("--allocator", choices=["product", "default"], default="product",
+                    help="product (default): glibc keeps freed memory in the heap, as gsprestore's CPU restore engine "
+                         "sets it for every model (gsprestore.core.memory.keep_freed_heap_memory), the CNN and the "
+                         "graph models alike; default: glibc's own settings (large tensors come back from the OS "
+                         "as fresh zero pages at every forward)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.allocator == "product":
+        from gsprestore.core.memory import keep_freed_heap_memory
+
+        keep_freed_heap_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     weights = dict(w.split("=", 1) for w in args.weights)
@@ -147,6 +156,7 @@ def main() -> None:
     med = sorted(rounds, key=lambda r: r[f"{key}_s"] / r["cnn_s"])[(len(rounds) - 1) // 2]
     conv_s = med["conv48_s"]
     print(f"\n{W}x{H} {args.task}, {torch.get_num_threads()} threads, native kernels: {G.native_available()}, "
+          f"{args.allocator} allocator settings, "
           f"graph models: {'paper-size, random' if args.paper_config else 'shipped weights'}; "
           f"median round (by {key} / CNN):")
     conv_cl_s = med["conv48_cl_s"]
@@ -159,7 +169,7 @@ def main() -> None:
     res = {"task": args.task, "size": [H, W], "threads": torch.get_num_threads(), "native": G.native_available(),
            "device_name": machine_key().split("|")[0], "torch": torch.__version__, "probe_gflops": probe,
            "conditions": f"whole {W}x{H} image, {torch.get_num_threads()} threads, median of {len(rounds)} rounds "
-                         "after a warm-up (benchmarks/bench_cpu_target.py)"
+                         f"after a warm-up, {args.allocator} allocator settings (benchmarks/bench_cpu_target.py)"
                          + (f", noise level {args.noise_level} given to noise-aware networks" if args.noise_level else ""),
            "cnn_params": n_cnn, "noise_level": args.noise_level, "rounds": rounds, "median": med,
            "paper_config": args.paper_config}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import math
 import os
 
 import pytest
@@ -28,25 +29,35 @@ LIBRARIES = sorted(glob.glob(os.path.join(os.path.dirname(native.__file__), "_ke
 
 
 @pytest.mark.parametrize("path", LIBRARIES or [None], ids=lambda p: os.path.basename(p) if p else "none")
-@pytest.mark.parametrize("method", ["ugtv", "uglr"])
+@pytest.mark.parametrize("method", ["ugtv", "uglr", "ugtv-lite", "ugtv-lite-denoise"])
 def test_every_built_library_gives_the_pytorch_forward(path, method, gen, monkeypatch):
     """Each shipped copy (baseline x86-64 and AVX2, whichever this CPU would not pick included)
     gives a whole inference forward equal to the PyTorch path; the width leaves a remainder
-    after the 8-wide vectors and the height has interior and border rows."""
+    after the 8-wide vectors and the height has interior and border rows. The CPU-size networks
+    (the fused head and projection: 9 features, one group of six outputs and a remainder) and the
+    noise-aware one with a noise level given (its denoiser's native CG) included."""
     if path is None:
         pytest.skip("no kernel library was built here")
     if "avx2" in os.path.basename(path) and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         pytest.skip("this CPU cannot run the AVX2 copy")
-    model = build_model(method, "demosaic", blocks=2, heads=2, features=3, width=6, cg_iters=4,
-                        **(dict(admm_iters=3) if method == "ugtv" else {}))
-    gt = torch.rand(1, 3, 13, 29, generator=gen)
+    lite = "lite" in method
+    model = build_model(method, "demosaic", blocks=2, heads=3 if lite else 2, features=3, width=6, cg_iters=4,
+                        **(dict(admm_iters=3) if method.startswith("ugtv") else {}),
+                        **(dict(denoise_stages=2, denoise_iters=3) if method.endswith("denoise") else {}))
+    gt = torch.rand(1, 3, 26 if lite else 13, 58 if lite else 29, generator=gen)
     known, mask = observation("demosaic", sampling.mosaic(gt))
+    kw = {"noise": torch.tensor([[[3e-3, 2e-5]] * 3])} if method.endswith("denoise") else {}
+    if method.endswith("denoise"):  # the trunk's noise channels and the passes' strength set to act
+        with torch.no_grad():
+            model.trunk.cnn.convs[0].weight.normal_(0, 0.2, generator=gen)
+            model.denoiser.stages[0].log_strength.fill_(math.log(20.0))
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         m, k, msk = model.to(dtype), known.to(dtype), mask.to(dtype)
+        kwd = {n: v.to(dtype) for n, v in kw.items()}
         with backend.use(native.Kernels(path)), torch.no_grad():
-            fast = m(k, msk)
+            fast = m(k, msk, **kwd)
         with backend.use("torch"), torch.no_grad():
-            slow = m(k, msk)
+            slow = m(k, msk, **kwd)
         torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)
         assert (fast - k).abs().max() > 0.01  # the solver changed the missing samples
 

@@ -85,24 +85,33 @@ def test_a_clean_network_is_the_noise_aware_one_without_noise():
         clean(known, mask, noise=torch.zeros(2, 3, 2))
 
 
-def _denoiser_problem(dtype=torch.float64, seed=0):
+def _denoiser_problem(dtype=torch.float64, seed=0, size=(5, 6)):
+    """A denoiser, its trunk features, an observation and its packed noise map (``size``: h, w)."""
     torch.manual_seed(seed)
+    h, w = size
     den = GraphDenoiser(6, features=3, iters=200).to(dtype)
-    trunk = torch.randn(1, 6, 5, 6, dtype=dtype)
-    gt = torch.rand(1, 3, 10, 12, dtype=dtype)
+    trunk = torch.randn(1, 6, h, w, dtype=dtype)
+    gt = torch.rand(1, 3, 2 * h, 2 * w, dtype=dtype)
     known, mask = network_input("demosaic", gt)
-    sigma = 0.05 + 0.1 * torch.rand(1, 1, 10, 12, dtype=dtype)
+    sigma = 0.05 + 0.1 * torch.rand(1, 4, h, w, dtype=dtype)
     return den, trunk, known, mask, sigma
 
 
-def test_the_denoiser_solves_its_system_as_a_dense_solve_does():
+@pytest.mark.parametrize("backend_name", ["native", "torch"])
+@pytest.mark.parametrize("size", [(5, 6), (9, 14)])
+def test_the_denoiser_solves_its_system_as_a_dense_solve_does(backend_name, size):
     """Oracle: the (I + S L_n S) matrix built column by column from the graph's dense Laplacian
-    (edge weights to a dense W, independent of the stencil operator), solved by LAPACK."""
+    (edge weights to a dense W, independent of the stencil operator), solved by LAPACK; both the
+    native CG (inference) and the tensor one (training), on a size with interior rows."""
+    from gsprestore.core import backend
     from gsprestore.graph import operators as graph
 
-    den, trunk, known, mask, sigma = _denoiser_problem()
-    with torch.no_grad():
+    if backend_name == "native" and not backend.native_available():
+        pytest.skip("no native kernels in this install")
+    den, trunk, known, mask, sigma = _denoiser_problem(size=size)
+    with backend.use(backend_name), torch.no_grad():
         out = den(trunk, known, mask, sigma)
+    with torch.no_grad():
         f = den.project(trunk).unsqueeze(1)
         A = den.metric_factor
         w = graph.edge_weights(f, A @ A.transpose(-1, -2))[0, 0]  # (12, h, w)
@@ -121,7 +130,7 @@ def test_the_denoiser_solves_its_system_as_a_dense_solve_does():
         d = W.sum(1)
         Ln = torch.eye(n, dtype=w.dtype) - W / torch.sqrt(d[:, None] * d[None, :])
         y = torch.nn.functional.pixel_unshuffle(known.sum(1, keepdim=True), 2)[0]  # (4, h, w)
-        s = torch.nn.functional.pixel_unshuffle(sigma, 2)[0] * torch.exp(0.5 * den.log_strength)
+        s = sigma[0] * torch.exp(0.5 * den.log_strength)
         z = torch.stack([torch.linalg.solve(torch.eye(n, dtype=w.dtype) + torch.diag(s[c].reshape(-1)) @ Ln
                                             @ torch.diag(s[c].reshape(-1)), y[c].reshape(-1)).view(h, wd)
                          for c in range(4)])
@@ -282,10 +291,10 @@ def test_a_second_denoising_pass_is_one_more_glr_solve_and_passes_gradcheck():
     trunk = torch.randn(1, 6, 5, 6, dtype=torch.float64, requires_grad=True)
     gt = torch.rand(1, 3, 10, 12, dtype=torch.float64)
     known, mask = network_input("demosaic", gt)
-    sigma = 0.05 + 0.1 * torch.rand(1, 1, 10, 12, dtype=torch.float64)
+    sigma = 0.05 + 0.1 * torch.rand(1, 4, 5, 6, dtype=torch.float64)
     with torch.no_grad():
         y = torch.nn.functional.pixel_unshuffle(known.sum(1, keepdim=True), 2).unsqueeze(1)
-        sd = torch.nn.functional.pixel_unshuffle(sigma, 2).unsqueeze(1)
+        sd = sigma.unsqueeze(1)
         z1 = glr_denoise(y, den.project(trunk), den.metric_factor, sd * torch.exp(0.5 * den.log_strength), 6)
         st = den.stages[0]
         f2 = st.project(trunk) + st.refine(torch.nn.functional.pad(z1.squeeze(1), (1, 1, 1, 1), mode="replicate"))

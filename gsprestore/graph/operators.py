@@ -96,12 +96,12 @@ def project_features(features: Tensor, factor: Tensor, *, workspace: Optional[di
     """Per-head projection ``g = A_k^T f`` of features ``(B, K * F, H, W)`` (any memory layout,
     e.g. the feature CNN's channels-last output) by the metric factors ``factor`` ``(K, F, F)``
     (``M_k = A_k A_k^T``, eq. 27) -> ``(B, K, F, H, W)`` contiguous; ``edge_distances(g, None)``
-    equals ``edge_distances(f, M)``. ``workspace``: see :func:`_reused_output`."""
+    equals ``edge_distances(f, M)``. ``workspace``: see :func:`reused_output`."""
     (B, C, H, W), (K, F, _) = features.shape, factor.shape
     if C != K * F:
         raise ValueError(f"features have {C} channels, the factors {K} x {F}")
     if backend.no_grad_usable(features, factor):
-        out = _reused_output(workspace, "projected_features", (B, K, F, H, W), features)
+        out = reused_output(workspace, "projected_features", (B, K, F, H, W), features)
         out = features.new_empty(B, K, F, H, W) if out is None else out
         backend.native().project_heads(features, factor.contiguous(), out.view(B, C, H, W))
         return out
@@ -113,7 +113,7 @@ def edge_distances(features: Tensor, metric: Optional[Tensor], *, workspace: Opt
     """Squared Mahalanobis distances ``d(p, p + o_k) = (f_p - f_q)^T M (f_p - f_q)`` (eq. 27),
     ``(B, K, 12, H, W)``; 0 where ``p + o_k`` is outside the image (those entries are unused).
     ``metric=None`` is the identity: for features already projected by a factor of the metric
-    (``g = A^T f`` gives the same d for M = A A^T). ``workspace``: see :func:`_reused_output`."""
+    (``g = A^T f`` gives the same d for M = A A^T). ``workspace``: see :func:`reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
     return _edge_weights_into(features, metric, False, workspace)
@@ -124,13 +124,13 @@ def edge_weights(features: Tensor, metric: Optional[Tensor], *, workspace: Optio
     offsets of the 5x5 window: features ``(B, K, F, H, W)``, metric ``(K, F, F)`` (or ``(F, F)``),
     PSD (the caller parametrises it, e.g. ``M = A A^T``) -> ``(B, K, 12, H, W)``, zero where the
     neighbour ``p + o_k`` is outside the image. Custom autograd: saves features, metric and w.
-    ``metric=None``: the identity, as in :func:`edge_distances`. ``workspace``: see :func:`_reused_output`."""
+    ``metric=None``: the identity, as in :func:`edge_distances`. ``workspace``: see :func:`reused_output`."""
     if features.dim() != 5:
         raise ValueError(f"features must be (B, K, F, H, W), got {tuple(features.shape)}")
     return _edge_weights_into(features, metric, True, workspace)
 
 
-def _reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tensor) -> Optional[Tensor]:
+def reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tensor) -> Optional[Tensor]:
     """Inference only: an output buffer kept in a caller's ``workspace`` dict (e.g. across the
     blocks of one network forward) instead of a fresh allocation; at these sizes (75-150 MB at
     768x512) every fresh tensor is a new mapping whose pages fault in and get zeroed again. The
@@ -180,7 +180,7 @@ def _edge_weights_into(features: Tensor, metric: Optional[Tensor], exp: bool, wo
         else:
             m4 = metric4(metric)
             Kout, mf = max(K, m4.shape[1]), apply_metric(m4, features)
-        out = _reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
+        out = reused_output(workspace, "edge_weights" if exp else "edge_distances", (B, Kout, NU, H, W), features)
         assert out is not None  # a workspace was given
         return native_edge_distances(features, mf, exp, out)
     if metric is None and not (torch.is_grad_enabled() and features.requires_grad):
@@ -410,13 +410,13 @@ class _RandomWalkFromDistances(torch.autograd.Function):
 def random_walk_weights_from_distances(d: Tensor, *, workspace: Optional[dict] = None) -> Tensor:
     """Eq. 28 computed stably from distances ``d`` (B, K, 12, H, W) (:func:`edge_distances`):
     a softmax of ``-d`` over each node's in-image one-hop window, so it never underflows to 0/0.
-    Custom autograd (saves wbar). ``workspace``: see :func:`_reused_output`."""
+    Custom autograd (saves wbar). ``workspace``: see :func:`reused_output`."""
     check_weights(d, NU, "d")
     B, K, _, H, W = d.shape
     if H * W == 1:
         return d.new_zeros(B, K, 2 * NU, H, W) + 0 * d.sum()
     if workspace is not None and backend.no_grad_usable(d):
-        out = _reused_output(workspace, "random_walk_weights", (B, K, 2 * NU, H, W), d)
+        out = reused_output(workspace, "random_walk_weights", (B, K, 2 * NU, H, W), d)
         return backend.native().random_walk_from_distances(d.contiguous(), out)
     return _RandomWalkFromDistances.apply(d)
 

@@ -6,9 +6,9 @@ are re-imposed after every block): the noise would stay on a third of the pixels
 the rest. The noise-aware network first *denoises the samples on a learned graph* and then
 interpolates from them as before:
 
-1. the noise model's standard deviation at every site (:func:`gsprestore.physics.noise.std_map`,
-   from the Poisson-Gaussian ``(a, b)`` per colour channel) is packed 2x2 like the observation
-   and read by the shared trunk next to it (4 more input channels), so every graph the network
+1. the noise model's standard deviation at every site (:func:`gsprestore.physics.noise.packed_std_map`,
+   from the Poisson-Gaussian ``(a, b)`` per colour channel), packed 2x2 like the observation, is
+   read by the shared trunk next to it (4 more input channels), so every graph the network
    learns (eq. 27's edge weights) sees how noisy each pixel is;
 2. :class:`GraphDenoiser` solves the graph Laplacian regularized problem of the paper's Sec. 2.2
    (``min_z ||y - z||^2 + mu z^T L z``, eq. 3 with H = I) on the packed planes of the mosaic, the
@@ -126,11 +126,6 @@ def load_clean_weights(aware: nn.Module, clean_state: dict[str, Tensor]) -> None
     aware.load_state_dict(state)
 
 
-def packed_sigma(sigma: Tensor) -> Tensor:
-    """``(B, 1, H, W)`` noise map (H, W even) -> ``(B, 4, H/2, W/2)``, scaled for the trunk."""
-    return F.pixel_unshuffle(sigma, 2) * SIGMA_INPUT_SCALE
-
-
 class GraphDenoiser(nn.Module):
     """GLR denoising of the packed mosaic on a graph learned from the trunk (see the module
     docstring): ``features`` per pixel by a 1x1 convolution of the trunk, the metric factor
@@ -149,22 +144,25 @@ class GraphDenoiser(nn.Module):
         self.log_strength = nn.Parameter(torch.tensor(math.log(strength_init)))
         self.stages = nn.ModuleList(RefineStage(trunk_width, features, metric_init) for _ in range(int(stages) - 1))
 
-    def forward(self, trunk: Tensor, known: Tensor, mask: Tensor, sigma: Tensor) -> Tensor:
+    def forward(self, trunk: Tensor, known: Tensor, mask: Tensor, sigma: Tensor,
+                workspace: dict | None = None) -> Tensor:
         """The denoised known samples ``(B, 3, H, W)`` (zero where ``mask`` is) from the trunk's
         features ``(B, width, ceil(H/2), ceil(W/2))``, the observation ``known`` / ``mask`` and the
-        noise map ``sigma`` ``(B, 1, H, W)``."""
+        packed noise map ``sigma`` ``(B, 4, ceil(H/2), ceil(W/2))`` (``UnrolledNet.noise_map``).
+        ``workspace`` (inference): a dict whose buffers the graph functions reuse
+        (:func:`gsprestore.graph.operators.edge_weights`)."""
         H, W = known.shape[-2:]
         mos = known.sum(dim=1, keepdim=True)
         if H % 2 or W % 2:  # whole 2x2 cells, as the trunk saw them
             mos = F.pad(mos, (0, W % 2, 0, H % 2), mode="replicate")
-            sigma = F.pad(sigma, (0, W % 2, 0, H % 2), mode="replicate")
         y = F.pixel_unshuffle(mos, 2).unsqueeze(1)  # (B, 1, 4, h, w): one graph, four signals
-        sd = F.pixel_unshuffle(sigma, 2).unsqueeze(1)
+        sd = sigma.unsqueeze(1)
         z = glr_denoise(y, self.project(trunk), self.metric_factor, sd * torch.exp(0.5 * self.log_strength),
-                        self.iters)
+                        self.iters, workspace)
         for stage in self.stages:  # re-learn the graph from the denoised planes, denoise again
             f = stage.project(trunk) + stage.refine(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"))
-            z = glr_denoise(z, f, stage.metric_factor, sd * torch.exp(0.5 * stage.log_strength), self.iters)
+            z = glr_denoise(z, f, stage.metric_factor, sd * torch.exp(0.5 * stage.log_strength), self.iters,
+                            workspace)
         z = F.pixel_shuffle(z.squeeze(1), 2)[..., :H, :W]
         return mask * z
 
@@ -186,15 +184,22 @@ class RefineStage(nn.Module):
         self.log_strength = nn.Parameter(torch.tensor(math.log(1e-4)))
 
 
-def glr_denoise(y: Tensor, features: Tensor, factor: Tensor, s: Tensor, iters: int) -> Tensor:
+def glr_denoise(y: Tensor, features: Tensor, factor: Tensor, s: Tensor, iters: int,
+                workspace: dict | None = None) -> Tensor:
     """``(I + S L_n S) z = y`` (eq. 3 of the paper with H = I, the regulariser weighted per pixel)
     by ``iters`` CG steps from ``z = y``: ``y`` ``(B, 1, C, h, w)``, the graph of eq. 27 from
-    ``features`` ``(B, F, h, w)`` and the metric factor ``factor`` ``(1, F, F)``, ``s`` the
-    per-pixel weights ``(B, 1, C, h, w)``."""
+    ``features`` ``(B, F, h, w)`` and the metric factor ``factor`` ``(1, F, F)`` (as the blocks
+    do: ``g = A^T f``, then ``d = |g_p - g_q|^2``, the same distance as ``(f_p - f_q)^T A A^T
+    (f_p - f_q)``), ``s`` the per-pixel weights ``(B, 1, C, h, w)``. ``workspace`` (inference):
+    the graph's buffers are kept there for the next call of the same size."""
+    from ..core import backend
     from ..graph import operators as graph
 
-    w = graph.edge_weights(features.contiguous().unsqueeze(1), factor @ factor.transpose(-1, -2))
+    g = graph.project_features(features, factor, workspace=workspace)
+    w = graph.edge_weights(g, None, workspace=workspace)
     wn, diag = graph.normalized_weights(w)
+    if backend.no_grad_usable(wn, diag, s, y) and y.shape[2] <= 4 and y.shape[1] == 1:
+        return _native_cg(wn, diag, s, y, iters)
 
     def apply_A(v: Tensor) -> Tensor:  # (I + S L_n S) v
         return v + s * graph.diag_minus_adjacency_apply(wn, s * v, diag)
@@ -202,7 +207,27 @@ def glr_denoise(y: Tensor, features: Tensor, factor: Tensor, s: Tensor, iters: i
     return damped_cg(apply_A, y, y, iters)
 
 
-def damped_cg(apply_A, b: Tensor, x: Tensor, iters: int, rel_eps: float = 1e-12) -> Tensor:
+#: :func:`damped_cg`'s damping of its ratios: ``REL_EPS * |b|^2 + ABS_EPS``.
+REL_EPS, ABS_EPS = 1e-12, 1e-30
+
+
+def _native_cg(wn: Tensor, diag: Tensor, s: Tensor, y: Tensor, iters: int) -> Tensor:
+    """:func:`damped_cg` of :func:`glr_denoise`'s system in one native kernel (inference): three
+    sweeps over the planes a step instead of about fourteen element-wise tensor operations. The
+    buffers have padded planes (:func:`gsprestore.core.backend.padded_planes`): the stencil reads the
+    C planes of a pixel together."""
+    from ..core import backend
+
+    shape = tuple(y.shape)
+    x, r, p, u, q = (backend.padded_planes(y, *shape) for _ in range(5))
+    b = backend.rows_contiguous(y)
+    s = backend.rows_contiguous(s.expand(shape))
+    backend.native().glr_denoise_cg(backend.rows_contiguous(wn), backend.rows_contiguous(diag), s, b, x, r, p,
+                                    u, q, iters, REL_EPS, ABS_EPS)
+    return x
+
+
+def damped_cg(apply_A, b: Tensor, x: Tensor, iters: int, rel_eps: float = REL_EPS) -> Tensor:
     """``iters`` conjugate-gradient steps for ``A x = b`` (every system over the last three
     dimensions), differentiable by autograd, with ``rel_eps * |b|^2`` added to each denominator:
     the denoiser's systems are near the identity at low noise, where CG converges in a few steps
@@ -210,7 +235,7 @@ def damped_cg(apply_A, b: Tensor, x: Tensor, iters: int, rel_eps: float = 1e-12)
     ``r.r / (p.Ap)^2`` that overflow to inf * 0 = NaN, the damped ones stay finite (and the
     iterates are the same to rounding while the residual is above that floor)."""
     dims = (-3, -2, -1)
-    eps = rel_eps * (b * b).sum(dim=dims, keepdim=True) + 1e-30
+    eps = rel_eps * (b * b).sum(dim=dims, keepdim=True) + ABS_EPS
     r = b - apply_A(x)
     p = r
     rr = (r * r).sum(dim=dims, keepdim=True)

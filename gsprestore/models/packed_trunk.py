@@ -65,3 +65,39 @@ class BlockFeatureHead(nn.Module):
         if f.shape[-2:] != x.shape[-2:]:  # odd sizes: the trunk ran on the padded image
             f = f[..., : x.shape[-2], : x.shape[-1]]
         return f + self.estimate(x)
+
+    def projected(self, trunk: Tensor, x: Tensor, factor: Tensor, workspace: dict | None = None, *,
+                  luma_input: bool = False) -> Tensor | None:
+        """Inference: ``g = A_k^T f`` ``(B, K, F, H, W)`` (:func:`gsprestore.graph.operators.project_features`
+        of :meth:`forward`'s features of the trunk and the estimate ``x`` (its luma where
+        ``luma_input``) by the metric factors ``factor`` ``(K, F, F)``) by one native
+        kernel, ``A_k^T`` folded into both convolutions' weights (the same sum, in another order:
+        equal to rounding). Four passes over the full-resolution features (the shuffle, the
+        estimate's 1x1 convolution, their sum, the projection) become one. ``workspace``: the
+        output buffer is kept there (:func:`gsprestore.graph.operators.reused_output`). None where
+        the native kernels cannot run (autograd, autocast, a GPU, the PyTorch backend chosen)."""
+        import torch
+
+        from ..core import backend
+        from ..graph.operators import reused_output
+
+        if (torch.is_grad_enabled() or torch.is_autocast_enabled()
+                or not backend.no_grad_usable(trunk, x, factor, self.unpack.weight)):
+            return None
+        if luma_input:
+            x = luma(x)
+        K, Fd, _ = factor.shape
+        B, _, H, W = x.shape
+        out = reused_output(workspace, "projected_features", (B, K, Fd, H, W), x)
+        out = x.new_empty(B, K, Fd, H, W) if out is None else out
+        ct, ce = self.unpack.in_channels, self.estimate.in_channels
+        at = factor.transpose(-1, -2).to(x.dtype)  # at[k, c, e] = A_k[e, c]
+        # unpack's output channel (k F + e) * 4 + phase is feature k F + e at that 2x2 phase
+        w1 = torch.einsum("kce,kepx->pkcx", at, self.unpack.weight.to(x.dtype).view(K, Fd, 4, ct))
+        bias = self.unpack.bias if self.unpack.bias is not None else torch.zeros(4 * K * Fd)
+        b1 = torch.einsum("kce,kep->pkc", at, bias.to(x.dtype).view(K, Fd, 4))
+        w2 = torch.einsum("kce,kex->kcx", at, self.estimate.weight.to(x.dtype).view(K, Fd, ce))
+        backend.native().head_project(trunk.to(x.dtype), backend.rows_contiguous(x),
+                                      w1.reshape(4, K * Fd, ct).contiguous(), b1.reshape(4, K * Fd).contiguous(),
+                                      w2.reshape(K * Fd, ce).contiguous(), out.view(B, K * Fd, H, W))
+        return out

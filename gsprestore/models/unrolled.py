@@ -261,6 +261,10 @@ class UnrolledBlock(nn.Module):
         buffer is kept there (see :meth:`graph_weights`)."""
         from ..graph import operators as graph
 
+        if self.feature_trunk == "packed" and trunk is not None:
+            g = self.head.projected(trunk, x, self.metric_factor, workspace, luma_input=self.cnn_input == "luma")
+            if g is not None:  # inference on the CPU: head and projection in one native pass
+                return g
         g = graph.project_features(self.feature_maps(x, trunk), self.metric_factor, workspace=workspace)
         # under autocast (bf16 / fp16 on a GPU) only the CNN runs in reduced precision: the graph
         # and the solvers stay in the estimate's precision
@@ -473,32 +477,32 @@ class UnrolledNet(nn.Module):
     def trunk_features(self, known: Tensor, sigma: Tensor | None = None) -> Tensor | None:
         """The shared trunk's features ``(B, width, ceil(H/2), ceil(W/2))`` of the observation
         ``known`` (``feature_trunk="packed"``; None for the paper's per-block CNNs) and, for a
-        noise-aware network, the noise map ``sigma`` ``(B, 1, H, W)``. Odd sizes are
+        noise-aware network, the packed noise map ``sigma`` of :meth:`noise_map`. Odd sizes are
         zero-padded at the bottom / right to whole 2x2 cells (the heads crop back)."""
         if self.config.get("feature_trunk", "per-block") != "packed":
             return None
         H, W = known.shape[-2:]
         if H % 2 or W % 2:
             known = F.pad(known, (0, W % 2, 0, H % 2))
-            sigma = None if sigma is None else F.pad(sigma, (0, W % 2, 0, H % 2), mode="replicate")
         packed = packed_observation(known, self.config["cnn_input"])
         if self.config.get("noise_input"):
-            from .noise_aware import packed_sigma
+            from .noise_aware import SIGMA_INPUT_SCALE
 
-            s = packed.new_zeros(packed.shape) if sigma is None else packed_sigma(sigma)
+            s = packed.new_zeros(packed.shape) if sigma is None else sigma * SIGMA_INPUT_SCALE
             packed = torch.cat([packed, s], dim=1)
         return self.trunk(packed)
 
     def noise_map(self, known: Tensor, mask: Tensor, noise: Tensor | None) -> Tensor:
-        """The noise-aware network's per-site noise deviation ``(B, 1, H, W)`` in the values it
-        reads, from ``noise`` ``(B, 3, 2)`` (:func:`gsprestore.physics.noise.std_map`)."""
-        from ..physics.noise import std_map
+        """The noise-aware network's noise deviation at every site in the values it reads, packed
+        2x2 like the trunk's input (``(B, 4, ceil(H/2), ceil(W/2))``; odd sizes replicate-padded to
+        whole cells), from ``noise`` ``(B, 3, 2)`` (:func:`gsprestore.physics.noise.packed_std_map`)."""
+        from ..physics.noise import packed_std_map
 
         H, W = known.shape[-2:]
         if H % 2 or W % 2:
             known = F.pad(known, (0, W % 2, 0, H % 2), mode="replicate")
             mask = F.pad(mask, (0, W % 2, 0, H % 2), mode="replicate")
-        return std_map(known, mask, noise)[..., :H, :W]
+        return packed_std_map(known, mask, noise)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -545,18 +549,19 @@ class UnrolledNet(nn.Module):
         if noise is not None and not self.config.get("noise_input"):
             raise ValueError(f"this {self.method} model is not noise-aware (it takes no noise level)")
         trunk = None
+        workspace = None if torch.is_grad_enabled() else self._inference_workspace()
         if self.config.get("noise_input"):
             sigma = self.noise_map(known, mask, noise)
             trunk = self.trunk_features(known, sigma)
             if noise is not None:
-                known = self.denoiser(trunk, known, mask, sigma)
+                known = self.denoiser(trunk, known, mask, sigma,
+                                      None if workspace is None else workspace.setdefault("denoiser", {}))
         x = self.initial(known, mask)
         xs = [x]
         mode = {False: "", None: "", True: "block"}.get(self.checkpoint, self.checkpoint)
         if mode not in CHECKPOINT_MODES:
             raise ValueError(f"unknown checkpoint mode {self.checkpoint!r}; expected one of {CHECKPOINT_MODES}")
         heads = "head" in mode
-        workspace = None if torch.is_grad_enabled() else {}  # buffers shared by the blocks
         if trunk is None:
             trunk = self.trunk_features(known)
         for block in self.blocks:
@@ -566,6 +571,18 @@ class UnrolledNet(nn.Module):
                 x = block(x, known, mask, checkpoint_heads=heads, workspace=workspace, trunk=trunk)
             xs.append(x)
         return xs if return_all else x
+
+    def _inference_workspace(self) -> dict:
+        """The buffers the graph functions and solvers reuse in an inference forward
+        (:func:`gsprestore.graph.operators.edge_weights`' ``workspace``), kept with the network
+        from one forward to the next: the tiles of an image (and the images of a folder) have one
+        size, so their graph buffers are allocated and zeroed once instead of at every forward
+        (a buffer of another size, dtype or device is replaced). One forward at a time per network
+        object, as for any module with state."""
+        ws = self.__dict__.get("_workspace")
+        if ws is None:
+            ws = self.__dict__["_workspace"] = {}
+        return ws
 
     def _anchored_forward(self, known: Tensor, mask: Tensor, noise: Tensor | None,
                           return_all: bool) -> Tensor | list[Tensor] | None:

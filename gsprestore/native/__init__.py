@@ -21,6 +21,7 @@ import ctypes
 import importlib.machinery
 import os
 import platform
+import struct
 from typing import Optional, Sequence
 
 import torch
@@ -29,7 +30,7 @@ from torch import Tensor
 __all__ = ["Kernels", "NativeUnavailable", "library_path", "load"]
 
 #: The C interface version this loader speaks (``gsp_abi_version()`` in kernels.cpp).
-ABI_VERSION = 3
+ABI_VERSION = 4
 _MAXD = 6  # kernels.cpp MAXD
 _NONE = [0, -1] + [0] * (2 * _MAXD)
 _DTYPES = {torch.float32: 0, torch.float64: 1}
@@ -120,6 +121,8 @@ class Kernels:
             "edge_distances_backward",
             "random_walk_from_distances",
             "project_heads",
+            "glr_denoise_cg",
+            "head_project",
         ):
             fn = getattr(lib, "gsp_" + name)
             fn.argtypes = args
@@ -137,6 +140,17 @@ class Kernels:
         buf = (ctypes.c_int64 * len(rec))(*rec)
         if self._fns[name](_DTYPES[dtype[0]], torch.get_num_threads(), buf, len(tensors), ia):
             raise RuntimeError(f"native {name}: {self._lib.gsp_last_error().decode(errors='replace')}")
+
+    # models/packed_trunk.py: a block head's features projected by the metric factors, g written in place
+    def head_project(self, t, e, w1, b1, w2, g):
+        self._call("head_project", (t, e, w1, b1, w2, g))
+        return g
+
+    # models/noise_aware.py: the denoiser's damped CG, x (and the buffers r, p, u, q) written in place
+    def glr_denoise_cg(self, w, a, s, b, x, r, p, u, q, iters: int, rel_eps: float, abs_eps: float):
+        bits = [int.from_bytes(struct.pack("<d", float(e)), "little", signed=True) for e in (rel_eps, abs_eps)]
+        self._call("glr_denoise_cg", (w, a, s, b, x, r, p, u, q), (int(iters), *bits))
+        return x
 
     # graph.py: out = a x - W x (a None: identity); its weight gradient
     def diag_minus_adjacency(self, w, a, x, out):

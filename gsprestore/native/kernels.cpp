@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -1441,6 +1442,276 @@ static void project_impl(const Ten& f, const Ten& a, Ten& g) {
   });
 }
 
+// The denoiser's conjugate gradient (models/noise_aware.py glr_denoise / damped_cg, inference
+// only): iters steps of CG from x = b for (I + S (a - W) S) x = b, S = diag(s), in place. All of
+// s, b, x and the buffers r, p, u, q are (B, 1, C, H, W) with contiguous rows (any plane and batch
+// strides: padded planes keep the C planes a stencil reads together out of one L1 cache set), w
+// the normalized weights (B, 1, 12, H, W) and a the diagonal (B, 1, 1, H, W), rows contiguous. Each
+// step is three sweeps over the rows: q = A p and <p, q> (the stencil on u = s p), then
+// x += alpha p, r -= alpha q and <r, r>, then p = r + beta p and u = s p; the ratios are damped
+// as in damped_cg (eps = rel_eps |b|^2 + abs_eps added to each denominator). The inner products
+// are summed per row in double and the rows in order, so the result does not depend on the
+// thread count.
+// <a, b> over n values in double, the products summed in 8 lanes (so the loop vectorises
+// without reassociation flags) and the lanes in order
+template <typename T>
+static double dot_row(const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
+  T lanes[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += a[j + l] * b[j + l];
+  double acc = 0;
+  for (int l = 0; l < 8; ++l) acc += lanes[l];
+  for (; j < n; ++j) acc += double(a[j] * b[j]);
+  return acc;
+}
+
+template <typename T>
+static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const Ten& b, Ten& x, Ten& r, Ten& p,
+                                Ten& u, Ten& q, int64_t iters, double rel_eps, double abs_eps) {
+  const int64_t B = x.size(0), C = x.size(2), H = x.size(3), W = x.size(4);
+  if (C > 4) throw std::invalid_argument("glr_denoise_cg: at most 4 channels");
+  auto base = [&](const Ten& t, int64_t bb, int64_t c, int64_t i) {
+    return t.data_ptr<T>() + bb * t.stride(0) + c * t.stride(2) + i * t.stride(3);
+  };
+  const T* wp = w.data_ptr<T>();
+  const int64_t wsb = bst(w, 0), wsj = w.stride(2), wsr = w.stride(3);
+  std::vector<double> rows(B * H);
+  auto total = [&](int64_t bb) {
+    double acc = 0;
+    for (int64_t i = 0; i < H; ++i) acc += rows[bb * H + i];
+    return acc;
+  };
+  // sweep f(b, i) over every row of every batch element
+  auto sweep = [&](const auto& f) {
+    parallel_chunks(B * H, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t idx = begin; idx < end; ++idx) f(idx / H, idx % H);
+    });
+  };
+  // q = v + s (a u - W u) on row i, rows[b, i] = <v, q> there (v: the vector u = s v was made from)
+  auto apply_row = [&](const Ten& v, int64_t bb, int64_t i) {
+    const T* wb = wp + bb * wsb;
+    T* o[4];
+    const T* ar[4];
+    const T* ub[4];
+    for (int64_t c = 0; c < C; ++c) {
+      o[c] = base(q, bb, c, i);
+      ar[c] = base(a, bb, 0, i);
+      ub[c] = u.data_ptr<T>() + bb * u.stride(0) + c * u.stride(2);
+    }
+    if (i >= 2 && i + 2 < H && u.stride(3) == W) {
+      stencil_row_channels<T>(C, o, ar, ub, wb, wsj, wsr, i, W);
+    } else {
+      for (int64_t c = 0; c < C; ++c) stencil_row<T, true>(o[c], ar[c], ub[c], u.stride(3), wb, wsj, wsr, i, H, W);
+    }
+    double acc = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      T* __restrict__ qc = o[c];
+      const T* __restrict__ vc = base(v, bb, c, i);
+      const T* __restrict__ sc = base(s, bb, c, i);
+      for (int64_t j = 0; j < W; ++j) qc[j] = vc[j] + sc[j] * qc[j];
+      acc += dot_row<T>(vc, qc, W);
+    }
+    rows[bb * H + i] = acc;
+  };
+  std::vector<double> eps(B), rr(B), alpha(B), beta(B);
+  // eps from |b|^2; x = b, u = s b
+  sweep([&](int64_t bb, int64_t i) {
+    double acc = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const T* __restrict__ bc = base(b, bb, c, i);
+      const T* __restrict__ sc = base(s, bb, c, i);
+      T* __restrict__ xc = base(x, bb, c, i);
+      T* __restrict__ uc = base(u, bb, c, i);
+      for (int64_t j = 0; j < W; ++j) {
+        xc[j] = bc[j];
+        uc[j] = sc[j] * bc[j];
+      }
+      acc += dot_row<T>(bc, bc, W);
+    }
+    rows[bb * H + i] = acc;
+  });
+  for (int64_t bb = 0; bb < B; ++bb) eps[bb] = rel_eps * total(bb) + abs_eps;
+  // q = A x; r = b - q; p = r; u = s p; rr = <r, r>
+  sweep([&](int64_t bb, int64_t i) { apply_row(x, bb, i); });
+  sweep([&](int64_t bb, int64_t i) {
+    double acc = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const T* __restrict__ bc = base(b, bb, c, i);
+      const T* __restrict__ qc = base(q, bb, c, i);
+      const T* __restrict__ sc = base(s, bb, c, i);
+      T* __restrict__ rc = base(r, bb, c, i);
+      T* __restrict__ pc = base(p, bb, c, i);
+      T* __restrict__ uc = base(u, bb, c, i);
+      for (int64_t j = 0; j < W; ++j) {
+        const T rv = bc[j] - qc[j];
+        rc[j] = rv;
+        pc[j] = rv;
+        uc[j] = sc[j] * rv;
+      }
+      acc += dot_row<T>(rc, rc, W);
+    }
+    rows[bb * H + i] = acc;
+  });
+  for (int64_t bb = 0; bb < B; ++bb) rr[bb] = total(bb);
+  for (int64_t t = 0; t < iters; ++t) {
+    sweep([&](int64_t bb, int64_t i) { apply_row(p, bb, i); });
+    for (int64_t bb = 0; bb < B; ++bb) alpha[bb] = rr[bb] / (total(bb) + eps[bb]);
+    sweep([&](int64_t bb, int64_t i) {
+      const T al = T(alpha[bb]);
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* __restrict__ pc = base(p, bb, c, i);
+        const T* __restrict__ qc = base(q, bb, c, i);
+        T* __restrict__ xc = base(x, bb, c, i);
+        T* __restrict__ rc = base(r, bb, c, i);
+        for (int64_t j = 0; j < W; ++j) {
+          xc[j] += al * pc[j];
+          rc[j] -= al * qc[j];
+        }
+        acc += dot_row<T>(rc, rc, W);
+      }
+      rows[bb * H + i] = acc;
+    });
+    if (t + 1 == iters) break;  // the last direction would not be used
+    for (int64_t bb = 0; bb < B; ++bb) {
+      const double rn = total(bb);
+      beta[bb] = rn / (rr[bb] + eps[bb]);
+      rr[bb] = rn;
+    }
+    sweep([&](int64_t bb, int64_t i) {
+      const T be = T(beta[bb]);
+      for (int64_t c = 0; c < C; ++c) {
+        const T* __restrict__ rc = base(r, bb, c, i);
+        const T* __restrict__ sc = base(s, bb, c, i);
+        T* __restrict__ pc = base(p, bb, c, i);
+        T* __restrict__ uc = base(u, bb, c, i);
+        for (int64_t j = 0; j < W; ++j) {
+          const T pv = rc[j] + be * pc[j];
+          pc[j] = pv;
+          uc[j] = sc[j] * pv;
+        }
+      }
+    });
+  }
+}
+
+// The packed trunk's block head and the metric's projection in one pass (models/packed_trunk.py
+// BlockFeatureHead then graph.project_features, inference): g = A^T (shuffle(W_1 t + b_1) + W_2 e)
+// with A^T folded into the weights by the caller. t (B, Ct, h, w) the trunk's features (any
+// layout), e (B, Ce, H, W) the block's estimate input (rows contiguous), w1 (4, KF, Ct) and b1
+// (4, KF) per 2x2 phase (di * 2 + dj), w2 (KF, Ce), all contiguous; g (B, KF, H, W) with
+// contiguous rows, written whole: g[o][2i + di][2j + dj] = b1[ph][o] + sum_c w1[ph][o][c] t[c][i][j]
+// + sum_c w2[o][c] e[c][2i + di][2j + dj] (H, W may be odd: the trunk covers ceil(H/2) rows).
+// Chunks of PX trunk pixels are transposed into a planar scratch block, each phase's output a sum
+// of scaled scratch rows (vectorised over pixels), interleaved into the two output rows. Threads
+// over (b, half-resolution row).
+// res[q][u] = bias[q] + sum_c w[q][c] tmp[c][u] for NQ outputs q (weight rows wq[q], bias bq[q])
+// over PX pixels: NQ x 2 accumulator vectors in registers, so each broadcast weight serves two
+// FMAs and each loaded pixel vector NQ
+template <typename T, int NQ>
+static void head_rows(T* const* res, const T* const* wq, const T* bq, const T* tmp, int64_t Ct, int64_t PX) {
+  typedef T vec __attribute__((vector_size(32)));
+  constexpr int64_t V = 32 / sizeof(T);
+  for (int64_t u = 0; u < PX; u += 2 * V) {
+    vec a0[NQ], a1[NQ];
+    for (int q = 0; q < NQ; ++q) a0[q] = a1[q] = vec{} + bq[q];
+    for (int64_t c = 0; c < Ct; ++c) {
+      vec r0, r1;
+      __builtin_memcpy(&r0, tmp + c * PX + u, sizeof(vec));
+      __builtin_memcpy(&r1, tmp + c * PX + u + V, sizeof(vec));
+      for (int q = 0; q < NQ; ++q) {
+        const T wv = wq[q][c];
+        a0[q] += r0 * wv;
+        a1[q] += r1 * wv;
+      }
+    }
+    for (int q = 0; q < NQ; ++q) {
+      __builtin_memcpy(res[q] + u, &a0[q], sizeof(vec));
+      __builtin_memcpy(res[q] + u + V, &a1[q], sizeof(vec));
+    }
+  }
+}
+
+template <typename T>
+static void head_project_impl(const Ten& t, const Ten& e, const Ten& w1, const Ten& b1, const Ten& w2, Ten& g) {
+  constexpr int64_t PX = 64;  // a multiple of two vectors of every width
+  const int64_t B = g.size(0), KF = g.size(1), H = g.size(2), W = g.size(3);
+  const int64_t Ct = t.size(1), h = t.size(2), w = t.size(3), Ce = e.size(1);
+  if (w1.size(0) != 4 || w1.size(1) != KF || w1.size(2) != Ct || w2.size(0) != KF || w2.size(1) != Ce)
+    throw std::invalid_argument("head_project: weight shapes do not match the features");
+  if (h < (H + 1) / 2 || w < (W + 1) / 2 || e.size(2) != H || e.size(3) != W)
+    throw std::invalid_argument("head_project: the trunk does not cover the estimate");
+  const T* tp = t.data_ptr<T>();
+  const T* ep = e.data_ptr<T>();
+  const T* w1p = w1.data_ptr<T>();
+  const T* b1p = b1.data_ptr<T>();
+  const T* w2p = w2.data_ptr<T>();
+  T* gp = g.data_ptr<T>();
+  const int64_t tsb = t.stride(0), tsc = t.stride(1), tsr = t.stride(2), tsx = t.stride(3);
+  const int64_t esb = e.stride(0), esc = e.stride(1), esr = e.stride(2);
+  const int64_t gsb = g.stride(0), gsc = g.stride(1), gsr = g.stride(2);
+  const int64_t hr = (H + 1) / 2, wc = (W + 1) / 2;
+  parallel_chunks(B * hr, 4, [&](int64_t begin, int64_t end) {
+    std::vector<T> tmp(Ct * PX, T(0)), res(4 * KF * PX);
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % hr, b = idx / hr;
+      const T* trow = tp + b * tsb + i * tsr;
+      for (int64_t j0 = 0; j0 < wc; j0 += PX) {
+        const int64_t n = std::min(PX, wc - j0);
+        for (int64_t u = 0; u < n; ++u) {
+          const T* px = trow + (j0 + u) * tsx;
+          for (int64_t c = 0; c < Ct; ++c) tmp[c * PX + u] = px[c * tsc];
+        }
+        // every phase's KF outputs over the chunk, six at a time
+        for (int64_t ph = 0; ph < 4; ++ph) {
+          for (int64_t o0 = 0; o0 < KF; o0 += 6) {
+            const int nq = int(std::min<int64_t>(6, KF - o0));
+            T* rq[6];
+            const T* wq[6];
+            for (int q = 0; q < nq; ++q) {
+              rq[q] = res.data() + ((ph * KF) + o0 + q) * PX;
+              wq[q] = w1p + (ph * KF + o0 + q) * Ct;
+            }
+            const T* bq = b1p + ph * KF + o0;
+            switch (nq) {
+              case 1: head_rows<T, 1>(rq, wq, bq, tmp.data(), Ct, PX); break;
+              case 2: head_rows<T, 2>(rq, wq, bq, tmp.data(), Ct, PX); break;
+              case 3: head_rows<T, 3>(rq, wq, bq, tmp.data(), Ct, PX); break;
+              case 4: head_rows<T, 4>(rq, wq, bq, tmp.data(), Ct, PX); break;
+              case 5: head_rows<T, 5>(rq, wq, bq, tmp.data(), Ct, PX); break;
+              default: head_rows<T, 6>(rq, wq, bq, tmp.data(), Ct, PX); break;
+            }
+          }
+        }
+        // interleaved into the two full-resolution rows, plus the estimate's term
+        const int64_t x0 = 2 * j0, x1 = std::min(W, 2 * (j0 + n));
+        for (int64_t di = 0; di < 2; ++di) {
+          const int64_t y = 2 * i + di;
+          if (y >= H) break;
+          for (int64_t o = 0; o < KF; ++o) {
+            T* __restrict__ orow = gp + b * gsb + o * gsc + y * gsr;
+            const T* __restrict__ r0 = res.data() + ((di * 2) * KF + o) * PX;
+            const T* __restrict__ r1 = res.data() + ((di * 2 + 1) * KF + o) * PX;
+            T* __restrict__ o2 = orow + x0;
+            const int64_t m = x1 - x0, pairs = m / 2;
+            for (int64_t u = 0; u < pairs; ++u) {
+              o2[2 * u] = r0[u];
+              o2[2 * u + 1] = r1[u];
+            }
+            if (m & 1) o2[m - 1] = r0[pairs];
+            for (int64_t c = 0; c < Ce; ++c) {
+              const T wv = w2p[o * Ce + c];
+              const T* __restrict__ erow = ep + b * esb + c * esc + y * esr + x0;
+              for (int64_t xx = 0; xx < m; ++xx) o2[xx] += wv * erow[xx];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 // ---- the C interface (gsprestore/native/__init__.py) ---------------------------------------
 //
 // Every entry point has the same signature: the dtype (0 float32, 1 float64), the thread count,
@@ -1490,7 +1761,31 @@ static void need(int64_t n, int64_t want) {
 extern "C" __attribute__((visibility("default"))) const char* gsp_last_error() { return g_err; }
 
 // bumped whenever an entry point's arguments change (the loader refuses another version)
-extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 3; }
+extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 4; }
+
+// (t, e, w1, b1, w2, g)
+GSP_ENTRY(gsp_head_project) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 6);
+    Ten t = ten_at(rec, 0), e = ten_at(rec, 1), w1 = ten_at(rec, 2), b1 = ten_at(rec, 3), w2 = ten_at(rec, 4),
+        g = ten_at(rec, 5);
+    GSP_DISPATCH(dtype, head_project_impl<scalar_t>(t, e, w1, b1, w2, g));
+  });
+}
+
+// (w, a, s, b, x, r, p, u, q) ; ia: iters, rel_eps and abs_eps as the bits of two doubles
+GSP_ENTRY(gsp_glr_denoise_cg) {
+  return guarded(nthreads, [&] {
+    need(n, 9);
+    Ten w = ten_at(rec, 0), a = ten_at(rec, 1), s = ten_at(rec, 2), b = ten_at(rec, 3), x = ten_at(rec, 4),
+        r = ten_at(rec, 5), p = ten_at(rec, 6), u = ten_at(rec, 7), q = ten_at(rec, 8);
+    double rel_eps, abs_eps;
+    std::memcpy(&rel_eps, &ia[1], sizeof(double));
+    std::memcpy(&abs_eps, &ia[2], sizeof(double));
+    GSP_DISPATCH(dtype, glr_denoise_cg_impl<scalar_t>(w, a, s, b, x, r, p, u, q, ia[0], rel_eps, abs_eps));
+  });
+}
 
 // (w, a?, x, out)
 GSP_ENTRY(gsp_diag_minus_adjacency) {

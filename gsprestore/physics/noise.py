@@ -210,23 +210,32 @@ def noisy_mosaic(gt, noise, seed: tuple[int, ...] | int, pattern: str = "RGGB"):
     return encode_srgb(lin + (a * lin + b).clamp_min(0.0).sqrt() * z)
 
 
-def std_map(known, mask, noise):
+def packed_std_map(known, mask, noise):
     """The noise standard deviation at every site of an encoded mosaic, in the encoded values the
-    network reads: ``known`` / ``mask`` ``(B, 3, H, W)`` (H, W even) as the graph models take them,
-    ``noise`` ``(B, 3, 2)`` per-channel ``(a, b)`` of the linear values, or None (clean: zeros).
-    The signal level is the local mean of the site's own Bayer phase (3x3 sites of that phase,
-    decoded to linear), never the unknown clean value, so training and inference compute it
-    alike; the linear deviation ``sqrt(a x + b)`` is carried through the curve's slope."""
+    network reads, packed 2x2 (``(B, 4, H/2, W/2)``, the Bayer phases in ``pixel_unshuffle``'s
+    order): ``known`` / ``mask`` ``(B, 3, H, W)`` (H, W even) as the graph models take them, the
+    mask a Bayer pattern's (2x2-periodic, as every demosaicking observation is), ``noise``
+    ``(B, 3, 2)`` per-channel ``(a, b)`` of the linear values, or None (clean: zeros). The signal
+    level is the local mean of the site's own Bayer phase (3x3 sites of that phase, decoded to
+    linear), never the unknown clean value, so training and inference compute it alike; the
+    linear deviation ``sqrt(a x + b)`` is carried through the curve's slope."""
+    import torch
     import torch.nn.functional as F
 
     B, _, H, W = known.shape
     if noise is None:
-        return known.new_zeros(B, 1, H, W)
-    lin = decode_srgb(known.sum(dim=1, keepdim=True))
-    packed = F.pixel_unshuffle(lin, 2)
-    mean = F.avg_pool2d(F.pad(packed, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
-    level = F.pixel_shuffle(mean, 2).clamp(0.0, 1.0)
-    noise = noise.to(known).view(B, 3, 2)
-    a = (mask * noise[..., 0].view(B, 3, 1, 1)).sum(1, keepdim=True)
-    b = (mask * noise[..., 1].view(B, 3, 1, 1)).sum(1, keepdim=True)
+        return known.new_zeros(B, 4, H // 2, W // 2)
+    lin = decode_srgb(F.pixel_unshuffle(known.sum(dim=1, keepdim=True), 2))
+    level = F.avg_pool2d(F.pad(lin, (1, 1, 1, 1), mode="replicate"), 3, stride=1).clamp(0.0, 1.0)
+    # each phase's colour channel from the first 2x2 cell, its (a, b) a sum with zeros (exact)
+    phase = mask.expand(B, *mask.shape[1:])[:, :, :2, :2].reshape(B, 3, 4).to(known)
+    ab = torch.einsum("bcp,bck->bpk", phase, noise.to(known).reshape(-1, 3, 2).expand(B, 3, 2))
+    a, b = ab[..., 0].view(B, 4, 1, 1), ab[..., 1].view(B, 4, 1, 1)
     return srgb_slope(level) * (a * level + b).clamp_min(0.0).sqrt()
+
+
+def std_map(known, mask, noise):
+    """:func:`packed_std_map` at every site: ``(B, 1, H, W)``."""
+    import torch.nn.functional as F
+
+    return F.pixel_shuffle(packed_std_map(known, mask, noise), 2)
