@@ -153,3 +153,21 @@ def test_the_wheel_carries_working_kernel_libraries(tmp_path, monkeypatch, built
         path = zf.extract(name, tmp_path / "unpacked")
         got = native.Kernels(path).degree(w, w.new_empty(2, 3, 1, 7, 19))
         torch.testing.assert_close(got, want)
+
+
+def test_normalized_weights_native_equal_the_pytorch_ones_and_reuse_their_buffer(gen):
+    """The native edge scaling (inference) gives the PyTorch formula's weights exactly, zero on the
+    edges that leave the image; with a workspace the buffer of one call serves the next (another
+    graph of the same size) without anything of the first left in it."""
+    if not backend.native_available():
+        pytest.skip("no native kernels in this install")
+    ws: dict = {}
+    for _ in range(2):
+        w = torch.rand(2, 1, 12, 7, 9, generator=gen, dtype=torch.float64)
+        with torch.no_grad():
+            wn, diag = G.normalized_weights(w, workspace=ws)
+            with backend.use("torch"):
+                want, want_diag = G.normalized_weights(w)
+        assert torch.equal(wn, want) and torch.equal(diag, want_diag)
+        assert wn[..., 9, -2:, :].abs().sum() == 0  # offset 9, (2, 0), leaves the image on the last two rows
+    assert ws["normalized_weights"] is wn

@@ -295,10 +295,14 @@ def test_a_second_denoising_pass_is_one_more_glr_solve_and_passes_gradcheck():
     with torch.no_grad():
         y = torch.nn.functional.pixel_unshuffle(known.sum(1, keepdim=True), 2).unsqueeze(1)
         sd = sigma.unsqueeze(1)
-        z1 = glr_denoise(y, den.project(trunk), den.metric_factor, sd * torch.exp(0.5 * den.log_strength), 6)
+        def projected(f, factor):  # g_c = sum_e A[e, c] f_e: |g_p - g_q|^2 is eq. 27's distance under A A^T
+            return torch.einsum("ec,behw->bchw", factor[0], f)
+
+        z1 = glr_denoise(y, projected(den.project(trunk), den.metric_factor),
+                         sd * torch.exp(0.5 * den.log_strength), 6)
         st = den.stages[0]
         f2 = st.project(trunk) + st.refine(torch.nn.functional.pad(z1.squeeze(1), (1, 1, 1, 1), mode="replicate"))
-        z2 = glr_denoise(z1, f2, st.metric_factor, sd * torch.exp(0.5 * st.log_strength), 6)
+        z2 = glr_denoise(z1, projected(f2, st.metric_factor), sd * torch.exp(0.5 * st.log_strength), 6)
         expected = mask * torch.nn.functional.pixel_shuffle(z2.squeeze(1), 2)
         assert torch.allclose(den(trunk, known, mask, sigma), expected, atol=1e-12)
         assert not torch.allclose(z2, z1, atol=1e-4)  # the pass does something

@@ -320,19 +320,26 @@ def laplacian_apply(w: Tensor, x: Tensor, deg: Optional[Tensor] = None) -> Tenso
     return diag_minus_adjacency_apply(w, x, deg)
 
 
-def normalized_weights(w: Tensor, deg: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+def normalized_weights(w: Tensor, deg: Optional[Tensor] = None, *,
+                       workspace: Optional[dict] = None) -> tuple[Tensor, Tensor]:
     """Weights of ``D^-1/2 W D^-1/2`` and the diagonal of ``D^-1/2 D D^-1/2`` (1 except at
-    isolated nodes): returns ``(wn, a)`` so that ``L_n x = a * x - Wn x`` (Sec. 5.2)."""
+    isolated nodes): returns ``(wn, a)`` so that ``L_n x = a * x - Wn x`` (Sec. 5.2).
+    ``workspace`` (inference): ``wn``'s buffer is kept there, as in :func:`reused_output`."""
     if deg is None:
         deg = degree(w)
     dis = deg.clamp_min(_TINY).rsqrt()
     if torch.is_grad_enabled() and (w.requires_grad or dis.requires_grad):
         return ScaleEdges.apply(w, dis), deg * dis * dis
     if backend.no_grad_usable(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
-        wn = backend.padded_planes(w, *w.shape).zero_()
-    else:
-        wn = torch.zeros_like(w)
-    return scale_edges(w, dis, wn), deg * dis * dis
+        wn = None if workspace is None else workspace.get("normalized_weights")
+        if wn is None or wn.shape != w.shape or wn.dtype != w.dtype or wn.device != w.device:
+            # zeroed once: scale_edges writes every in-image edge and leaves the others at 0
+            wn = backend.padded_planes(w, *w.shape).zero_()
+            if workspace is not None:
+                workspace["normalized_weights"] = wn
+        backend.native().scale_edges(backend.rows_contiguous(w), backend.rows_contiguous(dis), wn)
+        return wn, deg * dis * dis
+    return scale_edges(w, dis, torch.zeros_like(w)), deg * dis * dis
 
 
 def normalized_laplacian_apply(w: Tensor, x: Tensor) -> Tensor:

@@ -157,12 +157,13 @@ class GraphDenoiser(nn.Module):
             mos = F.pad(mos, (0, W % 2, 0, H % 2), mode="replicate")
         y = F.pixel_unshuffle(mos, 2).unsqueeze(1)  # (B, 1, 4, h, w): one graph, four signals
         sd = sigma.unsqueeze(1)
-        z = glr_denoise(y, self.project(trunk), self.metric_factor, sd * torch.exp(0.5 * self.log_strength),
-                        self.iters, workspace)
+        g = projected_conv(trunk, self.project, self.metric_factor)
+        z = glr_denoise(y, g, sd * torch.exp(0.5 * self.log_strength), self.iters, workspace)
         for stage in self.stages:  # re-learn the graph from the denoised planes, denoise again
-            f = stage.project(trunk) + stage.refine(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"))
-            z = glr_denoise(z, f, stage.metric_factor, sd * torch.exp(0.5 * stage.log_strength), self.iters,
-                            workspace)
+            g = (projected_conv(trunk, stage.project, stage.metric_factor)
+                 + projected_conv(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"), stage.refine,
+                                  stage.metric_factor))
+            z = glr_denoise(z, g, sd * torch.exp(0.5 * stage.log_strength), self.iters, workspace)
         z = F.pixel_shuffle(z.squeeze(1), 2)[..., :H, :W]
         return mask * z
 
@@ -184,20 +185,28 @@ class RefineStage(nn.Module):
         self.log_strength = nn.Parameter(torch.tensor(math.log(1e-4)))
 
 
-def glr_denoise(y: Tensor, features: Tensor, factor: Tensor, s: Tensor, iters: int,
-                workspace: dict | None = None) -> Tensor:
+def projected_conv(x: Tensor, conv: nn.Conv2d, factor: Tensor) -> Tensor:
+    """``A^T conv(x)`` ``(B, F, h, w)`` for the metric factor ``factor`` ``(1, F, F)`` (``M = A A^T``
+    of eq. 27) as one convolution, ``A^T`` folded into its weights and bias: the projected
+    features ``g`` whose distances ``|g_p - g_q|^2`` are the metric's ``(f_p - f_q)^T M (f_p - f_q)``
+    of the features ``f = conv(x)``, as the blocks compute them, without a pass over ``f``."""
+    at = factor[0].transpose(0, 1)  # at[c, e] = A[e, c]
+    weight = torch.einsum("ce,e...->c...", at, conv.weight)
+    bias = None if conv.bias is None else at @ conv.bias
+    return F.conv2d(x, weight, bias, conv.stride, conv.padding)
+
+
+def glr_denoise(y: Tensor, g: Tensor, s: Tensor, iters: int, workspace: dict | None = None) -> Tensor:
     """``(I + S L_n S) z = y`` (eq. 3 of the paper with H = I, the regulariser weighted per pixel)
-    by ``iters`` CG steps from ``z = y``: ``y`` ``(B, 1, C, h, w)``, the graph of eq. 27 from
-    ``features`` ``(B, F, h, w)`` and the metric factor ``factor`` ``(1, F, F)`` (as the blocks
-    do: ``g = A^T f``, then ``d = |g_p - g_q|^2``, the same distance as ``(f_p - f_q)^T A A^T
-    (f_p - f_q)``), ``s`` the per-pixel weights ``(B, 1, C, h, w)``. ``workspace`` (inference):
-    the graph's buffers are kept there for the next call of the same size."""
+    by ``iters`` CG steps from ``z = y``: ``y`` ``(B, 1, C, h, w)``, the graph of eq. 27 from the
+    projected features ``g`` ``(B, F, h, w)`` (:func:`projected_conv`: ``d = |g_p - g_q|^2``), ``s``
+    the per-pixel weights ``(B, 1, C, h, w)``. ``workspace`` (inference): the graph's buffers are
+    kept there for the next call of the same size."""
     from ..core import backend
     from ..graph import operators as graph
 
-    g = graph.project_features(features, factor, workspace=workspace)
-    w = graph.edge_weights(g, None, workspace=workspace)
-    wn, diag = graph.normalized_weights(w)
+    w = graph.edge_weights(g.contiguous().unsqueeze(1), None, workspace=workspace)
+    wn, diag = graph.normalized_weights(w, workspace=workspace)
     if backend.no_grad_usable(wn, diag, s, y) and y.shape[2] <= 4 and y.shape[1] == 1:
         return _native_cg(wn, diag, s, y, iters)
 

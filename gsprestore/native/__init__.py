@@ -123,6 +123,7 @@ class Kernels:
             "project_heads",
             "glr_denoise_cg",
             "head_project",
+            "scale_edges",
         ):
             fn = getattr(lib, "gsp_" + name)
             fn.argtypes = args
@@ -164,6 +165,10 @@ class Kernels:
     def incidence_laplacian_weights(self, wbar, s):
         self._call("incidence_laplacian_weights", (wbar, s))
         return s
+
+    def scale_edges(self, w, dis, out):
+        self._call("scale_edges", (w, dis, out))
+        return out
 
     def degree(self, w, deg):
         self._call("degree", (w, deg))

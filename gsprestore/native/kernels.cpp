@@ -6,6 +6,7 @@
 // graph.py / solvers.py row by row in one pass (contiguous rows, vectorised inner loops,
 // threads over rows/planes); forward values equal the PyTorch path to rounding (tested).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1449,9 +1450,11 @@ static void project_impl(const Ten& f, const Ten& a, Ten& g) {
 // the normalized weights (B, 1, 12, H, W) and a the diagonal (B, 1, 1, H, W), rows contiguous. Each
 // step is three sweeps over the rows: q = A p and <p, q> (the stencil on u = s p), then
 // x += alpha p, r -= alpha q and <r, r>, then p = r + beta p and u = s p; the ratios are damped
-// as in damped_cg (eps = rel_eps |b|^2 + abs_eps added to each denominator). The inner products
-// are summed per row in double and the rows in order, so the result does not depend on the
-// thread count.
+// as in damped_cg (eps = rel_eps |b|^2 + abs_eps added to each denominator). The threads are
+// started once for the whole solve, each keeps its rows through every sweep and they meet at a
+// barrier between sweeps (the stencil reads the neighbours' rows). The inner products are summed
+// per row in double and the rows in order (every thread sums them alike), so the result does not
+// depend on the thread count.
 // <a, b> over n values in double, the products summed in 8 lanes (so the loop vectorises
 // without reassociation flags) and the lanes in order
 template <typename T>
@@ -1466,6 +1469,28 @@ static double dot_row(const T* __restrict__ a, const T* __restrict__ b, int64_t 
   return acc;
 }
 
+// A barrier for the nt threads of one kernel call, spinning (the threads are all busy with the
+// same kernel) and yielding now and then (in case one of them was descheduled).
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int64_t n) : n_(n) {}
+  void wait() {
+    if (n_ <= 1) return;
+    const int64_t gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
+      count_.store(0, std::memory_order_relaxed);
+      gen_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+    for (int64_t spins = 1; gen_.load(std::memory_order_acquire) == gen; ++spins)
+      if (spins % 256 == 0) std::this_thread::yield();
+  }
+
+ private:
+  const int64_t n_;
+  std::atomic<int64_t> count_{0}, gen_{0};
+};
+
 template <typename T>
 static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const Ten& b, Ten& x, Ten& r, Ten& p,
                                 Ten& u, Ten& q, int64_t iters, double rel_eps, double abs_eps) {
@@ -1476,20 +1501,16 @@ static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const 
   };
   const T* wp = w.data_ptr<T>();
   const int64_t wsb = bst(w, 0), wsj = w.stride(2), wsr = w.stride(3);
-  std::vector<double> rows(B * H);
-  auto total = [&](int64_t bb) {
+  // per-row partial sums, two buffers: a sweep writes one while a thread may still be reading
+  // the totals of the sweep before from the other
+  std::vector<double> rows[2] = {std::vector<double>(B * H), std::vector<double>(B * H)};
+  auto total = [&](int buf, int64_t bb) {
     double acc = 0;
-    for (int64_t i = 0; i < H; ++i) acc += rows[bb * H + i];
+    for (int64_t i = 0; i < H; ++i) acc += rows[buf][bb * H + i];
     return acc;
   };
-  // sweep f(b, i) over every row of every batch element
-  auto sweep = [&](const auto& f) {
-    parallel_chunks(B * H, 8, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) f(idx / H, idx % H);
-    });
-  };
-  // q = v + s (a u - W u) on row i, rows[b, i] = <v, q> there (v: the vector u = s v was made from)
-  auto apply_row = [&](const Ten& v, int64_t bb, int64_t i) {
+  // q = v + s (a u - W u) on row i, rows[buf][b, i] = <v, q> there (v: the vector u = s v was made from)
+  auto apply_row = [&](const Ten& v, int buf, int64_t bb, int64_t i) {
     const T* wb = wp + bb * wsb;
     T* o[4];
     const T* ar[4];
@@ -1512,88 +1533,102 @@ static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const 
       for (int64_t j = 0; j < W; ++j) qc[j] = vc[j] + sc[j] * qc[j];
       acc += dot_row<T>(vc, qc, W);
     }
-    rows[bb * H + i] = acc;
+    rows[buf][bb * H + i] = acc;
   };
-  std::vector<double> eps(B), rr(B), alpha(B), beta(B);
-  // eps from |b|^2; x = b, u = s b
-  sweep([&](int64_t bb, int64_t i) {
-    double acc = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      const T* __restrict__ bc = base(b, bb, c, i);
-      const T* __restrict__ sc = base(s, bb, c, i);
-      T* __restrict__ xc = base(x, bb, c, i);
-      T* __restrict__ uc = base(u, bb, c, i);
-      for (int64_t j = 0; j < W; ++j) {
-        xc[j] = bc[j];
-        uc[j] = sc[j] * bc[j];
-      }
-      acc += dot_row<T>(bc, bc, W);
-    }
-    rows[bb * H + i] = acc;
-  });
-  for (int64_t bb = 0; bb < B; ++bb) eps[bb] = rel_eps * total(bb) + abs_eps;
-  // q = A x; r = b - q; p = r; u = s p; rr = <r, r>
-  sweep([&](int64_t bb, int64_t i) { apply_row(x, bb, i); });
-  sweep([&](int64_t bb, int64_t i) {
-    double acc = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      const T* __restrict__ bc = base(b, bb, c, i);
-      const T* __restrict__ qc = base(q, bb, c, i);
-      const T* __restrict__ sc = base(s, bb, c, i);
-      T* __restrict__ rc = base(r, bb, c, i);
-      T* __restrict__ pc = base(p, bb, c, i);
-      T* __restrict__ uc = base(u, bb, c, i);
-      for (int64_t j = 0; j < W; ++j) {
-        const T rv = bc[j] - qc[j];
-        rc[j] = rv;
-        pc[j] = rv;
-        uc[j] = sc[j] * rv;
-      }
-      acc += dot_row<T>(rc, rc, W);
-    }
-    rows[bb * H + i] = acc;
-  });
-  for (int64_t bb = 0; bb < B; ++bb) rr[bb] = total(bb);
-  for (int64_t t = 0; t < iters; ++t) {
-    sweep([&](int64_t bb, int64_t i) { apply_row(p, bb, i); });
-    for (int64_t bb = 0; bb < B; ++bb) alpha[bb] = rr[bb] / (total(bb) + eps[bb]);
+  const int64_t n = B * H;
+  const int64_t nt = std::min<int64_t>(g_threads, std::max<int64_t>(1, n / 8));
+  const int64_t chunk = (n + nt - 1) / nt, workers = (n + chunk - 1) / chunk;
+  SpinBarrier barrier(workers);
+  auto solve = [&](int64_t begin, int64_t end) {
+    auto sweep = [&](const auto& f) {
+      for (int64_t idx = begin; idx < end; ++idx) f(idx / H, idx % H);
+      barrier.wait();
+    };
+    std::vector<double> eps(B), rr(B), alpha(B), beta(B);
+    // x = b, u = s b, |b|^2
     sweep([&](int64_t bb, int64_t i) {
-      const T al = T(alpha[bb]);
       double acc = 0;
       for (int64_t c = 0; c < C; ++c) {
-        const T* __restrict__ pc = base(p, bb, c, i);
-        const T* __restrict__ qc = base(q, bb, c, i);
-        T* __restrict__ xc = base(x, bb, c, i);
-        T* __restrict__ rc = base(r, bb, c, i);
-        for (int64_t j = 0; j < W; ++j) {
-          xc[j] += al * pc[j];
-          rc[j] -= al * qc[j];
-        }
-        acc += dot_row<T>(rc, rc, W);
-      }
-      rows[bb * H + i] = acc;
-    });
-    if (t + 1 == iters) break;  // the last direction would not be used
-    for (int64_t bb = 0; bb < B; ++bb) {
-      const double rn = total(bb);
-      beta[bb] = rn / (rr[bb] + eps[bb]);
-      rr[bb] = rn;
-    }
-    sweep([&](int64_t bb, int64_t i) {
-      const T be = T(beta[bb]);
-      for (int64_t c = 0; c < C; ++c) {
-        const T* __restrict__ rc = base(r, bb, c, i);
+        const T* __restrict__ bc = base(b, bb, c, i);
         const T* __restrict__ sc = base(s, bb, c, i);
+        T* __restrict__ xc = base(x, bb, c, i);
+        T* __restrict__ uc = base(u, bb, c, i);
+        for (int64_t j = 0; j < W; ++j) {
+          xc[j] = bc[j];
+          uc[j] = sc[j] * bc[j];
+        }
+        acc += dot_row<T>(bc, bc, W);
+      }
+      rows[0][bb * H + i] = acc;
+    });
+    for (int64_t bb = 0; bb < B; ++bb) eps[bb] = rel_eps * total(0, bb) + abs_eps;
+    // q = A x; then r = b - q, p = r, u = s p, rr = |r|^2
+    sweep([&](int64_t bb, int64_t i) { apply_row(x, 1, bb, i); });
+    sweep([&](int64_t bb, int64_t i) {
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* __restrict__ bc = base(b, bb, c, i);
+        const T* __restrict__ qc = base(q, bb, c, i);
+        const T* __restrict__ sc = base(s, bb, c, i);
+        T* __restrict__ rc = base(r, bb, c, i);
         T* __restrict__ pc = base(p, bb, c, i);
         T* __restrict__ uc = base(u, bb, c, i);
         for (int64_t j = 0; j < W; ++j) {
-          const T pv = rc[j] + be * pc[j];
-          pc[j] = pv;
-          uc[j] = sc[j] * pv;
+          const T rv = bc[j] - qc[j];
+          rc[j] = rv;
+          pc[j] = rv;
+          uc[j] = sc[j] * rv;
         }
+        acc += dot_row<T>(rc, rc, W);
       }
+      rows[0][bb * H + i] = acc;
     });
-  }
+    for (int64_t bb = 0; bb < B; ++bb) rr[bb] = total(0, bb);
+    for (int64_t t = 0; t < iters; ++t) {
+      sweep([&](int64_t bb, int64_t i) { apply_row(p, 1, bb, i); });
+      for (int64_t bb = 0; bb < B; ++bb) alpha[bb] = rr[bb] / (total(1, bb) + eps[bb]);
+      sweep([&](int64_t bb, int64_t i) {
+        const T al = T(alpha[bb]);
+        double acc = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          const T* __restrict__ pc = base(p, bb, c, i);
+          const T* __restrict__ qc = base(q, bb, c, i);
+          T* __restrict__ xc = base(x, bb, c, i);
+          T* __restrict__ rc = base(r, bb, c, i);
+          for (int64_t j = 0; j < W; ++j) {
+            xc[j] += al * pc[j];
+            rc[j] -= al * qc[j];
+          }
+          acc += dot_row<T>(rc, rc, W);
+        }
+        rows[0][bb * H + i] = acc;
+      });
+      if (t + 1 == iters) break;  // the last direction would not be used
+      for (int64_t bb = 0; bb < B; ++bb) {
+        const double rn = total(0, bb);
+        beta[bb] = rn / (rr[bb] + eps[bb]);
+        rr[bb] = rn;
+      }
+      sweep([&](int64_t bb, int64_t i) {
+        const T be = T(beta[bb]);
+        for (int64_t c = 0; c < C; ++c) {
+          const T* __restrict__ rc = base(r, bb, c, i);
+          const T* __restrict__ sc = base(s, bb, c, i);
+          T* __restrict__ pc = base(p, bb, c, i);
+          T* __restrict__ uc = base(u, bb, c, i);
+          for (int64_t j = 0; j < W; ++j) {
+            const T pv = rc[j] + be * pc[j];
+            pc[j] = pv;
+            uc[j] = sc[j] * pv;
+          }
+        }
+      });
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < workers; ++t) pool.emplace_back([&solve, t, chunk, n] { solve(t * chunk, std::min(n, (t + 1) * chunk)); });
+  solve(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
 }
 
 // The packed trunk's block head and the metric's projection in one pass (models/packed_trunk.py
@@ -1712,6 +1747,32 @@ static void head_project_impl(const Ten& t, const Ten& e, const Ten& w1, const T
   });
 }
 
+// The normalized graph's weights (graph.normalized_weights, inference): out[k][p] = w[k][p] dis[p]
+// dis[p + o_k] on the in-image edges (the others left as they are: 0 in the caller's buffer).
+// w (B, K, 12, H, W) and out with contiguous rows (any plane strides), dis (B, K|1, 1, H, W)
+// with contiguous rows. Threads over (b, k, offset, row).
+template <typename T>
+static void scale_edges_impl(const Ten& w, const Ten& dis, Ten& out) {
+  const int64_t B = w.size(0), K = w.size(1), H = w.size(3), W = w.size(4);
+  const T* wp = w.data_ptr<T>();
+  const T* dp = dis.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  const int64_t dsb = bst(dis, 0), dsk = bst(dis, 1), dsr = dis.stride(3);
+  parallel_chunks(B * K * NU * H, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t i = idx % H, kk = (idx / H) % NU, k = (idx / (H * NU)) % K, b = idx / (H * NU * K);
+      const int dy = OFF[kk][0], dx = OFF[kk][1];
+      if (i + dy >= H) continue;
+      const int64_t j0 = std::max<int64_t>(0, -dx), j1 = std::min<int64_t>(W, W - dx);
+      const T* __restrict__ wr = wp + b * w.stride(0) + k * w.stride(1) + kk * w.stride(2) + i * w.stride(3);
+      T* __restrict__ orow = op + b * out.stride(0) + k * out.stride(1) + kk * out.stride(2) + i * out.stride(3);
+      const T* __restrict__ dpr = dp + b * dsb + k * dsk + i * dsr;
+      const T* __restrict__ dqr = dp + b * dsb + k * dsk + (i + dy) * dsr + dx;
+      for (int64_t j = j0; j < j1; ++j) orow[j] = wr[j] * dpr[j] * dqr[j];
+    }
+  });
+}
+
 // ---- the C interface (gsprestore/native/__init__.py) ---------------------------------------
 //
 // Every entry point has the same signature: the dtype (0 float32, 1 float64), the thread count,
@@ -1762,6 +1823,16 @@ extern "C" __attribute__((visibility("default"))) const char* gsp_last_error() {
 
 // bumped whenever an entry point's arguments change (the loader refuses another version)
 extern "C" __attribute__((visibility("default"))) int64_t gsp_abi_version() { return 4; }
+
+// (w, dis, out)
+GSP_ENTRY(gsp_scale_edges) {
+  (void)ia;
+  return guarded(nthreads, [&] {
+    need(n, 3);
+    Ten w = ten_at(rec, 0), dis = ten_at(rec, 1), out = ten_at(rec, 2);
+    GSP_DISPATCH(dtype, scale_edges_impl<scalar_t>(w, dis, out));
+  });
+}
 
 // (t, e, w1, b1, w2, g)
 GSP_ENTRY(gsp_head_project) {
