@@ -157,12 +157,13 @@ class GraphDenoiser(nn.Module):
             mos = F.pad(mos, (0, W % 2, 0, H % 2), mode="replicate")
         y = F.pixel_unshuffle(mos, 2).unsqueeze(1)  # (B, 1, 4, h, w): one graph, four signals
         sd = sigma.unsqueeze(1)
-        g = projected_conv(trunk, self.project, self.metric_factor)
-        z = glr_denoise(y, g, sd * torch.exp(0.5 * self.log_strength), self.iters, workspace)
-        for stage in self.stages:  # re-learn the graph from the denoised planes, denoise again
-            g = (projected_conv(trunk, stage.project, stage.metric_factor)
-                 + projected_conv(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"), stage.refine,
-                                  stage.metric_factor))
+        # every pass's projection of the trunk in one convolution
+        gs = projected_conv(trunk, [self.project] + [st.project for st in self.stages],
+                            [self.metric_factor] + [st.metric_factor for st in self.stages])
+        z = glr_denoise(y, gs[0], sd * torch.exp(0.5 * self.log_strength), self.iters, workspace)
+        for stage, g in zip(self.stages, gs[1:]):  # re-learn the graph from the denoised planes, denoise again
+            g = g + projected_conv(F.pad(z.squeeze(1), (1, 1, 1, 1), mode="replicate"), [stage.refine],
+                                   [stage.metric_factor])[0]
             z = glr_denoise(z, g, sd * torch.exp(0.5 * stage.log_strength), self.iters, workspace)
         z = F.pixel_shuffle(z.squeeze(1), 2)[..., :H, :W]
         return mask * z
@@ -185,15 +186,20 @@ class RefineStage(nn.Module):
         self.log_strength = nn.Parameter(torch.tensor(math.log(1e-4)))
 
 
-def projected_conv(x: Tensor, conv: nn.Conv2d, factor: Tensor) -> Tensor:
-    """``A^T conv(x)`` ``(B, F, h, w)`` for the metric factor ``factor`` ``(1, F, F)`` (``M = A A^T``
-    of eq. 27) as one convolution, ``A^T`` folded into its weights and bias: the projected
-    features ``g`` whose distances ``|g_p - g_q|^2`` are the metric's ``(f_p - f_q)^T M (f_p - f_q)``
-    of the features ``f = conv(x)``, as the blocks compute them, without a pass over ``f``."""
-    at = factor[0].transpose(0, 1)  # at[c, e] = A[e, c]
-    weight = torch.einsum("ce,e...->c...", at, conv.weight)
-    bias = None if conv.bias is None else at @ conv.bias
-    return F.conv2d(x, weight, bias, conv.stride, conv.padding)
+def projected_conv(x: Tensor, convs: list[nn.Conv2d], factors: list[Tensor]) -> list[Tensor]:
+    """``[A_i^T conv_i(x)]`` (each ``(B, F, h, w)``) for the metric factors ``factors[i]``
+    ``(1, F, F)`` (``M = A A^T`` of eq. 27) in one convolution, each ``A_i^T`` folded into its
+    convolution's weights and bias: the projected features ``g`` whose distances
+    ``|g_p - g_q|^2`` are the metric's ``(f_p - f_q)^T M (f_p - f_q)`` of the features
+    ``f = conv(x)``, as the blocks compute them, without a pass over ``f``. The convolutions share
+    their shape (kernel, stride, padding)."""
+    weights, biases = [], []
+    for conv, factor in zip(convs, factors):
+        at = factor[0].transpose(0, 1)  # at[c, e] = A[e, c]
+        weights.append(torch.einsum("ce,e...->c...", at, conv.weight))
+        biases.append(at @ conv.bias if conv.bias is not None else conv.weight.new_zeros(at.shape[0]))
+    g = F.conv2d(x, torch.cat(weights), torch.cat(biases), convs[0].stride, convs[0].padding)
+    return list(g.split([w.shape[0] for w in weights], dim=1))
 
 
 def glr_denoise(y: Tensor, g: Tensor, s: Tensor, iters: int, workspace: dict | None = None) -> Tensor:
