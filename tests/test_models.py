@@ -512,6 +512,31 @@ def test_feature_cnn_inference_path_equals_replicate_padded_convs(cin, h, w, dty
     torch.testing.assert_close(got, ref.detach(), **tol)
 
 
+def test_feature_cnn_falls_back_to_two_ops_where_the_fused_relu_is_refused(monkeypatch):
+    """Where oneDNN's convolution with the ReLU post-op raises (a build without it), the inference
+    path runs the convolution and the ReLU as two ops, with the same values, and stops asking."""
+    from gsprestore.models import feature_cnn
+    from gsprestore.models.feature_cnn import FeatureCNN
+
+    torch.manual_seed(0)
+    m = FeatureCNN(4, width=8, layers=3)
+    x = torch.rand(1, 4, 12, 10)
+    with torch.no_grad():
+        want = m(x)
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise RuntimeError("no pointwise convolution in this build")
+
+    monkeypatch.setattr(feature_cnn, "_POINTWISE", refuse)
+    with torch.no_grad():
+        got = m(x)
+        again = m(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(again, got) and len(calls) == 1 and feature_cnn._POINTWISE is None
+
+
 @pytest.mark.parametrize("shape,chunk", [((2, 5, 7, 9), 10), ((1, 48, 3, 4), 4096), ((1, 1, 1, 1), 1)])
 def test_chunked_channels_last_to_contiguous(shape, chunk):
     """The chunked transpose that brings the feature CNN's channels-last output back to NCHW."""

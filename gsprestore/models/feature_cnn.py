@@ -88,9 +88,13 @@ def to_contiguous(h: Tensor, chunk: int = 4096) -> Tensor:
 def _conv3x3_replicate(conv: nn.Conv2d, x: Tensor, relu: bool = False) -> Tensor:
     """``conv(x)`` (``relu``: ``relu(conv(x))``) of a 3x3 ``padding_mode="replicate"`` convolution
     without the padded copy of ``x``: a zero-padded convolution, then the outermost rows and
-    columns (the only outputs the padding reaches) recomputed from thin replicate-padded strips."""
+    columns (the only outputs the padding reaches) recomputed from thin replicate-padded strips.
+    The ReLU is the convolution's post-op where :func:`_fused_relu` allows it."""
     H, W = x.shape[-2:]
-    out = _conv_relu(x, conv.weight, conv.bias) if relu else F.conv2d(x, conv.weight, conv.bias, padding=1)
+    out = _conv_with_relu(x, conv) if relu and _fused_relu(x) else None
+    fused = out is not None
+    if out is None:
+        out = F.conv2d(x, conv.weight, conv.bias, padding=1)
     for rows, cols, pad, (r0, c0) in (
         (slice(0, 2), slice(None), (1, 1, 1, 0), (0, 0)),
         (slice(H - 2, H), slice(None), (1, 1, 0, 1), (H - 1, 0)),
@@ -98,20 +102,29 @@ def _conv3x3_replicate(conv: nn.Conv2d, x: Tensor, relu: bool = False) -> Tensor
         (slice(None), slice(W - 2, W), (0, 1, 1, 1), (0, W - 1)),
     ):
         edge = F.conv2d(F.pad(x[..., rows, cols], pad, mode="replicate"), conv.weight, conv.bias)
-        out[..., r0 : r0 + edge.shape[-2], c0 : c0 + edge.shape[-1]] = edge.relu_() if relu else edge
-    return out
+        out[..., r0 : r0 + edge.shape[-2], c0 : c0 + edge.shape[-1]] = edge.relu_() if fused else edge
+    return out.relu_() if relu and not fused else out
 
 
-def _conv_relu(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``relu(conv2d(x, weight, bias, padding=1))``: on the CPU in float32 oneDNN's convolution with
-    the ReLU as its post-op (the op PyTorch's own compiler emits for this pair), saving a pass
-    over the output; elsewhere, or where that op is missing, the two ops."""
-    if x.device.type == "cpu" and x.dtype == torch.float32 and _POINTWISE is not None:
-        try:
-            return _POINTWISE(x, weight, bias, [1, 1], [1, 1], [1, 1], 1, "relu", [], "")
-        except RuntimeError:
-            pass
-    return F.conv2d(x, weight, bias, padding=1).relu_()
+def _fused_relu(x: Tensor) -> bool:
+    """Whether the ReLU may be the convolution's post-op: on the CPU in float32, oneDNN's
+    convolution with a ReLU (the op PyTorch's own compiler emits for this pair; one pass over the
+    output less), unless that op is missing or the PyTorch formulas were chosen
+    (``gsprestore.core.backend.use("torch")``)."""
+    from ..core import backend
+
+    return x.device.type == "cpu" and x.dtype == torch.float32 and _POINTWISE is not None and backend.usable(x)
+
+
+def _conv_with_relu(x: Tensor, conv: nn.Conv2d) -> Tensor | None:
+    """oneDNN's zero-padded 3x3 convolution with the ReLU post-op, or None (and never again in
+    this process) where this build refuses it."""
+    global _POINTWISE
+    try:
+        return _POINTWISE(x, conv.weight, conv.bias, [1, 1], [1, 1], [1, 1], 1, "relu", [], "")
+    except RuntimeError:
+        _POINTWISE = None
+        return None
 
 
 def _pointwise_op():

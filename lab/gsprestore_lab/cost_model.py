@@ -238,9 +238,11 @@ def analytic(cfg: dict, H: int, W: int) -> dict[str, dict[str, float]]:
     out["solver.admm"]["stream"] = st_admm
     out["solver"] = {"flops": setup + cg + admm, "fused": fused, "stream": st_setup + st_cg + st_admm}
 
-    # rest: per solve the head mix (K C mul + (K - 1) C add) and the re-imposed samples (compare,
-    # select); green-difference: (known - g) mask, x - g (6), R = d_R + g, B = d_B + g, final select (8)
-    rest = sum(K * C + (K - 1) * C + 2 * C + 5 * K / HW for C in solves)  # + the softmax of the K logits
+    # rest: per solve the head mix (K C mul + (K - 1) C add; none for one head at inference, whose
+    # weight is exactly 1) and the re-imposed samples (compare, select); green-difference:
+    # (known - g) mask, x - g (6), R = d_R + g, B = d_B + g, final select (8)
+    mix = (lambda C: K * C + (K - 1) * C + 5 * K / HW) if K > 1 else (lambda C: 0)  # + the softmax of the K logits
+    rest = sum(mix(C) + 2 * C for C in solves)
     if len(solves) == 2:
         rest += 6 + 8
     out["rest"]["flops"] = rest
