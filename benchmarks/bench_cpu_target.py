@@ -40,14 +40,21 @@ import json
 import statistics
 import time
 
-import torch
-from torch import nn
+try:  # before torch, as the gsprestore command does (GOMP_SPINCOUNT=300000: libgomp's default)
+    from gsprestore.core.process import configure_openmp
 
-from gsprestore.graph import operators as G
-from gsprestore.models import build_model
-from gsprestore.physics.tasks import observation, observe
-from gsprestore.methods.weights import load_model
-from gsprestore_lab.timing import DemosaicnetShape, best_of, synthetic_rgb
+    configure_openmp()
+except ImportError:  # a tree from before it (PYTHONPATH=<export>): that tree's command set nothing
+    pass
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from gsprestore.graph import operators as G  # noqa: E402
+from gsprestore.models import build_model  # noqa: E402
+from gsprestore.physics.tasks import observation, observe  # noqa: E402
+from gsprestore.methods.weights import load_model  # noqa: E402
+from gsprestore_lab.timing import DemosaicnetShape, best_of, synthetic_rgb  # noqa: E402
 
 
 def _image(args) -> torch.Tensor:

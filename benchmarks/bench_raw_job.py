@@ -77,6 +77,10 @@ def whole_jobs(raw: str, methods: list[str], kinds: list[str], repeats: int, tmp
 def stages(raw: str, methods: list[str], kinds: list[str], tmp: Path) -> dict:
     t0 = time.perf_counter()
     import numpy as np
+
+    from gsprestore.core.process import configure_openmp
+
+    configure_openmp()  # as the gsprestore command does, before torch
     import torch
 
     from gsprestore.imageio.camera_raw import read_raw

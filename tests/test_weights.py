@@ -4,6 +4,7 @@ one-line errors for missing / tampered / truncated / foreign files, and ``gspres
 from __future__ import annotations
 
 import json
+import os
 import sys
 import zipfile
 
@@ -317,3 +318,23 @@ def test_a_weights_folder_that_is_not_there_is_an_error_not_menon(tmp_path, monk
     (tmp_path / "nowhere" / "manifest.json").write_text("{damaged")
     code, out, err = cli("models")
     assert code == 1 and "unreadable weights manifest" in err and "default" not in out
+
+
+def test_the_command_shortens_openmps_idle_spin_before_torch_loads():
+    """The console script sets GOMP_SPINCOUNT (gsprestore.core.process.configure_openmp) before
+    anything imports torch, and leaves a value the user set alone."""
+    import subprocess
+    import sys
+
+    probe = ("import os, sys; sys.argv = ['gsprestore', '--version']\n"
+             "from gsprestore.cli import entry\n"
+             "try:\n    entry.main()\nexcept SystemExit:\n    pass\n"
+             "print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    from gsprestore.core.process import OPENMP_SPIN_COUNT
+
+    assert out.stdout.split()[-2:] == [str(OPENMP_SPIN_COUNT), "False"]
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "GOMP_SPINCOUNT": "300000"}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split()[-2:] == ["300000", "False"]

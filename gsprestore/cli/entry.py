@@ -21,6 +21,9 @@ LEAVE_NOW_COMMANDS = ("demosaic", "upscale2x")
 
 
 def main() -> None:
+    from ..core.process import configure_openmp
+
+    configure_openmp()  # before anything imports torch
     try:
         from .app import main as run
     except KeyboardInterrupt:

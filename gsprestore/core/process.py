@@ -3,7 +3,7 @@ exception (:class:`Terminated`) so that clean-ups run as for Ctrl-C, standard st
 (:func:`cover_closed_streams`) or refusing what is written (:func:`stdout_fails`), the one line for a
 failed system call (:func:`os_error_line`) and for an installation whose packages do not import
 (:func:`broken_install`); the CPUs the process may use (:func:`usable_cpus`) and a map over them
-(:func:`thread_map`). Used by the
+(:func:`thread_map`); the OpenMP runtime's idle spinning cut short (:func:`configure_openmp`). Used by the
 ``gsprestore`` entry point (:func:`gsprestore.cli.app.main`)."""
 
 from __future__ import annotations
@@ -37,6 +37,28 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
         return os.cpu_count() or 1
+
+
+#: GNU OpenMP's idle spin (``GOMP_SPINCOUNT``) that :func:`configure_openmp` sets: how many times a
+#: worker thread polls for the next parallel region before it sleeps (libgomp's default with no
+#: ``OMP_WAIT_POLICY``: 300,000). Chosen by ``benchmarks/bench_cpu_target.py`` runs of 1,000 /
+#: 10,000 / 30,000 / 100,000 (``lab/notes/performance.md``): 1,000 wakes the workers too late for
+#: PyTorch's back-to-back operations; 10,000-30,000 was the best for the CPU-size networks.
+OPENMP_SPIN_COUNT = 20_000
+
+
+def configure_openmp() -> bool:
+    """Shorten PyTorch's OpenMP workers' idle spin (``GOMP_SPINCOUNT`` =
+    :data:`OPENMP_SPIN_COUNT`, where the environment does not set it) before torch is imported.
+    Between two PyTorch operations the workers poll for the next one; with libgomp's default they
+    go on polling for milliseconds, so during the native kernels that run between them (which
+    start threads of their own) they hold the CPUs those kernels need: on 2 cores the graph
+    networks' native kernels ran at about half speed. Returns whether the setting can still take
+    effect (torch not yet imported: libgomp reads it when it loads). Results do not depend on it."""
+    if "torch" in sys.modules:
+        return False
+    os.environ.setdefault("GOMP_SPINCOUNT", str(OPENMP_SPIN_COUNT))
+    return True
 
 
 def thread_map(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
