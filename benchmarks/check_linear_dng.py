@@ -27,6 +27,7 @@ import torch
 from gsprestore.imageio.camera_raw import read_raw
 from gsprestore.imageio.raw_develop import develop
 from gsprestore.methods.registry import get_restorer
+from gsprestore.runtime.file_restore import raw_denoiser
 from gsprestore.runtime.tiling import restore
 
 
@@ -39,10 +40,13 @@ def main() -> None:
         dng = Path(d) / "linear.dng"
         subprocess.run([sys.executable, "-m", "gsprestore", "demosaic", args.raw, "-o", str(dng), "-m", args.method,
                         "-q"], check=True)
-        r = get_restorer(args.method, "demosaic")
+        frame = read_raw(args.raw)
+        # the demosaicker the command ran: on a noisy file the method's noise-aware sibling
+        # (--denoise auto, the default), which the DNG then holds
+        r = raw_denoiser(get_restorer(args.method, "demosaic"), frame, "camera", "auto", lambda message: None)
+        print(f"{args.raw}: demosaicked by {r.name}")
         for bright in ("none", "auto"):
-            ours = develop(read_raw(args.raw), lambda m, b: restore(r, torch.from_numpy(m)[None], b).numpy(),
-                           bright=bright)
+            ours = develop(frame, lambda m, b: restore(r, torch.from_numpy(m)[None], b).numpy(), bright=bright)
             with rawpy.imread(str(dng)) as raw:
                 # adjust_maximum_thr=0: LibRaw's default (0.75) rescales a frame whose brightest value is
                 # under 75 % of white (an underexposed one) to white before anything else
