@@ -132,6 +132,12 @@ def main() -> None:
         noise = torch.as_tensor(level_params(args.noise_level), dtype=torch.float32).reshape(1, 3, 2)
 
     def run(model):
+        # one image, one job: the buffers a network keeps between the tiles of a job are freed at
+        # its end by the restore engine (gsprestore.runtime.tiling.restore), so each timed forward
+        # allocates its own, as a one-tile job does
+        release = getattr(model, "release_workspace", None)
+        if callable(release):
+            release()
         if noise is not None and model.config.get("noise_input"):
             return model(known, mask, noise=noise)
         return model(known, mask)

@@ -380,3 +380,24 @@ def test_cuda_matches_cpu_and_runs_reduced_precision(rng):
     for p in ("bf16", "fp16"):
         low = engine.restore(r, y, tile=0, device="cuda", precision=p)
         assert (low - cpu).abs().max() < 0.05
+
+
+def test_the_graph_buffers_serve_a_jobs_tiles_and_are_freed_after_it(monkeypatch):
+    """A learned network keeps its graph buffers from one tile's forward to the next (one
+    allocation for the tiles of a job) and the engine frees them when the job ends."""
+    r = get_restorer("ugtv-lite", "demosaic")
+    net = r.module
+    seen = []
+    forward = type(net).forward
+
+    def spy(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        seen.append(id(self.__dict__.get("_workspace")))
+        return out
+
+    monkeypatch.setattr(type(net), "forward", spy)
+    y = mosaic(torch.rand(1, 3, 96, 96, generator=torch.Generator().manual_seed(3)), "RGGB")[0]
+    out = engine.restore(r, y, "RGGB", tile=48, overlap=8)
+    assert out.shape == (96, 96, 3) and len(seen) > 2
+    assert len(set(seen)) == 1 and seen[0] != id(None)  # the same buffers for every tile
+    assert "_workspace" not in net.__dict__  # and freed when the job ended

@@ -587,6 +587,10 @@ class UnrolledNet(nn.Module):
             ws = self.__dict__["_workspace"] = {}
         return ws
 
+    def release_workspace(self) -> None:
+        """Free :meth:`_inference_workspace`'s buffers (the restore engine does at the end of a job)."""
+        self.__dict__.pop("_workspace", None)
+
     def _anchored_forward(self, known: Tensor, mask: Tensor, noise: Tensor | None,
                           return_all: bool) -> Tensor | list[Tensor] | None:
         """:meth:`forward` with the weights blended toward the clean anchor for ``noise``'s level,

@@ -513,27 +513,42 @@ def restore(
         restorer.module.eval()
 
     automatic = tile == 0
-    with torch.inference_mode():
-        if automatic:
-            tile = auto_tile(restorer, y, pattern, dev, autocast, overlap, room)
-        while True:
-            try:
-                out = _tiles(restorer, y, pattern, dev, autocast, make_plan(Hp, Wp, tile, overlap, halo, scale),
-                             progress)
-                break
-            except Exception as exc:
-                if not _is_oom(exc):
-                    raise
-                if dev.type == "cuda":
-                    torch.cuda.empty_cache()
-                if not automatic:
-                    raise GspError(f"out of memory on {dev} with --tile {tile}; use a smaller --tile or --tile 0") from None
-                if tile <= MIN_TILE:
-                    raise GspError(f"out of memory on {dev} even with {tile}-pixel tiles") from None
-                tile = max(MIN_TILE, (tile // 2) - (tile // 2) % 2)
-                if notice is not None:
-                    notice(f"out of memory on {dev}: retrying with {tile}-pixel tiles")
+    try:
+        with torch.inference_mode():
+            if automatic:
+                tile = auto_tile(restorer, y, pattern, dev, autocast, overlap, room)
+            while True:
+                try:
+                    out = _tiles(restorer, y, pattern, dev, autocast, make_plan(Hp, Wp, tile, overlap, halo, scale),
+                                 progress)
+                    break
+                except Exception as exc:
+                    if not _is_oom(exc):
+                        raise
+                    _release_buffers(restorer)
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()
+                    if not automatic:
+                        raise GspError(f"out of memory on {dev} with --tile {tile}; use a smaller --tile or --tile 0") from None
+                    if tile <= MIN_TILE:
+                        raise GspError(f"out of memory on {dev} even with {tile}-pixel tiles") from None
+                    tile = max(MIN_TILE, (tile // 2) - (tile // 2) % 2)
+                    if notice is not None:
+                        notice(f"out of memory on {dev}: retrying with {tile}-pixel tiles")
+    finally:
+        _release_buffers(restorer)
     return out[: scale * H, : scale * W]
+
+
+def _release_buffers(restorer: "Restorer") -> None:
+    """Free the buffers the restorer's networks keep from one forward to the next
+    (``UnrolledNet.release_workspace``): they serve the tiles of one job, and a job that ends (or
+    retries with smaller tiles) hands their memory back."""
+    module = restorer.module
+    for m in (module.modules() if hasattr(module, "modules") else ()):
+        release = getattr(m, "release_workspace", None)
+        if callable(release):
+            release()
 
 
 def _tiles(restorer: "Restorer", y: "torch.Tensor", pattern: str, dev: "torch.device",
