@@ -578,10 +578,11 @@ class UnrolledNet(nn.Module):
     def _inference_workspace(self) -> dict:
         """The buffers the graph functions and solvers reuse in an inference forward
         (:func:`gsprestore.graph.operators.edge_weights`' ``workspace``), kept with the network
-        from one forward to the next: the tiles of an image (and the images of a folder) have one
-        size, so their graph buffers are allocated and zeroed once instead of at every forward
-        (a buffer of another size, dtype or device is replaced). One forward at a time per network
-        object, as for any module with state."""
+        from one forward to the next: the tiles of a job have one size, so their graph buffers are
+        allocated and zeroed once instead of at every forward (a buffer of another size, dtype or
+        device is replaced), and the restore engine frees them when the job ends
+        (:meth:`release_workspace`). One forward at a time per network object, as for any module
+        with state."""
         ws = self.__dict__.get("_workspace")
         if ws is None:
             ws = self.__dict__["_workspace"] = {}
