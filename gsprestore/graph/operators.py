@@ -130,18 +130,20 @@ def edge_weights(features: Tensor, metric: Optional[Tensor], *, workspace: Optio
     return _edge_weights_into(features, metric, True, workspace)
 
 
-def reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tensor) -> Optional[Tensor]:
+def reused_output(workspace: Optional[dict], key: str, shape: tuple, like: Tensor, *,
+                  padded: bool = False) -> Optional[Tensor]:
     """Inference only: an output buffer kept in a caller's ``workspace`` dict (e.g. across the
     blocks of one network forward) instead of a fresh allocation; at these sizes (75-150 MB at
     768x512) every fresh tensor is a new mapping whose pages fault in and get zeroed again. The
     buffer is zeroed once; the native kernels that write it leave the entries of edges leaving
     the image at 0 and overwrite all others, so it stays valid for the next call of the same
-    shape. The caller must be done with the previous result."""
+    shape. The caller must be done with the previous result. ``padded``: with
+    :func:`gsprestore.core.backend.padded_planes`' layout (for a stencil's weights)."""
     if workspace is None:
         return None
     t = workspace.get(key)
     if t is None or t.shape != shape or t.dtype != like.dtype or t.device != like.device:
-        t = like.new_zeros(shape)
+        t = backend.padded_planes(like, *shape).zero_() if padded else like.new_zeros(shape)
         workspace[key] = t
     return t
 
@@ -331,12 +333,10 @@ def normalized_weights(w: Tensor, deg: Optional[Tensor] = None, *,
     if torch.is_grad_enabled() and (w.requires_grad or dis.requires_grad):
         return ScaleEdges.apply(w, dis), deg * dis * dis
     if backend.no_grad_usable(w, dis) and w.dim() == 5:  # inference: planes padded for the fused CG's stencil
-        wn = None if workspace is None else workspace.get("normalized_weights")
-        if wn is None or wn.shape != w.shape or wn.dtype != w.dtype or wn.device != w.device:
-            # zeroed once: scale_edges writes every in-image edge and leaves the others at 0
+        # zeroed once: scale_edges writes every in-image edge and leaves the others at 0
+        wn = reused_output(workspace, "normalized_weights", tuple(w.shape), w, padded=True)
+        if wn is None:
             wn = backend.padded_planes(w, *w.shape).zero_()
-            if workspace is not None:
-                workspace["normalized_weights"] = wn
         backend.native().scale_edges(backend.rows_contiguous(w), backend.rows_contiguous(dis), wn)
         return wn, deg * dis * dis
     return scale_edges(w, dis, torch.zeros_like(w)), deg * dis * dis
