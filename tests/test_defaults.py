@@ -230,7 +230,8 @@ def test_fast_and_best_choose_and_a_long_file_says_its_expected_time(tmp_path, f
     from gsprestore.runtime import restore_batch
 
     monkeypatch.setattr(restore_batch, "measure_pace",
-                        lambda restorer, task, device: 2e5 if restorer.name.startswith("ugtv") else 1e-3)
+                        lambda restorer, task, device, seconds_per_mp=None:
+                        2e5 if restorer.name.startswith("ugtv") else 1e-3)
     run = ["demosaic", tmp_path / "m.png", "--device", "cpu", "--json", "--overwrite", "-o", tmp_path / "o.png"]
     code, out, err = cli(*run)
     assert code == 0 and json.loads(out)["method"] == "menon", err
@@ -324,7 +325,7 @@ def test_the_estimate_names_prior_when_prior_was_typed(tmp_path, fake_weights, m
 
     from gsprestore.runtime import restore_batch
 
-    monkeypatch.setattr(restore_batch, "measure_pace", lambda restorer, task, device: 2e5)
+    monkeypatch.setattr(restore_batch, "measure_pace", lambda restorer, task, device, seconds_per_mp=None: 2e5)
 
     from gsprestore.imageio.images import write_image
     from gsprestore.models import build_model
@@ -438,3 +439,31 @@ def test_measured_durations_read_the_same_everywhere():
     from gsprestore.core.heartbeat import took
 
     assert [took(s) for s in (0.04, 3.214, 41.12, 75)] == ["0.04 s", "3.21 s", "41.1 s", "1:15"]
+
+
+def test_the_pace_probe_is_sized_to_the_methods_recorded_speed(monkeypatch):
+    """A long job's pace probe (runtime.restore_batch.measure_pace) times the largest square for a
+    fast method and, for a slow one, the square its recorded speed puts at about PACE_SECONDS, so
+    that announcing a paper-size network's job does not cost a quarter of a minute first (issue 50:
+    a 0.5-MP job took 10 s and its probe 17 s)."""
+    import torch
+
+    from gsprestore.runtime import restore_batch, tiling
+
+    side = restore_batch.pace_side
+    assert side(None) == side(0.0) == restore_batch.PACE_SIDE
+    assert side(0.5) == restore_batch.PACE_SIDE  # a -lite network: 1.7 MP a second
+    assert side(22.0) == 208  # the paper-size uGTV, ~0.045 MP/s: 0.043 MP ~ 1 s
+    assert side(1e5) == restore_batch.PACE_MIN_SIDE
+    seen = []
+
+    def fake_restore(restorer, obs, pattern, device="cpu"):
+        seen.append(tuple(obs.shape))
+        return torch.zeros(3, *obs.shape[-2:])
+
+    monkeypatch.setattr(tiling, "restore", fake_restore)
+    pace = restore_batch.measure_pace(object(), "demosaic", "cpu", 22.0)
+    assert seen == [(1, 104, 104), (1, 208, 208)] and pace >= 0
+    seen.clear()
+    restore_batch.measure_pace(object(), "upscale2x", "cpu", None)
+    assert seen == [(3, 192, 192), (3, 384, 384)]

@@ -201,32 +201,51 @@ def raw_prefetch(task: str, inputs: list[str]) -> "RawPrefetch | None":
 #: recorded) has its pace measured on this machine before it starts (:func:`measure_pace`): a
 #: recorded speed is the reference machine's, and a busy or slower machine can be several times slower.
 MEASURE_ABOVE_S = 10.0
-#: The side of the synthetic output :func:`measure_pace` times (about a second of a ``-lite``
-#: network on two threads; only for jobs estimated at :data:`MEASURE_ABOVE_S` or more).
+#: The largest side of the synthetic output :func:`measure_pace` times (about half a second of a
+#: ``-lite`` network on two threads); a slower method times a smaller square (:func:`pace_side`).
 PACE_SIDE = 768
+#: The smallest side :func:`measure_pace` times (fixed costs per pixel grow below it).
+PACE_MIN_SIDE = 192
+#: About how long the timed square of :func:`measure_pace` should take at the method's recorded
+#: speed: the probe (warm-up and timed square) costs ~1.25x this, however slow the method.
+PACE_SECONDS = 1.0
 
 
-def measure_pace(restorer: Any, task: str, device: str) -> float:
+def pace_side(seconds_per_mp: float | None) -> int:
+    """The side of the square :func:`measure_pace` times: :data:`PACE_SIDE` for a fast method or one
+    without a recorded speed; for a slow one (``seconds_per_mp``: its recorded time a megapixel of
+    output, passes included) the square that takes about :data:`PACE_SECONDS`, at least
+    :data:`PACE_MIN_SIDE`, a multiple of 16 (so that the probe of a paper-size network costs about a
+    second, not a quarter of a minute, before a job it is meant to announce)."""
+    if not seconds_per_mp or seconds_per_mp <= 0:
+        return PACE_SIDE
+    side = int((PACE_SECONDS / seconds_per_mp * 1e6) ** 0.5) // 16 * 16
+    return max(PACE_MIN_SIDE, min(PACE_SIDE, side))
+
+
+def measure_pace(restorer: Any, task: str, device: str, seconds_per_mp: float | None = None) -> float:
     """Seconds per megapixel of output that ``restorer`` takes on this machine now: a warm-up on a
-    square of noise of half :data:`PACE_SIDE`, then one of :data:`PACE_SIDE` timed (the work does
-    not depend on the content; smaller squares pay fixed costs per pixel that a photo spreads, and
-    read several times too slow). Used for estimates only, never to choose a method (that stays a
-    pure function of the manifest)."""
+    square of noise of half the side, then one of :func:`pace_side` (``seconds_per_mp``: the
+    recorded speed, which sizes it) timed (the work does not depend on the content; smaller squares
+    pay fixed costs per pixel that a photo spreads, so a fast method is timed on the largest).
+    Used for estimates only, never to choose a method (that stays a pure function of the
+    manifest)."""
     import time
 
     import torch
 
     from .tiling import restore
 
+    full = pace_side(seconds_per_mp)
     g = torch.Generator().manual_seed(0)
     seconds = 0.0
-    for out_side in (PACE_SIDE // 2, PACE_SIDE):  # the first: a warm-up (first calls, allocations)
+    for out_side in (full // 2, full):  # the first: a warm-up (first calls, allocations)
         side = out_side // task_scale(task)
         obs = torch.rand((1, side, side) if is_mosaic(task) else (3, side, side), generator=g)
         t0 = time.perf_counter()
         restore(restorer, obs, "RGGB", device=device)
         seconds = time.perf_counter() - t0
-    return seconds / (PACE_SIDE * PACE_SIDE / 1e6)
+    return seconds / (full * full / 1e6)
 
 
 def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str, passes: int = 1,
@@ -253,7 +272,8 @@ def plan_job(reporter: "Reporter", method: str, task: str, device: str, how: str
     seconds = None if seconds is None else seconds * passes
     pace = None  # seconds per megapixel of output, measured here and now, when the job is long enough to ask
     if restorer is not None and megapixels and (seconds is None or seconds >= MEASURE_ABOVE_S):
-        pace = measure_pace(restorer, task, device)  # the restorer runs its passes (self-ensemble) itself
+        # the restorer runs its passes (self-ensemble) itself; the recorded pace sizes the probe
+        pace = measure_pace(restorer, task, device, seconds / megapixels if seconds else None)
         seconds = megapixels * pace
     reporter.clock = JobClock(pixels, seconds)
     files = reporter.jobs[0].input.name if len(reporter.jobs) == 1 else f"{len(reporter.jobs)} files"
