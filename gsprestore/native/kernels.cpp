@@ -340,6 +340,21 @@ static void stencil_row_channels(int64_t nc, T* const* o, const T* const* ar, co
     default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
   }
 }
+// a * x - W x on row i of nc <= 4 planes (o[c], ar[c] that row of the output and of a; xb[c] the
+// planes' bases, row stride xsr): the channels at once in registers (stencil_row_multi) where the
+// row has two rows of context on each side and the rows of x are contiguous, else each plane on
+// its own with the border's taps (stencil_row). dma_impl, the unrolled CG's adjoint and the
+// denoiser's CG run their rows through it (the unrolled CG's forward, whose scratch is one row
+// per channel elsewhere, makes the same choice in its stencil_all).
+template <typename T>
+static void stencil_rows(int64_t nc, T* const* o, const T* const* ar, const T* const* xb, int64_t xsr, const T* wb,
+                         int64_t wsj, int64_t wsr, int64_t i, int64_t H, int64_t W) {
+  if (i >= 2 && i + 2 < H && xsr == W) {
+    stencil_row_channels<T>(nc, o, ar, xb, wb, wsj, wsr, i, W);
+    return;
+  }
+  for (int64_t c = 0; c < nc; ++c) stencil_row<T, true>(o[c], ar[c], xb[c], xsr, wb, wsj, wsr, i, H, W);
+}
 
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
 // contiguous rows; broadcast dims have stride 0. out is contiguous (B, K, C, H, W).
@@ -360,30 +375,24 @@ static void dma_impl(const Ten& w, const Ten& a, bool has_a, const Ten& x, Ten& 
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t i = idx % H, k = (idx / H) % K, b = idx / (H * K);
       const T* wb = wp + b * wsb + k * wsk;
-      int64_t c0 = 0;
-      if (has_a && xsr == W && i >= 2 && i + 2 < H) {
-        // an interior row: up to 4 channels at once in registers (stencil_row_multi), each
-        // weight vector loaded once for all of them
-        for (; c0 < C; c0 += 4) {
-          const int64_t nc = std::min<int64_t>(4, C - c0);
-          T* o[4];
-          const T* ar[4];
-          const T* xb[4];
-          for (int64_t c = 0; c < nc; ++c) {
-            o[c] = op + (((b * K + k) * C + c0 + c) * H + i) * W;
-            ar[c] = ap + b * asb + k * ask + (c0 + c) * asc + i * asr;
-            xb[c] = xp + b * xsb + k * xsk + (c0 + c) * xsc;
-          }
-          stencil_row_channels<T>(nc, o, ar, xb, wb, wsj, wsr, i, W);
-        }
+      if (!has_a) {
+        for (int64_t c = 0; c < C; ++c)
+          stencil_row<T, false>(op + (((b * K + k) * C + c) * H + i) * W, nullptr, xp + b * xsb + k * xsk + c * xsc,
+                                xsr, wb, wsj, wsr, i, H, W);
+        continue;
       }
-      for (int64_t c = c0; c < C; ++c) {
-        T* o = op + (((b * K + k) * C + c) * H + i) * W;
-        const T* xb = xp + b * xsb + k * xsk + c * xsc;
-        if (has_a)
-          stencil_row<T, true>(o, ap + b * asb + k * ask + c * asc + i * asr, xb, xsr, wb, wsj, wsr, i, H, W);
-        else
-          stencil_row<T, false>(o, nullptr, xb, xsr, wb, wsj, wsr, i, H, W);
+      // up to 4 channels at a time (stencil_rows), each weight vector loaded once for all of them
+      for (int64_t c0 = 0; c0 < C; c0 += 4) {
+        const int64_t nc = std::min<int64_t>(4, C - c0);
+        T* o[4];
+        const T* ar[4];
+        const T* xb[4];
+        for (int64_t c = 0; c < nc; ++c) {
+          o[c] = op + (((b * K + k) * C + c0 + c) * H + i) * W;
+          ar[c] = ap + b * asb + k * ask + (c0 + c) * asc + i * asr;
+          xb[c] = xp + b * xsb + k * xsk + (c0 + c) * xsc;
+        }
+        stencil_rows<T>(nc, o, ar, xb, xsr, wb, wsj, wsr, i, H, W);
       }
     }
   });
@@ -687,16 +696,18 @@ static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, con
       auto rowp = [&](const T* base, const int64_t* s, int64_t c, int64_t r) { return base + b * s[0] + k * s[1] + c * s[2] + r * s[3]; };
       // u rows = diag * y - W y on row r of the C planes of y (plane stride HW, row stride W)
       auto stencil = [&](const T* y, int64_t r) {
-        if (r >= 2 && r + 2 < H && C <= 4) {
+        for (int64_t c0 = 0; c0 < C; c0 += 4) {
+          const int64_t nc = std::min<int64_t>(4, C - c0);
           T* o[4];
           const T* ar[4];
           const T* xb[4];
-          for (int64_t c = 0; c < C; ++c) { o[c] = U + c * W; ar[c] = rowp(dp, ds, c, r); xb[c] = y + c * HW; }
-          stencil_row_channels<T>(C, o, ar, xb, wb, wsj, wsr, r, W);
-          return;
+          for (int64_t c = 0; c < nc; ++c) {
+            o[c] = U + (c0 + c) * W;
+            ar[c] = rowp(dp, ds, c0 + c, r);
+            xb[c] = y + (c0 + c) * HW;
+          }
+          stencil_rows<T>(nc, o, ar, xb, W, wb, wsj, wsr, r, H, W);
         }
-        for (int64_t c = 0; c < C; ++c)
-          stencil_row<T, true>(U + c * W, rowp(dp, ds, c, r), y + c * HW, W, wb, wsj, wsr, r, H, W);
       };
       // gw row r -= coef * sum_c (y_p x_q + y_q x_p); x given by plane bases xq(c) with row stride xr
       T* gwb = gwp + pl * NU * HW;
@@ -1520,11 +1531,7 @@ static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const 
       ar[c] = base(a, bb, 0, i);
       ub[c] = u.data_ptr<T>() + bb * u.stride(0) + c * u.stride(2);
     }
-    if (i >= 2 && i + 2 < H && u.stride(3) == W) {
-      stencil_row_channels<T>(C, o, ar, ub, wb, wsj, wsr, i, W);
-    } else {
-      for (int64_t c = 0; c < C; ++c) stencil_row<T, true>(o[c], ar[c], ub[c], u.stride(3), wb, wsj, wsr, i, H, W);
-    }
+    stencil_rows<T>(C, o, ar, ub, u.stride(3), wb, wsj, wsr, i, H, W);
     double acc = 0;
     for (int64_t c = 0; c < C; ++c) {
       T* __restrict__ qc = o[c];
