@@ -1,4 +1,4 @@
-"""Issue 50 / 49: the three measurements behind the RAW job's start and end and the denoiser's
+"""Issue 50 / 49: the four measurements behind the RAW job's start and end and the denoiser's
 share of the noise-aware network's time, each one command.
 
 * ``overlap RAW``: ``import torch`` and :func:`gsprestore.imageio.camera_raw.read_raw` of ``RAW``
@@ -8,6 +8,10 @@ share of the noise-aware network's time, each one command.
 * ``teardown RAW``: ``gsprestore demosaic RAW -o OUT.png --method ugtv-lite`` as the console entry
   runs it (``cli.entry``, which ends without the interpreter's teardown) against the same command
   through ``cli.app.main`` (an ordinary exit), alternating, medians.
+* ``cores RAW``: the default demosaicker (``ugtv-lite``) on the RAW's white-balanced mosaic in one
+  process, after a warm-up, on 2 threads, 1 and 2 again: wall time, CPU time and the cores it kept
+  busy (CPU / wall): how much of the second core the model leaves for work beside it (development
+  and encoding streamed alongside would have that much, less what OpenMP's waiting spins hold).
 * ``denoiser``: the shipped ``ugtv-lite-denoise`` on a 768x512 mosaic with the medium level given
   (its denoising passes run) and without a level, ``--threads`` torch threads, median of 20.
 
@@ -15,6 +19,7 @@ Usage (from the repository root)::
 
     .venv/bin/python lab/research/raw_job_overlap.py overlap ../shared/raw/bmpcc4k-cinemadng-daylight.dng
     .venv/bin/python lab/research/raw_job_overlap.py teardown ../shared/raw/bmpcc4k-cinemadng-daylight.dng
+    .venv/bin/python lab/research/raw_job_overlap.py cores ../shared/raw/bmpcc4k-cinemadng-daylight.dng
     .venv/bin/python lab/research/raw_job_overlap.py denoiser --threads 2
 """
 
@@ -79,6 +84,32 @@ def teardown(raw: str, repeats: int) -> None:
     print(f"demosaic, ending without the teardown: {e:.2f} s; with it: {a:.2f} s (medians of {repeats})")
 
 
+def cores(raw: str) -> None:
+    import resource
+
+    from gsprestore.core.process import configure_openmp
+
+    configure_openmp()  # as the console script does, before torch loads
+    import torch
+
+    from gsprestore.imageio.camera_raw import read_raw
+    from gsprestore.imageio.raw_develop import balanced_mosaic
+    from gsprestore.methods.registry import get_restorer
+    from gsprestore.runtime.tiling import restore
+
+    frame = read_raw(raw)
+    mosaic = torch.from_numpy(balanced_mosaic(frame, "camera", None))[None]
+    restorer = get_restorer("ugtv-lite", "demosaic")
+    restore(restorer, mosaic, frame.pattern)  # warm-up
+    for threads in (2, 1, 2):
+        torch.set_num_threads(threads)
+        c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        restore(restorer, mosaic, frame.pattern)
+        t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        print(f"ugtv-lite, {threads} thread(s): wall {t1 - t0:.2f} s, CPU {cpu:.2f} s, cores busy {cpu / (t1 - t0):.2f}")
+
+
 def denoiser(threads: int) -> None:
     import torch
 
@@ -110,7 +141,7 @@ def denoiser(threads: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["overlap", "teardown", "denoiser"])
+    ap.add_argument("what", choices=["overlap", "teardown", "cores", "denoiser"])
     ap.add_argument("raw", nargs="?")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
@@ -118,7 +149,7 @@ def main() -> None:
     if a.what != "denoiser" and not a.raw:
         ap.error(f"{a.what} needs a RAW file")
     {"overlap": lambda: overlap(a.raw, a.repeats), "teardown": lambda: teardown(a.raw, a.repeats),
-     "denoiser": lambda: denoiser(a.threads)}[a.what]()
+     "cores": lambda: cores(a.raw), "denoiser": lambda: denoiser(a.threads)}[a.what]()
 
 
 if __name__ == "__main__":
