@@ -340,20 +340,31 @@ static void stencil_row_channels(int64_t nc, T* const* o, const T* const* ar, co
     default: stencil_row_multi<T, 4>(o, ar, xb, wb, wsj, wsr, i, W); break;
   }
 }
-// a * x - W x on row i of nc <= 4 planes (o[c], ar[c] that row of the output and of a; xb[c] the
-// planes' bases, row stride xsr): the channels at once in registers (stencil_row_multi) where the
-// row has two rows of context on each side and the rows of x are contiguous, else each plane on
-// its own with the border's taps (stencil_row). dma_impl, the unrolled CG's adjoint and the
-// denoiser's CG run their rows through it (the unrolled CG's forward, whose scratch is one row
-// per channel elsewhere, makes the same choice in its stencil_all).
-template <typename T>
-static void stencil_rows(int64_t nc, T* const* o, const T* const* ar, const T* const* xb, int64_t xsr, const T* wb,
-                         int64_t wsj, int64_t wsr, int64_t i, int64_t H, int64_t W) {
-  if (i >= 2 && i + 2 < H && xsr == W) {
-    stencil_row_channels<T>(nc, o, ar, xb, wb, wsj, wsr, i, W);
-    return;
+// a * x - W x on row i of C planes: out(c), a_row(c) give that row of plane c of the output and of
+// a, x_plane(c) the base of plane c of x (row stride xsr). Four planes at a time in registers
+// (stencil_row_multi) where the row has two rows of context on each side and the rows of x are
+// contiguous, else each plane on its own with the border's taps (stencil_row). dma_impl, the
+// unrolled CG's adjoint and the denoiser's CG run their rows through it (the unrolled CG's
+// forward, whose scratch is one row per channel elsewhere, makes the same choice in stencil_all).
+template <typename T, typename Out, typename ARow, typename XPlane>
+static void stencil_rows(int64_t C, const Out& out, const ARow& a_row, const XPlane& x_plane, int64_t xsr,
+                         const T* wb, int64_t wsj, int64_t wsr, int64_t i, int64_t H, int64_t W) {
+  const bool interior = i >= 2 && i + 2 < H && xsr == W;
+  for (int64_t c0 = 0; c0 < C; c0 += 4) {
+    const int64_t nc = std::min<int64_t>(4, C - c0);
+    T* o[4];
+    const T* ar[4];
+    const T* xb[4];
+    for (int64_t c = 0; c < nc; ++c) {
+      o[c] = out(c0 + c);
+      ar[c] = a_row(c0 + c);
+      xb[c] = x_plane(c0 + c);
+    }
+    if (interior)
+      stencil_row_channels<T>(nc, o, ar, xb, wb, wsj, wsr, i, W);
+    else
+      for (int64_t c = 0; c < nc; ++c) stencil_row<T, true>(o[c], ar[c], xb[c], xsr, wb, wsj, wsr, i, H, W);
   }
-  for (int64_t c = 0; c < nc; ++c) stencil_row<T, true>(o[c], ar[c], xb[c], xsr, wb, wsj, wsr, i, H, W);
 }
 
 // out = a * x - W x ; a may be undefined (identity). All tensors (B, K?, C?, H, W) with
@@ -382,18 +393,10 @@ static void dma_impl(const Ten& w, const Ten& a, bool has_a, const Ten& x, Ten& 
         continue;
       }
       // up to 4 channels at a time (stencil_rows), each weight vector loaded once for all of them
-      for (int64_t c0 = 0; c0 < C; c0 += 4) {
-        const int64_t nc = std::min<int64_t>(4, C - c0);
-        T* o[4];
-        const T* ar[4];
-        const T* xb[4];
-        for (int64_t c = 0; c < nc; ++c) {
-          o[c] = op + (((b * K + k) * C + c0 + c) * H + i) * W;
-          ar[c] = ap + b * asb + k * ask + (c0 + c) * asc + i * asr;
-          xb[c] = xp + b * xsb + k * xsk + (c0 + c) * xsc;
-        }
-        stencil_rows<T>(nc, o, ar, xb, xsr, wb, wsj, wsr, i, H, W);
-      }
+      stencil_rows<T>(
+          C, [&](int64_t c) { return op + (((b * K + k) * C + c) * H + i) * W; },
+          [&](int64_t c) { return ap + b * asb + k * ask + c * asc + i * asr; },
+          [&](int64_t c) { return xp + b * xsb + k * xsk + c * xsc; }, xsr, wb, wsj, wsr, i, H, W);
     }
   });
 }
@@ -696,18 +699,9 @@ static void cg_backward_impl(const Ten& w, const Ten& diag, const Ten& keep, con
       auto rowp = [&](const T* base, const int64_t* s, int64_t c, int64_t r) { return base + b * s[0] + k * s[1] + c * s[2] + r * s[3]; };
       // u rows = diag * y - W y on row r of the C planes of y (plane stride HW, row stride W)
       auto stencil = [&](const T* y, int64_t r) {
-        for (int64_t c0 = 0; c0 < C; c0 += 4) {
-          const int64_t nc = std::min<int64_t>(4, C - c0);
-          T* o[4];
-          const T* ar[4];
-          const T* xb[4];
-          for (int64_t c = 0; c < nc; ++c) {
-            o[c] = U + (c0 + c) * W;
-            ar[c] = rowp(dp, ds, c0 + c, r);
-            xb[c] = y + (c0 + c) * HW;
-          }
-          stencil_rows<T>(nc, o, ar, xb, W, wb, wsj, wsr, r, H, W);
-        }
+        stencil_rows<T>(
+            C, [&](int64_t c) { return U + c * W; }, [&](int64_t c) { return rowp(dp, ds, c, r); },
+            [&](int64_t c) { return y + c * HW; }, W, wb, wsj, wsr, r, H, W);
       };
       // gw row r -= coef * sum_c (y_p x_q + y_q x_p); x given by plane bases xq(c) with row stride xr
       T* gwb = gwp + pl * NU * HW;
@@ -1522,19 +1516,13 @@ static void glr_denoise_cg_impl(const Ten& w, const Ten& a, const Ten& s, const 
   };
   // q = v + s (a u - W u) on row i, rows[buf][b, i] = <v, q> there (v: the vector u = s v was made from)
   auto apply_row = [&](const Ten& v, int buf, int64_t bb, int64_t i) {
-    const T* wb = wp + bb * wsb;
-    T* o[4];
-    const T* ar[4];
-    const T* ub[4];
-    for (int64_t c = 0; c < C; ++c) {
-      o[c] = base(q, bb, c, i);
-      ar[c] = base(a, bb, 0, i);
-      ub[c] = u.data_ptr<T>() + bb * u.stride(0) + c * u.stride(2);
-    }
-    stencil_rows<T>(C, o, ar, ub, u.stride(3), wb, wsj, wsr, i, H, W);
+    stencil_rows<T>(
+        C, [&](int64_t c) { return base(q, bb, c, i); }, [&](int64_t) { return base(a, bb, 0, i); },
+        [&](int64_t c) { return u.data_ptr<T>() + bb * u.stride(0) + c * u.stride(2); }, u.stride(3),
+        wp + bb * wsb, wsj, wsr, i, H, W);
     double acc = 0;
     for (int64_t c = 0; c < C; ++c) {
-      T* __restrict__ qc = o[c];
+      T* __restrict__ qc = base(q, bb, c, i);
       const T* __restrict__ vc = base(v, bb, c, i);
       const T* __restrict__ sc = base(s, bb, c, i);
       for (int64_t j = 0; j < W; ++j) qc[j] = vc[j] + sc[j] * qc[j];
