@@ -84,8 +84,12 @@ def test_opt_prices_a_candidate_configuration(capsys):
                            ["ugtv-lite_demosaic:heads=2", 'uglr-lite_upscale2x:blocks=1,width=32,feature_trunk="packed"']),
                    **args)
     lite, paper, lite1, cand = res["models"]
-    # the shipped CPU-size network (1 block x 1 head, 48-wide trunk since stage 6), priced with its weights
-    assert (base["config"]["blocks"], base["config"]["heads"], base["config"]["width"]) == (1, 1, 48)
+    # the shipped CPU-size network (1 block x 1 head), priced with its weights: the width its file records
+    from gsprestore.methods.weights import read_manifest
+
+    shipped = next(e for e in read_manifest()["models"] if e["file"] == "ugtv-lite_demosaic.pt")
+    assert (base["config"]["blocks"], base["config"]["heads"]) == (1, 1)
+    assert base["config"]["width"] == shipped["config"]["width"] > 32
     assert "untrained" not in base["weights"]
     assert (lite["config"]["blocks"], lite["config"]["heads"]) == (2, 1) and lite["label"] == "ugtv-lite_demosaic blocks=2"
     assert (lite1["config"]["blocks"], lite1["config"]["heads"]) == (2, 2)
