@@ -171,10 +171,12 @@ def test_models_command_shows_scores_default_and_reason(fake_weights):
     assert "rule: the default is the best method by recorded quality" in " ".join(out.split())
 
 
-@pytest.mark.parametrize("columns", [80, 160])
+@pytest.mark.parametrize("columns", [60, 80, 160])
 def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
     """Piped (no terminal) at 80 columns the descriptions are listed under each table, wrapped, never
-    cut; wider, they are a column. The learned rows show the shipped network's size and unrolling."""
+    cut; wider, they are a column; at 60 the figures do not fit a row, so each method takes two lines
+    and a wrapped description (issue 51: '38.94' read '38.' and the MP/s column went). Every figure
+    whole at every width. The learned rows show the shipped network's size and unrolling."""
     import os
     import subprocess
     import sys
@@ -191,6 +193,11 @@ def test_models_table_keeps_every_description_at_80_columns_and_piped(columns):
         assert " ".join(row["summary"].split()) in flat, row["summary"]
         if row["kind"] == "learned":
             assert f"{row['params']:,}" in flat
+        for key in ("mcm", "kodak"):
+            if row[key] is not None:
+                assert f"{row[key]:.2f}" in flat, (row["method"], key)
+        if row["mp_per_s"] is not None:
+            assert f"{row['mp_per_s']:.3g}" in flat, row["method"]
     assert "2 ADMM x 5 CG" in flat and "5 ADMM x 10 CG" not in flat and "(default configuration" not in flat
     assert ("description" in out) == (columns > 80)
 

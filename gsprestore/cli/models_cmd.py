@@ -20,6 +20,25 @@ def _cells(r: dict[str, Any]) -> list[str]:
             "-" if r["mp_per_s"] is None else f"{r['mp_per_s']:.3g}"]
 
 
+def _print_stacked(console, rows: list[dict[str, Any]], all_cells: list[list[str]], heads: tuple[str, ...],
+                   defaults: dict[str, dict[str, str]], device: str) -> None:
+    """The tables of :func:`print_tables` for a terminal too narrow for their figures: per method a
+    line of its name, kind, parameters and weights, a line of its figures, its description wrapped."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    for task in dict.fromkeys(r["task"] for r in rows):
+        console.print(Text(f"{task} (default on {device}: {defaults[task]['method']})"))
+        for r, c in zip(rows, all_cells):
+            if r["task"] != task:
+                continue
+            name = [c[0], c[1]] + ([f"{c[2]} params"] if c[2] != "-" else []) + [c[3]]
+            console.print(Padding(Text("  ".join(name)), (0, 0, 0, 2)))
+            console.print(Padding(Text(f"{heads[4]} {c[4]}  {heads[5]} {c[5]}  {heads[6]} {c[6]}"), (0, 0, 0, 4)))
+            console.print(Padding(Text(" ".join(r["summary"].split())), (0, 0, 0, 4)))
+        console.print()
+
+
 def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[str, str]], device: str = "cpu") -> None:
     """One table per task; the description is a column (wrapped, never cut) where at least
     :data:`MIN_DESCRIPTION` characters fit beside the figures, else a list under the table."""
@@ -33,6 +52,9 @@ def print_tables(console, rows: list[dict[str, Any]], defaults: dict[str, dict[s
     widths = [max(len(h), *(len(c[i]) for c in all_cells)) for i, h in enumerate(heads)]
     used = sum(widths) + 2 * (len(widths) - 1)  # two spaces between columns, none at the edges
     room = console.width - used - 2
+    if room < 0:  # the figures do not fit on one line: two lines a method, nothing cut
+        _print_stacked(console, rows, all_cells, heads, defaults, device)
+        return
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = [(r, c) for r, c in zip(rows, all_cells) if r["task"] == task]
         table = Table(title=f"{task} (default on {device}: {defaults[task]['method']})", title_justify="left",
